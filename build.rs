@@ -1,0 +1,8 @@
+fn main() {
+    println!("cargo:rerun-if-changed=csrc");
+    cc::Build::new()
+        .file("csrc/reduce_ld.c")
+        .opt_level(2)
+        .warnings(true)
+        .compile("mpistages_c");
+}

@@ -1,0 +1,468 @@
+//! Datatypes as a flattened typemap: for one element, the list of runs
+//! (offset, length, basic type) in typemap order, adjacent runs of the same
+//! basic type merged. Packing walks the runs element by element; a type
+//! whose one run covers its extent is contiguous and never packed.
+
+use super::consts::{dt, UNDEFINED};
+use super::error::{fail, MpiResult};
+use super::consts::err;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Basic {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+    LongDouble,
+    CF32,
+    CF64,
+    CLongDouble,
+    /// C `_Bool` / C++ `bool` (1 byte).
+    Bool,
+    /// Fortran LOGICAL (4 bytes) and LOGICAL*1.
+    Logical4,
+    Logical1,
+    Byte,
+    Packed,
+    /// Fortran CHARACTER.
+    Character,
+}
+
+impl Basic {
+    pub fn size(self) -> usize {
+        use Basic::*;
+        match self {
+            I8 | U8 | Bool | Logical1 | Byte | Packed | Character => 1,
+            I16 | U16 => 2,
+            I32 | U32 | F32 | Logical4 => 4,
+            I64 | U64 | F64 | CF32 => 8,
+            LongDouble | CF64 => 16,
+            CLongDouble => 32,
+        }
+    }
+
+    pub fn align(self) -> usize {
+        use Basic::*;
+        match self {
+            CF32 => 4,
+            CF64 => 8,
+            LongDouble | CLongDouble => 16,
+            b => b.size(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub off: isize,
+    pub len: usize,
+    pub basic: Basic,
+}
+
+/// A (value, index) pair type for `MPI_MINLOC` / `MPI_MAXLOC`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pair {
+    pub value: Basic,
+    pub index: Basic,
+    pub index_off: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct Datatype {
+    pub name: String,
+    pub size: usize,
+    pub lb: isize,
+    pub extent: isize,
+    pub true_lb: isize,
+    pub true_extent: isize,
+    pub runs: Vec<Run>,
+    pub pair: Option<Pair>,
+    pub predefined: bool,
+    pub committed: bool,
+}
+
+/// Runs above this count per element are refused (a runaway constructor).
+const MAX_RUNS: usize = 1 << 24;
+
+fn overflow<T>() -> MpiResult<T> {
+    fail(err::ARG, "datatype size or extent overflows")
+}
+
+impl Datatype {
+    fn basic(name: &str, b: Basic) -> Datatype {
+        let s = b.size();
+        Datatype {
+            name: name.into(),
+            size: s,
+            lb: 0,
+            extent: s as isize,
+            true_lb: 0,
+            true_extent: s as isize,
+            runs: vec![Run {
+                off: 0,
+                len: s,
+                basic: b,
+            }],
+            pair: None,
+            predefined: true,
+            committed: true,
+        }
+    }
+
+    fn pair(name: &str, value: Basic, index: Basic) -> Datatype {
+        let index_off = value.size().max(index.align());
+        let size = index_off + index.size();
+        let align = value.align().max(index.align());
+        let extent = size.div_ceil(align) * align;
+        let runs = vec![
+            Run {
+                off: 0,
+                len: value.size(),
+                basic: value,
+            },
+            Run {
+                off: index_off as isize,
+                len: index.size(),
+                basic: index,
+            },
+        ];
+        Datatype {
+            name: name.into(),
+            size: value.size() + index.size(),
+            lb: 0,
+            extent: extent as isize,
+            true_lb: 0,
+            true_extent: size as isize,
+            runs,
+            pair: Some(Pair {
+                value,
+                index,
+                index_off,
+            }),
+            predefined: true,
+            committed: true,
+        }
+    }
+
+    /// The predefined datatype with this handle.
+    pub fn predefined(handle: i32) -> Option<Datatype> {
+        use Basic::*;
+        let b = |n: &str, k| Some(Datatype::basic(n, k));
+        match handle {
+            dt::CHAR => b("MPI_CHAR", I8),
+            dt::SIGNED_CHAR => b("MPI_SIGNED_CHAR", I8),
+            dt::UNSIGNED_CHAR => b("MPI_UNSIGNED_CHAR", U8),
+            dt::BYTE => b("MPI_BYTE", Byte),
+            dt::SHORT => b("MPI_SHORT", I16),
+            dt::UNSIGNED_SHORT => b("MPI_UNSIGNED_SHORT", U16),
+            dt::INT => b("MPI_INT", I32),
+            dt::UNSIGNED => b("MPI_UNSIGNED", U32),
+            dt::LONG => b("MPI_LONG", I64),
+            dt::UNSIGNED_LONG => b("MPI_UNSIGNED_LONG", U64),
+            dt::LONG_LONG => b("MPI_LONG_LONG", I64),
+            dt::UNSIGNED_LONG_LONG => b("MPI_UNSIGNED_LONG_LONG", U64),
+            dt::FLOAT => b("MPI_FLOAT", F32),
+            dt::DOUBLE => b("MPI_DOUBLE", F64),
+            dt::LONG_DOUBLE => b("MPI_LONG_DOUBLE", LongDouble),
+            dt::WCHAR => b("MPI_WCHAR", I32),
+            dt::C_BOOL => b("MPI_C_BOOL", Bool),
+            dt::CXX_BOOL => b("MPI_CXX_BOOL", Bool),
+            dt::INT8_T => b("MPI_INT8_T", I8),
+            dt::INT16_T => b("MPI_INT16_T", I16),
+            dt::INT32_T => b("MPI_INT32_T", I32),
+            dt::INT64_T => b("MPI_INT64_T", I64),
+            dt::UINT8_T => b("MPI_UINT8_T", U8),
+            dt::UINT16_T => b("MPI_UINT16_T", U16),
+            dt::UINT32_T => b("MPI_UINT32_T", U32),
+            dt::UINT64_T => b("MPI_UINT64_T", U64),
+            dt::AINT => b("MPI_AINT", I64),
+            dt::COUNT => b("MPI_COUNT", I64),
+            dt::OFFSET => b("MPI_OFFSET", I64),
+            dt::C_FLOAT_COMPLEX => b("MPI_C_FLOAT_COMPLEX", CF32),
+            dt::C_DOUBLE_COMPLEX => b("MPI_C_DOUBLE_COMPLEX", CF64),
+            dt::C_LONG_DOUBLE_COMPLEX => b("MPI_C_LONG_DOUBLE_COMPLEX", CLongDouble),
+            dt::PACKED => b("MPI_PACKED", Packed),
+            dt::FLOAT_INT => Some(Datatype::pair("MPI_FLOAT_INT", F32, I32)),
+            dt::DOUBLE_INT => Some(Datatype::pair("MPI_DOUBLE_INT", F64, I32)),
+            dt::LONG_INT => Some(Datatype::pair("MPI_LONG_INT", I64, I32)),
+            dt::TWO_INT => Some(Datatype::pair("MPI_2INT", I32, I32)),
+            dt::SHORT_INT => Some(Datatype::pair("MPI_SHORT_INT", I16, I32)),
+            dt::LONG_DOUBLE_INT => Some(Datatype::pair("MPI_LONG_DOUBLE_INT", LongDouble, I32)),
+            dt::INTEGER => b("MPI_INTEGER", I32),
+            dt::REAL => b("MPI_REAL", F32),
+            dt::DOUBLE_PRECISION => b("MPI_DOUBLE_PRECISION", F64),
+            dt::COMPLEX => b("MPI_COMPLEX", CF32),
+            dt::DOUBLE_COMPLEX => b("MPI_DOUBLE_COMPLEX", CF64),
+            dt::LOGICAL => b("MPI_LOGICAL", Logical4),
+            dt::CHARACTER => b("MPI_CHARACTER", Character),
+            dt::TWO_REAL => Some(Datatype::pair("MPI_2REAL", F32, F32)),
+            dt::TWO_DOUBLE_PRECISION => Some(Datatype::pair("MPI_2DOUBLE_PRECISION", F64, F64)),
+            dt::TWO_INTEGER => Some(Datatype::pair("MPI_2INTEGER", I32, I32)),
+            dt::INTEGER1 => b("MPI_INTEGER1", I8),
+            dt::INTEGER2 => b("MPI_INTEGER2", I16),
+            dt::INTEGER4 => b("MPI_INTEGER4", I32),
+            dt::INTEGER8 => b("MPI_INTEGER8", I64),
+            dt::REAL4 => b("MPI_REAL4", F32),
+            dt::REAL8 => b("MPI_REAL8", F64),
+            dt::COMPLEX8 => b("MPI_COMPLEX8", CF32),
+            dt::COMPLEX16 => b("MPI_COMPLEX16", CF64),
+            dt::LOGICAL1 => b("MPI_LOGICAL1", Logical1),
+            dt::LOGICAL4 => b("MPI_LOGICAL4", Logical4),
+            _ => None,
+        }
+    }
+
+    /// Builds a type from copies of other types placed at byte displacements.
+    /// `is_struct` applies the alignment padding MPI gives struct types.
+    fn from_parts<'a>(
+        name: &str,
+        parts: impl Iterator<Item = (isize, &'a Datatype)>,
+        is_struct: bool,
+    ) -> MpiResult<Datatype> {
+        let mut runs: Vec<Run> = Vec::new();
+        let mut size: usize = 0;
+        let mut bounds: Option<(isize, isize)> = None;
+        let mut align = 1;
+        for (disp, t) in parts {
+            size = size.checked_add(t.size).map_or_else(overflow, Ok)?;
+            let lo = disp.checked_add(t.lb).map_or_else(overflow, Ok)?;
+            let hi = lo.checked_add(t.extent).map_or_else(overflow, Ok)?;
+            bounds = Some(match bounds {
+                None => (lo.min(hi), hi.max(lo)),
+                Some((l, h)) => (l.min(lo).min(hi), h.max(hi).max(lo)),
+            });
+            for r in &t.runs {
+                let off = disp.checked_add(r.off).map_or_else(overflow, Ok)?;
+                align = align.max(r.basic.align());
+                match runs.last_mut() {
+                    Some(last) if last.basic == r.basic && last.off + last.len as isize == off => {
+                        last.len += r.len
+                    }
+                    _ => {
+                        if runs.len() >= MAX_RUNS {
+                            return fail(err::ARG, "datatype has too many pieces");
+                        }
+                        runs.push(Run { off, ..*r })
+                    }
+                }
+            }
+        }
+        let (lb, mut ub) = bounds.unwrap_or((0, 0));
+        if is_struct && !runs.is_empty() {
+            let a = align as isize;
+            let ext = ub - lb;
+            ub = lb + (ext + a - 1).div_euclid(a) * a;
+        }
+        let (true_lb, true_ub) = runs.iter().fold(None, |acc: Option<(isize, isize)>, r| {
+            let (l, h) = (r.off, r.off + r.len as isize);
+            Some(acc.map_or((l, h), |(a, b)| (a.min(l), b.max(h))))
+        })
+        .unwrap_or((0, 0));
+        Ok(Datatype {
+            name: name.into(),
+            size,
+            lb,
+            extent: ub - lb,
+            true_lb,
+            true_extent: true_ub - true_lb,
+            runs,
+            pair: None,
+            predefined: false,
+            committed: false,
+        })
+    }
+
+    fn check_count(n: i64, what: &str) -> MpiResult<usize> {
+        if n < 0 {
+            return fail(err::COUNT, format!("negative {what} {n}"));
+        }
+        Ok(n as usize)
+    }
+
+    pub fn contiguous(count: i64, old: &Datatype) -> MpiResult<Datatype> {
+        let n = Self::check_count(count, "count")?;
+        let ext = old.extent;
+        Self::from_parts("contiguous", (0..n).map(|i| (i as isize * ext, old)), false)
+    }
+
+    /// Blocks of `blocklen` elements, `stride` apart (in bytes when
+    /// `stride_in_bytes`, else in multiples of the old type's extent).
+    pub fn vector(count: i64, blocklen: i64, stride: i64, stride_in_bytes: bool, old: &Datatype) -> MpiResult<Datatype> {
+        let n = Self::check_count(count, "count")?;
+        let b = Self::check_count(blocklen, "block length")?;
+        let ext = old.extent;
+        let step = if stride_in_bytes { stride as isize } else { (stride as isize).checked_mul(ext).map_or_else(overflow, Ok)? };
+        let parts = (0..n).flat_map(move |i| (0..b).map(move |j| (i as isize * step + j as isize * ext, old)));
+        Self::from_parts(if stride_in_bytes { "hvector" } else { "vector" }, parts, false)
+    }
+
+    /// Blocks at displacements (in bytes when `in_bytes`, else in extents).
+    pub fn indexed(blocklens: &[i64], displs: &[i64], in_bytes: bool, old: &Datatype) -> MpiResult<Datatype> {
+        for &b in blocklens {
+            Self::check_count(b, "block length")?;
+        }
+        let ext = old.extent;
+        let parts = blocklens.iter().zip(displs).flat_map(move |(&b, &d)| {
+            let base = if in_bytes { d as isize } else { d as isize * ext };
+            (0..b as usize).map(move |j| (base + j as isize * ext, old))
+        });
+        Self::from_parts(if in_bytes { "hindexed" } else { "indexed" }, parts, false)
+    }
+
+    pub fn create_struct(blocklens: &[i64], displs: &[i64], types: &[&Datatype]) -> MpiResult<Datatype> {
+        for &b in blocklens {
+            Self::check_count(b, "block length")?;
+        }
+        let parts = blocklens.iter().zip(displs).zip(types).flat_map(|((&b, &d), t)| {
+            (0..b as usize).map(move |j| (d as isize + j as isize * t.extent, *t))
+        });
+        Self::from_parts("struct", parts, true)
+    }
+
+    pub fn resized(old: &Datatype, lb: isize, extent: isize) -> Datatype {
+        Datatype {
+            name: "resized".into(),
+            lb,
+            extent,
+            predefined: false,
+            committed: false,
+            pair: None,
+            ..old.clone()
+        }
+    }
+
+    /// When `count` elements form one run of memory: its offset and length.
+    pub fn contiguous_span(&self, count: usize) -> Option<(isize, usize)> {
+        if count == 0 || self.size == 0 {
+            return Some((0, 0));
+        }
+        match self.runs.as_slice() {
+            [r] if count == 1 || r.len as isize == self.extent => Some((r.off, self.size * count)),
+            _ => None,
+        }
+    }
+
+    /// The memory `count` elements touch: (first byte offset, length).
+    pub fn span(&self, count: usize) -> (isize, usize) {
+        if count == 0 || self.size == 0 {
+            return (0, 0);
+        }
+        let len = (count as isize - 1) * self.extent + self.true_extent;
+        (self.true_lb, len.max(0) as usize)
+    }
+
+    /// Runs of `count` elements in packing order, adjacent runs joined.
+    pub fn segments(&self, count: usize) -> impl Iterator<Item = (isize, usize)> + '_ {
+        let mut pending: Option<(isize, usize)> = None;
+        let mut iter = (0..count).flat_map(move |i| {
+            self.runs
+                .iter()
+                .map(move |r| (i as isize * self.extent + r.off, r.len))
+        });
+        std::iter::from_fn(move || loop {
+            match iter.next() {
+                Some((off, len)) => match pending {
+                    Some((po, pl)) if po + pl as isize == off => pending = Some((po, pl + len)),
+                    Some(p) => {
+                        pending = Some((off, len));
+                        return Some(p);
+                    }
+                    None => pending = Some((off, len)),
+                },
+                None => return pending.take(),
+            }
+        })
+    }
+
+    /// Basic elements in `bytes` bytes of this type (`MPI_Get_elements`), or
+    /// `MPI_UNDEFINED` when `bytes` ends inside a basic element.
+    pub fn elements_in(&self, bytes: usize) -> i64 {
+        if self.size == 0 {
+            return 0;
+        }
+        let per: usize = self.runs.iter().map(|r| r.len / r.basic.size()).sum();
+        let mut n = (bytes / self.size * per) as i64;
+        let mut rem = bytes % self.size;
+        for r in &self.runs {
+            if rem == 0 {
+                break;
+            }
+            let take = rem.min(r.len);
+            if take % r.basic.size() != 0 {
+                return UNDEFINED as i64;
+            }
+            n += (take / r.basic.size()) as i64;
+            rem -= take;
+        }
+        n
+    }
+
+    /// The single basic type every element is made of, if there is one.
+    pub fn uniform_basic(&self) -> Option<Basic> {
+        let first = self.runs.first()?.basic;
+        self.runs.iter().all(|r| r.basic == first).then_some(first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(h: i32) -> Datatype {
+        Datatype::predefined(h).unwrap()
+    }
+
+    #[test]
+    fn pair_layouts_match_c() {
+        let t = d(dt::DOUBLE_INT);
+        assert_eq!((t.size, t.extent), (12, 16));
+        let t = d(dt::SHORT_INT);
+        assert_eq!((t.size, t.extent, t.pair.unwrap().index_off), (6, 8, 4));
+        let t = d(dt::LONG_DOUBLE_INT);
+        assert_eq!((t.size, t.extent), (20, 32));
+        assert_eq!(d(dt::TWO_INT).extent, 8);
+    }
+
+    #[test]
+    fn vector_layout() {
+        let v = Datatype::vector(3, 2, 4, false, &d(dt::INT)).unwrap();
+        assert_eq!(v.size, 24);
+        assert_eq!(v.extent, (2 * 4 + 2) * 4);
+        let segs: Vec<_> = v.segments(2).collect();
+        assert_eq!(segs, vec![(0, 8), (16, 8), (32, 16), (56, 8), (72, 8)]);
+        assert!(v.contiguous_span(2).is_none());
+        let c = Datatype::contiguous(5, &d(dt::DOUBLE)).unwrap();
+        assert_eq!(c.contiguous_span(3), Some((0, 120)));
+    }
+
+    #[test]
+    fn struct_padding_and_elements() {
+        let s = Datatype::create_struct(&[1, 1], &[0, 8], &[&d(dt::DOUBLE), &d(dt::INT)]).unwrap();
+        assert_eq!((s.size, s.extent), (12, 16));
+        assert_eq!(s.elements_in(12 * 3), 6);
+        assert_eq!(s.elements_in(12 + 8), 3);
+        assert_eq!(s.elements_in(12 + 5), UNDEFINED as i64);
+        let r = Datatype::resized(&d(dt::INT), -4, 12);
+        assert_eq!((r.lb, r.extent, r.true_lb, r.true_extent), (-4, 12, 0, 4));
+    }
+
+    #[test]
+    fn negative_counts_are_errors() {
+        assert_eq!(Datatype::contiguous(-1, &d(dt::INT)).unwrap_err().class, err::COUNT);
+        assert_eq!(Datatype::indexed(&[1, -2], &[0, 4], false, &d(dt::INT)).unwrap_err().class, err::COUNT);
+    }
+
+    #[test]
+    fn indexed_keeps_typemap_order() {
+        let t = Datatype::indexed(&[1, 2], &[4, 0], false, &d(dt::INT)).unwrap();
+        let segs: Vec<_> = t.segments(1).collect();
+        assert_eq!(segs, vec![(16, 4), (0, 8)]);
+        assert_eq!((t.lb, t.extent), (0, 20));
+    }
+}

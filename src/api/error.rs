@@ -1,0 +1,96 @@
+//! The API layer's error: an MPI error class plus a sentence for the user.
+//! `src/abi` turns it into a return code or runs the error handler.
+
+use super::consts::err;
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MpiError {
+    pub class: i32,
+    pub detail: String,
+}
+
+pub type MpiResult<T> = Result<T, MpiError>;
+
+impl MpiError {
+    pub fn new(class: i32, detail: impl Into<String>) -> MpiError {
+        MpiError {
+            class,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for MpiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", class_name(self.class), self.detail)
+    }
+}
+
+/// Shorthand for `Err(MpiError::new(class, detail))`.
+pub fn fail<T>(class: i32, detail: impl Into<String>) -> MpiResult<T> {
+    Err(MpiError::new(class, detail))
+}
+
+pub fn class_name(class: i32) -> &'static str {
+    match class {
+        err::SUCCESS => "MPI_SUCCESS",
+        err::BUFFER => "MPI_ERR_BUFFER",
+        err::COUNT => "MPI_ERR_COUNT",
+        err::TYPE => "MPI_ERR_TYPE",
+        err::TAG => "MPI_ERR_TAG",
+        err::COMM => "MPI_ERR_COMM",
+        err::RANK => "MPI_ERR_RANK",
+        err::REQUEST => "MPI_ERR_REQUEST",
+        err::ROOT => "MPI_ERR_ROOT",
+        err::GROUP => "MPI_ERR_GROUP",
+        err::OP => "MPI_ERR_OP",
+        err::TOPOLOGY => "MPI_ERR_TOPOLOGY",
+        err::DIMS => "MPI_ERR_DIMS",
+        err::ARG => "MPI_ERR_ARG",
+        err::UNKNOWN => "MPI_ERR_UNKNOWN",
+        err::TRUNCATE => "MPI_ERR_TRUNCATE",
+        err::OTHER => "MPI_ERR_OTHER",
+        err::INTERN => "MPI_ERR_INTERN",
+        err::IN_STATUS => "MPI_ERR_IN_STATUS",
+        err::PENDING => "MPI_ERR_PENDING",
+        err::KEYVAL => "MPI_ERR_KEYVAL",
+        err::NO_MEM => "MPI_ERR_NO_MEM",
+        err::ERRHANDLER => "MPI_ERR_ERRHANDLER",
+        err::PROC_FAILED => "MPI_ERR_PROC_FAILED",
+        err::TRY_RELOAD => "MPIX_TRY_RELOAD",
+        _ => "MPI_ERR_UNKNOWN",
+    }
+}
+
+/// The text `MPI_Error_string` gives for a class.
+pub fn class_text(class: i32) -> &'static str {
+    match class {
+        err::SUCCESS => "no error",
+        err::BUFFER => "invalid buffer pointer",
+        err::COUNT => "invalid count argument",
+        err::TYPE => "invalid datatype",
+        err::TAG => "invalid tag",
+        err::COMM => "invalid communicator",
+        err::RANK => "invalid rank",
+        err::REQUEST => "invalid request",
+        err::ROOT => "invalid root",
+        err::GROUP => "invalid group",
+        err::OP => "invalid reduction operation",
+        err::TOPOLOGY => "invalid topology",
+        err::DIMS => "invalid dimension argument",
+        err::ARG => "invalid argument",
+        err::UNKNOWN => "unknown error",
+        err::TRUNCATE => "message truncated: the receive buffer is too small",
+        err::OTHER => "other error",
+        err::INTERN => "internal error",
+        err::IN_STATUS => "error code is in the status",
+        err::PENDING => "pending request",
+        err::KEYVAL => "invalid attribute key",
+        err::NO_MEM => "out of memory",
+        err::ERRHANDLER => "invalid error handler",
+        err::PROC_FAILED => "a process in the communicator has failed",
+        err::TRY_RELOAD => "a process failed: roll back and reload the last checkpoint",
+        _ => "unknown error class",
+    }
+}

@@ -1,0 +1,4 @@
+pub mod consts;
+pub mod datatype;
+pub mod error;
+pub mod op;

@@ -1,0 +1,3 @@
+fn main() {
+    mpistages::runtime::controller::main()
+}

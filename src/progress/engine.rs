@@ -1,0 +1,875 @@
+//! The engine: request table, protocols and the progress loop.
+//!
+//! Protocols, per message of `len` packed bytes to a remote process:
+//! - `len <= eager_limit`: one EAGER frame; a synchronous send sets SYNC and
+//!   completes when the receiver's ACK arrives (sent when it matches).
+//! - otherwise rendezvous: RTS (with `len`) → the receiver matches it and
+//!   answers CTS naming its request → the sender streams DATA fragments,
+//!   which the transport reads straight into the posted buffer.
+//!
+//! Messages to oneself are copied at send time and delivered through the
+//! matcher like any other, so ordering and wildcards work the same way.
+
+use super::matcher::{Matcher, Src, TagSel};
+use super::request::{Op, ReqError, ReqId, SendMode, Status};
+use crate::sys::epoll::{self, Epoll};
+use crate::sys::eventfd::EventFd;
+use crate::transport::frame::{flags, Header, Kind};
+use crate::transport::{Class, Event, OutFrame, Payload, RawBuf, Transport};
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+const TOKEN_BELL: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A progress thread advances communication at all times.
+    Thread,
+    /// The waiting user thread advances communication.
+    Poll,
+}
+
+pub struct EngineConfig {
+    pub me: usize,
+    pub size: usize,
+    pub generation: u32,
+    pub mode: ProgressMode,
+    pub epoll: Arc<Epoll>,
+    /// `None` for a job of one process.
+    pub transport: Option<Box<dyn Transport>>,
+}
+
+/// A message the matcher holds until a receive takes it.
+struct Msg {
+    /// World rank of the sender.
+    from: usize,
+    len: usize,
+    /// The sender's request to acknowledge on match (synchronous eager send).
+    sync: Option<u64>,
+    body: Body,
+}
+
+enum Body {
+    Eager(Vec<u8>),
+    /// Rendezvous: the data waits at the sender's request.
+    Rts { sender: u64 },
+}
+
+enum Phase {
+    Send {
+        /// Every byte handed to the transport (or copied, for oneself).
+        out: bool,
+        /// The receiver matched (always true unless synchronous eager).
+        acked: bool,
+        /// Rendezvous: waiting for the receiver's CTS.
+        want_cts: bool,
+    },
+    RecvPosted,
+    RecvData {
+        status: Status,
+        staging: Option<Vec<u8>>,
+    },
+}
+
+enum State {
+    Inactive,
+    Active(Phase),
+    Done(Status),
+}
+
+struct Req {
+    op: Op,
+    persistent: bool,
+    /// `MPI_Request_free` was called: release the slot on completion.
+    freed: bool,
+    state: State,
+    /// Packed copy of non-contiguous send data, alive until completion.
+    packed: Option<Vec<u8>>,
+}
+
+struct Slot {
+    serial: u32,
+    req: Option<Req>,
+}
+
+pub struct Core {
+    me: usize,
+    generation: u32,
+    epoch: u32,
+    transport: Option<Box<dyn Transport>>,
+    matcher: Matcher<ReqId, Msg>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    events: Vec<Event>,
+    completions: u64,
+    dead: Vec<bool>,
+    /// In poll mode: a user thread is inside epoll_wait.
+    polling: bool,
+    waiters: usize,
+    shutdown: bool,
+}
+
+pub struct Engine {
+    core: Mutex<Core>,
+    cond: Condvar,
+    epoll: Arc<Epoll>,
+    bell: EventFd,
+    mode: ProgressMode,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Core {
+    fn req(&self, id: ReqId) -> Option<&Req> {
+        let s = self.slots.get(id.index as usize)?;
+        if s.serial != id.serial {
+            return None;
+        }
+        s.req.as_ref()
+    }
+
+    fn req_mut(&mut self, id: ReqId) -> Option<&mut Req> {
+        let s = self.slots.get_mut(id.index as usize)?;
+        if s.serial != id.serial {
+            return None;
+        }
+        s.req.as_mut()
+    }
+
+    fn alloc(&mut self, req: Req) -> ReqId {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    serial: 0,
+                    req: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        slot.serial = slot.serial.wrapping_add(1);
+        slot.req = Some(req);
+        ReqId {
+            index,
+            serial: slot.serial,
+        }
+    }
+
+    fn release(&mut self, id: ReqId) {
+        if let Some(s) = self.slots.get_mut(id.index as usize) {
+            if s.serial == id.serial && s.req.take().is_some() {
+                self.free.push(id.index);
+            }
+        }
+    }
+
+    fn finish(&mut self, id: ReqId, status: Status) {
+        let Some(r) = self.req_mut(id) else { return };
+        r.packed = None;
+        r.state = State::Done(status);
+        let freed = r.freed;
+        self.completions += 1;
+        if freed {
+            self.release(id);
+        }
+    }
+
+    fn header(&self, kind: Kind) -> Header {
+        let mut h = Header::new(kind);
+        h.generation = self.generation;
+        h.epoch = self.epoch;
+        h
+    }
+
+    fn transmit(&mut self, peer: usize, frame: OutFrame, class: Class) -> Result<(), ReqError> {
+        let t = self
+            .transport
+            .as_mut()
+            .ok_or(ReqError::PeerLost(peer))?;
+        t.send(peer, frame, class, &mut self.events)
+            .map_err(|_| ReqError::PeerLost(peer))
+    }
+
+    /// Activates an inactive request.
+    fn start(&mut self, id: ReqId) {
+        let me = self.me;
+        let Some(r) = self.req_mut(id) else { return };
+        match &r.op {
+            Op::Send { dest: None, .. } => self.finish(id, Status::empty()),
+            Op::Send { dest: Some(d), .. } if *d == me => self.start_local_send(id),
+            Op::Send { .. } => self.start_remote_send(id),
+            Op::Recv { src: None, .. } => {
+                let mut st = Status::empty();
+                st.source = crate::api::consts::PROC_NULL;
+                self.finish(id, st)
+            }
+            Op::Recv {
+                src: Some(src),
+                tag,
+                context,
+                ..
+            } => {
+                let (src, tag, ctx) = (*src, *tag, *context);
+                r.state = State::Active(Phase::RecvPosted);
+                if let Some((s, t, msg)) = self.matcher.post(ctx, src, tag, id) {
+                    self.deliver(id, s, t, msg);
+                }
+            }
+        }
+        self.process_events();
+    }
+
+    fn start_local_send(&mut self, id: ReqId) {
+        let me = self.me;
+        let r = self.req_mut(id).expect("caller checked");
+        let Op::Send {
+            src,
+            context,
+            tag,
+            mode,
+            layout,
+            ..
+        } = &r.op
+        else {
+            return;
+        };
+        let data = match layout.contiguous() {
+            Some(b) => b.as_slice().to_vec(),
+            None => layout.pack(),
+        };
+        let sync = *mode == SendMode::Sync;
+        let (src, ctx, tag) = (*src, *context, *tag);
+        r.state = State::Active(Phase::Send {
+            out: true,
+            acked: !sync,
+            want_cts: false,
+        });
+        let msg = Msg {
+            from: me,
+            len: data.len(),
+            sync: sync.then(|| id.to_wire()),
+            body: Body::Eager(data),
+        };
+        self.arrive(ctx, src, tag, msg);
+        self.check_send_done(id);
+    }
+
+    fn start_remote_send(&mut self, id: ReqId) {
+        let eager_limit = self
+            .transport
+            .as_ref()
+            .map_or(usize::MAX, |t| t.eager_limit());
+        let mut hdr = self.header(Kind::Eager);
+        let r = self.req_mut(id).expect("caller checked");
+        let Op::Send {
+            dest: Some(dest),
+            src,
+            context,
+            tag,
+            mode,
+            layout,
+        } = &r.op
+        else {
+            return;
+        };
+        let dest = *dest;
+        let len = layout.packed_len();
+        let data = match layout.contiguous() {
+            Some(b) => b,
+            None => {
+                let v = r.packed.insert(layout.pack());
+                // SAFETY: the Vec lives in the request until it completes and
+                // is not touched meanwhile; only the transport reads it.
+                unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) }
+            }
+        };
+        let sync = *mode == SendMode::Sync;
+        hdr.context = *context;
+        hdr.src = *src;
+        hdr.tag = *tag;
+        hdr.rdv = id.to_wire();
+        if sync {
+            hdr.flags |= flags::SYNC;
+        }
+        let frame = if len <= eager_limit {
+            hdr.len = len as u32;
+            r.state = State::Active(Phase::Send {
+                out: false,
+                acked: !sync,
+                want_cts: false,
+            });
+            let payload = if len == 0 {
+                Payload::None
+            } else {
+                Payload::Borrowed(data)
+            };
+            OutFrame::new(&hdr, payload, Some(id.to_wire()))
+        } else {
+            hdr.kind = Kind::Rts;
+            hdr.aux = len as u64;
+            r.state = State::Active(Phase::Send {
+                out: false,
+                acked: true,
+                want_cts: true,
+            });
+            OutFrame::new(&hdr, Payload::None, None)
+        };
+        if let Err(e) = self.transmit(dest, frame, Class::Urgent) {
+            self.fail(id, e);
+        }
+    }
+
+    fn fail(&mut self, id: ReqId, e: ReqError) {
+        let mut st = Status::empty();
+        st.error = Some(e);
+        self.finish(id, st);
+    }
+
+    fn check_send_done(&mut self, id: ReqId) {
+        let Some(r) = self.req(id) else { return };
+        if let State::Active(Phase::Send {
+            out: true,
+            acked: true,
+            want_cts: false,
+        }) = r.state
+        {
+            self.finish(id, Status::empty());
+        }
+    }
+
+    fn arrive(&mut self, ctx: u32, src: u32, tag: i32, msg: Msg) {
+        if let Some((id, msg)) = self.matcher.arrive(ctx, src, tag, msg) {
+            self.deliver(id, src, tag, msg);
+        }
+    }
+
+    /// A posted receive matched a message.
+    fn deliver(&mut self, id: ReqId, src: u32, tag: i32, msg: Msg) {
+        if let Some(sender) = msg.sync {
+            self.acknowledge(msg.from, sender);
+        }
+        let Some(r) = self.req_mut(id) else { return };
+        let Op::Recv { layout, .. } = &r.op else {
+            return;
+        };
+        let cap = layout.packed_len();
+        let n = msg.len.min(cap);
+        let status = Status {
+            source: src as i32,
+            tag,
+            bytes: n,
+            cancelled: false,
+            error: (msg.len > cap).then_some(ReqError::Truncate),
+        };
+        match msg.body {
+            Body::Eager(data) => {
+                match layout.contiguous() {
+                    Some(b) => b.as_mut_slice()[..n].copy_from_slice(&data[..n]),
+                    None => layout.unpack(&data[..n]),
+                }
+                self.finish(id, status);
+            }
+            Body::Rts { sender } => {
+                let mut staging = None;
+                let target = match layout.contiguous() {
+                    Some(b) => b.sub(0, n).expect("n <= capacity"),
+                    None => {
+                        let v = staging.insert(vec![0u8; n]);
+                        // SAFETY: the staging Vec moves into the request below
+                        // (moving a Vec does not move its heap buffer) and
+                        // stays there until the transfer completes.
+                        unsafe { RawBuf::new(v.as_mut_ptr(), n) }
+                    }
+                };
+                r.state = State::Active(Phase::RecvData { status, staging });
+                let mut cts = self.header(Kind::Cts);
+                cts.rdv = sender;
+                cts.aux = id.to_wire();
+                if let Some(t) = self.transport.as_mut() {
+                    t.expect_data(msg.from, id.to_wire(), target, msg.len as u64);
+                }
+                if let Err(e) = self.transmit(msg.from, OutFrame::new(&cts, Payload::None, None), Class::Urgent) {
+                    self.fail(id, e);
+                }
+            }
+        }
+    }
+
+    fn acknowledge(&mut self, to: usize, sender: u64) {
+        if to == self.me {
+            let id = ReqId::from_wire(sender);
+            if let Some(Req {
+                state: State::Active(Phase::Send { acked, .. }),
+                ..
+            }) = self.req_mut(id)
+            {
+                *acked = true;
+            }
+            self.check_send_done(id);
+            return;
+        }
+        let mut ack = self.header(Kind::Ack);
+        ack.rdv = sender;
+        // A lost peer is reported through its own event; nothing to do here.
+        let _ = self.transmit(to, OutFrame::new(&ack, Payload::None, None), Class::Urgent);
+    }
+
+    /// The receiver is ready for a rendezvous send: stream the data.
+    fn on_cts(&mut self, peer: usize, sender: ReqId, receiver: u64) -> Result<(), String> {
+        let hdr = self.header(Kind::Data);
+        let frag = self.transport.as_ref().map_or(1 << 20, |t| t.fragment_size());
+        let Some(r) = self.req_mut(sender) else {
+            return Err("CTS for an unknown request".into());
+        };
+        let (Op::Send { dest: Some(dest), layout, .. }, State::Active(Phase::Send { want_cts, .. })) =
+            (&r.op, &mut r.state)
+        else {
+            return Err("CTS for a request that is not a send".into());
+        };
+        if *dest != peer || !*want_cts {
+            return Err("CTS from the wrong peer or for a send not waiting for one".into());
+        }
+        *want_cts = false;
+        let data = match (&mut r.packed, layout.contiguous()) {
+            (Some(v), _) => {
+                // SAFETY: as in start_remote_send: the Vec lives until completion.
+                unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) }
+            }
+            (None, Some(b)) => b,
+            (None, None) => return Err("send data vanished".into()),
+        };
+        let len = data.len();
+        let mut off = 0;
+        while off < len {
+            let n = frag.min(len - off);
+            let mut h = hdr;
+            h.rdv = receiver;
+            h.aux = off as u64;
+            h.len = n as u32;
+            let last = off + n == len;
+            let frame = OutFrame::new(
+                &h,
+                Payload::Borrowed(data.sub(off, n).expect("in bounds")),
+                last.then(|| sender.to_wire()),
+            );
+            if let Err(e) = self.transmit(peer, frame, Class::Bulk) {
+                self.fail(sender, e);
+                return Ok(());
+            }
+            off += n;
+        }
+        Ok(())
+    }
+
+    fn on_frame(&mut self, peer: usize, hdr: Header, payload: Vec<u8>) -> Result<(), String> {
+        if hdr.generation != self.generation {
+            // A message of an earlier (or not yet known) generation: fenced off.
+            return Ok(());
+        }
+        let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.rdv);
+        match hdr.kind {
+            Kind::Eager => {
+                let msg = Msg {
+                    from: peer,
+                    len: payload.len(),
+                    sync,
+                    body: Body::Eager(payload),
+                };
+                self.arrive(hdr.context, hdr.src, hdr.tag, msg);
+            }
+            Kind::Rts => {
+                let msg = Msg {
+                    from: peer,
+                    len: hdr.aux as usize,
+                    sync: None,
+                    body: Body::Rts { sender: hdr.rdv },
+                };
+                self.arrive(hdr.context, hdr.src, hdr.tag, msg);
+            }
+            Kind::Cts => self.on_cts(peer, ReqId::from_wire(hdr.rdv), hdr.aux)?,
+            Kind::Ack => {
+                let id = ReqId::from_wire(hdr.rdv);
+                match self.req_mut(id) {
+                    Some(Req {
+                        op: Op::Send { dest: Some(d), .. },
+                        state: State::Active(Phase::Send { acked, .. }),
+                        ..
+                    }) if *d == peer => *acked = true,
+                    _ => return Err("ACK for an unknown send".into()),
+                }
+                self.check_send_done(id);
+            }
+            Kind::Data | Kind::Hello | Kind::Control => {}
+        }
+        Ok(())
+    }
+
+    fn on_data_done(&mut self, rid: u64) {
+        let id = ReqId::from_wire(rid);
+        let Some(r) = self.req_mut(id) else { return };
+        let State::Active(Phase::RecvData { status, staging }) =
+            std::mem::replace(&mut r.state, State::Inactive)
+        else {
+            return;
+        };
+        if let (Some(bytes), Op::Recv { layout, .. }) = (staging, &r.op) {
+            layout.unpack(&bytes);
+        }
+        self.finish(id, status);
+    }
+
+    fn on_peer_lost(&mut self, peer: usize) {
+        if let Some(d) = self.dead.get_mut(peer) {
+            *d = true;
+        }
+        let mut failed = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            let Some(r) = &s.req else { continue };
+            let involved = match (&r.op, &r.state) {
+                (Op::Send { dest: Some(d), .. }, State::Active(_)) => *d == peer,
+                (Op::Recv { .. }, State::Active(Phase::RecvData { .. })) => true,
+                _ => false,
+            };
+            if involved {
+                failed.push(ReqId {
+                    index: i as u32,
+                    serial: s.serial,
+                });
+            }
+        }
+        for id in failed {
+            self.fail(id, ReqError::PeerLost(peer));
+        }
+    }
+
+    /// Handles what the transport reported until nothing is left.
+    fn process_events(&mut self) {
+        while !self.events.is_empty() {
+            let events = std::mem::take(&mut self.events);
+            for ev in events {
+                match ev {
+                    Event::Sent { token } => {
+                        let id = ReqId::from_wire(token);
+                        if let Some(Req {
+                            state: State::Active(Phase::Send { out, .. }),
+                            ..
+                        }) = self.req_mut(id)
+                        {
+                            *out = true;
+                        }
+                        self.check_send_done(id);
+                    }
+                    Event::Frame { peer, hdr, payload } => {
+                        if let Err(why) = self.on_frame(peer, hdr, payload) {
+                            eprintln!(
+                                "mpistages: rank {}: protocol error from rank {peer}: {why}",
+                                self.me
+                            );
+                        }
+                    }
+                    Event::DataDone { rid, .. } => self.on_data_done(rid),
+                    Event::PeerLost { peer, .. } => self.on_peer_lost(peer),
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, evs: &[epoll::Event], bell: &EventFd) {
+        for ev in evs {
+            if ev.token == TOKEN_BELL {
+                bell.drain();
+            } else if let Some(t) = self.transport.as_mut() {
+                t.handle(*ev, &mut self.events);
+            }
+        }
+        self.process_events();
+    }
+
+    // ---- queries used by the API layer while holding the lock ----
+
+    pub fn is_done(&self, id: ReqId) -> bool {
+        matches!(self.req(id), Some(Req { state: State::Done(_), .. }))
+    }
+
+    pub fn is_inactive(&self, id: ReqId) -> bool {
+        matches!(self.req(id), Some(Req { state: State::Inactive, .. }))
+    }
+
+    pub fn exists(&self, id: ReqId) -> bool {
+        self.req(id).is_some()
+    }
+
+    pub fn is_persistent(&self, id: ReqId) -> bool {
+        self.req(id).is_some_and(|r| r.persistent)
+    }
+
+    /// The request in slot `index`, if any.
+    pub fn id_at(&self, index: u32) -> Option<ReqId> {
+        let s = self.slots.get(index as usize)?;
+        s.req.as_ref().map(|_| ReqId {
+            index,
+            serial: s.serial,
+        })
+    }
+
+    /// Takes the status of a completed request: a non-persistent request is
+    /// released, a persistent one becomes inactive.
+    pub fn take(&mut self, id: ReqId) -> Option<Status> {
+        let r = self.req_mut(id)?;
+        let State::Done(st) = std::mem::replace(&mut r.state, State::Inactive) else {
+            let State::Inactive = r.state else {
+                unreachable!()
+            };
+            return None;
+        };
+        if !r.persistent {
+            self.release(id);
+        }
+        Some(st)
+    }
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> std::io::Result<Arc<Engine>> {
+        let bell = EventFd::new()?;
+        cfg.epoll
+            .add(bell.as_raw_fd(), epoll::READABLE, TOKEN_BELL)?;
+        let core = Core {
+            me: cfg.me,
+            generation: cfg.generation,
+            epoch: 0,
+            transport: cfg.transport,
+            matcher: Matcher::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            events: Vec::new(),
+            completions: 0,
+            dead: vec![false; cfg.size],
+            polling: false,
+            waiters: 0,
+            shutdown: false,
+        };
+        let engine = Arc::new(Engine {
+            core: Mutex::new(core),
+            cond: Condvar::new(),
+            epoll: cfg.epoll,
+            bell,
+            mode: cfg.mode,
+            thread: Mutex::new(None),
+        });
+        if cfg.mode == ProgressMode::Thread {
+            let e = engine.clone();
+            let h = std::thread::Builder::new()
+                .name("mpistages-progress".into())
+                .spawn(move || e.progress_loop())?;
+            *engine.thread.lock().expect("fresh mutex") = Some(h);
+        }
+        Ok(engine)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic while holding the lock aborts the process (panic = abort),
+        // so a poisoned lock cannot be observed; recover the guard regardless.
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn progress_loop(&self) {
+        let mut evs = Vec::with_capacity(64);
+        loop {
+            evs.clear();
+            if self.epoll.wait(&mut evs, -1).is_err() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let mut core = self.lock();
+            if core.shutdown {
+                return;
+            }
+            let before = core.completions;
+            core.handle(&evs, &self.bell);
+            self.after(&core, before, false);
+        }
+    }
+
+    /// Wakes whoever must see completions that just happened.
+    fn after(&self, core: &Core, before: u64, from_user: bool) {
+        if core.completions == before {
+            return;
+        }
+        if core.waiters > 0 {
+            self.cond.notify_all();
+        }
+        if from_user && core.polling {
+            self.bell.ring();
+        }
+    }
+
+    /// Runs `f` under the engine lock, then wakes waiters if it completed
+    /// anything.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
+        let mut core = self.lock();
+        let before = core.completions;
+        let v = f(&mut core);
+        self.after(&core, before, true);
+        v
+    }
+
+    /// Blocks until `f` returns `Some`, advancing communication meanwhile in
+    /// poll mode.
+    pub fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
+        let mut core = self.lock();
+        let mut evs = Vec::new();
+        loop {
+            let before = core.completions;
+            let v = f(&mut core);
+            self.after(&core, before, true);
+            if let Some(v) = v {
+                return v;
+            }
+            if self.mode == ProgressMode::Poll && !core.polling {
+                core.polling = true;
+                drop(core);
+                evs.clear();
+                let _ = self.epoll.wait(&mut evs, -1);
+                core = self.lock();
+                core.polling = false;
+                let before = core.completions;
+                core.handle(&evs, &self.bell);
+                // Another waiting thread may now take over polling.
+                if core.waiters > 0 {
+                    self.cond.notify_all();
+                }
+                let _ = before;
+            } else {
+                core.waiters += 1;
+                core = self.cond.wait(core).unwrap_or_else(|p| p.into_inner());
+                core.waiters -= 1;
+            }
+        }
+    }
+
+    pub fn create(&self, op: Op, persistent: bool) -> ReqId {
+        self.with(|c| {
+            c.alloc(Req {
+                op,
+                persistent,
+                freed: false,
+                state: State::Inactive,
+                packed: None,
+            })
+        })
+    }
+
+    /// Starts an inactive request. Returns false if it is not inactive.
+    pub fn start(&self, id: ReqId) -> bool {
+        self.with(|c| {
+            if !c.is_inactive(id) {
+                return false;
+            }
+            c.start(id);
+            true
+        })
+    }
+
+    /// Creates and starts a one-shot request.
+    pub fn post(&self, op: Op) -> ReqId {
+        self.with(|c| {
+            let id = c.alloc(Req {
+                op,
+                persistent: false,
+                freed: false,
+                state: State::Inactive,
+                packed: None,
+            });
+            c.start(id);
+            id
+        })
+    }
+
+    /// Waits for a request and takes its status.
+    pub fn wait(&self, id: ReqId) -> Status {
+        self.wait_until(|c| {
+            if !c.exists(id) || c.is_inactive(id) {
+                return Some(Status::empty());
+            }
+            c.take(id)
+        })
+    }
+
+    /// `MPI_Request_free`: an active request completes on its own, then goes.
+    pub fn free(&self, id: ReqId) {
+        self.with(|c| {
+            let Some(r) = c.req_mut(id) else { return };
+            if matches!(r.state, State::Active(_)) {
+                r.freed = true;
+            } else {
+                c.release(id);
+            }
+        })
+    }
+
+    /// Cancels a receive that has not matched yet.
+    pub fn cancel(&self, id: ReqId) {
+        self.with(|c| {
+            let Some(Req {
+                op: Op::Recv { context, .. },
+                state: State::Active(Phase::RecvPosted),
+                ..
+            }) = c.req(id)
+            else {
+                return;
+            };
+            let ctx = *context;
+            if c.matcher.cancel(ctx, id) {
+                let mut st = Status::empty();
+                st.cancelled = true;
+                c.finish(id, st);
+            }
+        })
+    }
+
+    /// Looks for a message a receive with these arguments would match.
+    pub fn iprobe(&self, ctx: u32, src: Src, tag: TagSel) -> Option<Status> {
+        self.with(|c| c.probe(ctx, src, tag))
+    }
+
+    pub fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Status {
+        self.wait_until(|c| c.probe(ctx, src, tag))
+    }
+
+    pub fn set_epoch(&self, epoch: u32) {
+        self.with(|c| c.epoch = epoch)
+    }
+
+    /// Waits until every queued frame is written, stops the progress thread
+    /// and closes all connections.
+    pub fn shutdown(&self) {
+        self.wait_until(|c| {
+            let busy = c.transport.as_ref().is_some_and(|t| t.has_backlog());
+            (!busy).then_some(())
+        });
+        self.with(|c| c.shutdown = true);
+        self.bell.ring();
+        if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+        self.with(|c| {
+            if let Some(t) = c.transport.as_mut() {
+                t.close_all();
+            }
+        });
+    }
+}
+
+impl Core {
+    fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Option<Status> {
+        let (s, t, m) = self.matcher.peek(ctx, src, tag)?;
+        Some(Status {
+            source: s as i32,
+            tag: t,
+            bytes: m.len,
+            cancelled: false,
+            error: None,
+        })
+    }
+}

@@ -1,0 +1,327 @@
+//! MPI message matching for one process, free of I/O ("sans-I/O").
+//!
+//! Per communicator context there is a posted-receive queue and an unexpected
+//! message queue, both split by source so a receive or an arrival with a known
+//! source looks at one short list. Wildcard (`MPI_ANY_SOURCE`) receives sit in
+//! their own list; posting sequence numbers decide between a per-source and a
+//! wildcard candidate, which keeps MPI's rule that receives match in the order
+//! they were posted. Arrival sequence numbers do the same for unexpected
+//! messages, which keeps the non-overtaking rule per (context, source).
+
+use std::collections::{HashMap, VecDeque};
+
+/// A receive's source selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Src {
+    Any,
+    Rank(u32),
+}
+
+/// A receive's tag selector (`None` = `MPI_ANY_TAG`).
+pub type TagSel = Option<i32>;
+
+struct Posted<R> {
+    seq: u64,
+    tag: TagSel,
+    req: R,
+}
+
+struct Unexpected<M> {
+    seq: u64,
+    tag: i32,
+    msg: M,
+}
+
+struct Context<R, M> {
+    posted_src: HashMap<u32, VecDeque<Posted<R>>>,
+    posted_any: VecDeque<Posted<R>>,
+    unexpected: HashMap<u32, VecDeque<Unexpected<M>>>,
+}
+
+impl<R, M> Default for Context<R, M> {
+    fn default() -> Self {
+        Context {
+            posted_src: HashMap::new(),
+            posted_any: VecDeque::new(),
+            unexpected: HashMap::new(),
+        }
+    }
+}
+
+fn tag_matches(sel: TagSel, tag: i32) -> bool {
+    sel.is_none_or(|t| t == tag)
+}
+
+pub struct Matcher<R, M> {
+    contexts: HashMap<u32, Context<R, M>>,
+    next_seq: u64,
+}
+
+impl<R, M> Default for Matcher<R, M> {
+    fn default() -> Self {
+        Matcher {
+            contexts: HashMap::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+impl<R: PartialEq + Copy, M> Matcher<R, M> {
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// A receive is posted: returns the earliest matching unexpected message
+    /// (with its source and tag), or queues the receive.
+    pub fn post(&mut self, ctx: u32, src: Src, tag: TagSel, req: R) -> Option<(u32, i32, M)> {
+        if let Some(found) = self.take_unexpected(ctx, src, tag) {
+            return Some(found);
+        }
+        let seq = self.seq();
+        let c = self.contexts.entry(ctx).or_default();
+        let entry = Posted { seq, tag, req };
+        match src {
+            Src::Any => c.posted_any.push_back(entry),
+            Src::Rank(s) => c.posted_src.entry(s).or_default().push_back(entry),
+        }
+        None
+    }
+
+    /// A message arrives: returns the receive it matches together with the
+    /// message, or keeps the message as unexpected and returns `None`.
+    pub fn arrive(&mut self, ctx: u32, src: u32, tag: i32, msg: M) -> Option<(R, M)> {
+        let seq = self.seq();
+        let c = self.contexts.entry(ctx).or_default();
+        let by_src = c
+            .posted_src
+            .get(&src)
+            .and_then(|q| q.iter().position(|p| tag_matches(p.tag, tag)));
+        let any = c.posted_any.iter().position(|p| tag_matches(p.tag, tag));
+        let from_src = match (by_src, any) {
+            (Some(i), Some(j)) => c.posted_src[&src][i].seq < c.posted_any[j].seq,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => {
+                c.unexpected
+                    .entry(src)
+                    .or_default()
+                    .push_back(Unexpected { seq, tag, msg });
+                return None;
+            }
+        };
+        let posted = if from_src {
+            let q = c.posted_src.get_mut(&src).expect("list seen above");
+            let p = q.remove(by_src.expect("index seen above"));
+            if q.is_empty() {
+                c.posted_src.remove(&src);
+            }
+            p
+        } else {
+            c.posted_any.remove(any.expect("index seen above"))
+        };
+        Some((posted.expect("index seen above").req, msg))
+    }
+
+    fn find_unexpected(&self, ctx: u32, src: Src, tag: TagSel) -> Option<(u32, usize)> {
+        let c = self.contexts.get(&ctx)?;
+        let first_in = |s: u32| -> Option<(u64, usize)> {
+            let q = c.unexpected.get(&s)?;
+            q.iter()
+                .position(|u| tag_matches(tag, u.tag))
+                .map(|i| (q[i].seq, i))
+        };
+        match src {
+            Src::Rank(s) => first_in(s).map(|(_, i)| (s, i)),
+            Src::Any => c
+                .unexpected
+                .keys()
+                .filter_map(|&s| first_in(s).map(|(seq, i)| (seq, s, i)))
+                .min_by_key(|&(seq, _, _)| seq)
+                .map(|(_, s, i)| (s, i)),
+        }
+    }
+
+    fn take_unexpected(&mut self, ctx: u32, src: Src, tag: TagSel) -> Option<(u32, i32, M)> {
+        let (s, i) = self.find_unexpected(ctx, src, tag)?;
+        let c = self.contexts.get_mut(&ctx)?;
+        let q = c.unexpected.get_mut(&s)?;
+        let u = q.remove(i)?;
+        if q.is_empty() {
+            c.unexpected.remove(&s);
+        }
+        Some((s, u.tag, u.msg))
+    }
+
+    /// Looks at the message a receive would match now, without taking it.
+    pub fn peek(&self, ctx: u32, src: Src, tag: TagSel) -> Option<(u32, i32, &M)> {
+        let (s, i) = self.find_unexpected(ctx, src, tag)?;
+        let u = &self.contexts.get(&ctx)?.unexpected.get(&s)?[i];
+        Some((s, u.tag, &u.msg))
+    }
+
+    /// Removes a posted receive that has not matched yet. Returns whether it
+    /// was still queued.
+    pub fn cancel(&mut self, ctx: u32, req: R) -> bool {
+        let Some(c) = self.contexts.get_mut(&ctx) else {
+            return false;
+        };
+        if let Some(i) = c.posted_any.iter().position(|p| p.req == req) {
+            c.posted_any.remove(i);
+            return true;
+        }
+        let mut emptied = None;
+        let mut found = false;
+        for (s, q) in c.posted_src.iter_mut() {
+            if let Some(i) = q.iter().position(|p| p.req == req) {
+                q.remove(i);
+                found = true;
+                if q.is_empty() {
+                    emptied = Some(*s);
+                }
+                break;
+            }
+        }
+        if let Some(s) = emptied {
+            c.posted_src.remove(&s);
+        }
+        found
+    }
+
+    /// Drops every posted receive and unexpected message (used when MPI state
+    /// is reset for a recovery). Returns the receives that were posted.
+    pub fn clear(&mut self) -> Vec<R> {
+        let mut reqs = Vec::new();
+        for (_, c) in self.contexts.drain() {
+            reqs.extend(c.posted_any.into_iter().map(|p| p.req));
+            for (_, q) in c.posted_src {
+                reqs.extend(q.into_iter().map(|p| p.req));
+            }
+        }
+        reqs
+    }
+
+    pub fn unexpected_count(&self) -> usize {
+        self.contexts
+            .values()
+            .map(|c| c.unexpected.values().map(VecDeque::len).sum::<usize>())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn posted_in_order_same_tag() {
+        let mut m: Matcher<u32, &str> = Matcher::default();
+        assert!(m.post(0, Src::Rank(1), Some(5), 1).is_none());
+        assert!(m.post(0, Src::Rank(1), Some(5), 2).is_none());
+        assert_eq!(m.arrive(0, 1, 5, "a"), Some((1, "a")));
+        assert_eq!(m.arrive(0, 1, 5, "b"), Some((2, "b")));
+    }
+
+    #[test]
+    fn wildcard_posted_earlier_wins() {
+        let mut m: Matcher<u32, ()> = Matcher::default();
+        m.post(0, Src::Any, None, 1);
+        m.post(0, Src::Rank(2), Some(3), 2);
+        assert_eq!(m.arrive(0, 2, 3, ()), Some((1, ())));
+        assert_eq!(m.arrive(0, 2, 3, ()), Some((2, ())));
+    }
+
+    #[test]
+    fn any_source_takes_earliest_arrival() {
+        let mut m: Matcher<u32, u32> = Matcher::default();
+        assert!(m.arrive(0, 3, 1, 30).is_none());
+        assert!(m.arrive(0, 1, 1, 10).is_none());
+        assert!(m.arrive(0, 3, 1, 31).is_none());
+        assert_eq!(m.post(0, Src::Any, None, 9), Some((3, 1, 30)));
+        assert_eq!(m.post(0, Src::Any, None, 9), Some((1, 1, 10)));
+        assert_eq!(m.post(0, Src::Any, None, 9), Some((3, 1, 31)));
+    }
+
+    #[test]
+    fn contexts_are_isolated_and_cancel_works() {
+        let mut m: Matcher<u32, ()> = Matcher::default();
+        m.post(1, Src::Rank(0), None, 7);
+        assert!(m.arrive(2, 0, 0, ()).is_none());
+        assert!(m.cancel(1, 7));
+        assert!(!m.cancel(1, 7));
+        assert!(m.arrive(1, 0, 0, ()).is_none());
+        assert_eq!(m.unexpected_count(), 2);
+    }
+
+    /// Reference model: one flat list each, searched front to back.
+    #[derive(Default)]
+    struct Naive {
+        posted: Vec<(u32, Src, TagSel, u32)>,
+        unexp: Vec<(u32, u32, i32, u32)>,
+    }
+
+    impl Naive {
+        fn post(&mut self, ctx: u32, src: Src, tag: TagSel, req: u32) -> Option<(u32, i32, u32)> {
+            let hit = self.unexp.iter().position(|&(c, s, t, _)| {
+                c == ctx && (src == Src::Any || src == Src::Rank(s)) && tag_matches(tag, t)
+            });
+            match hit {
+                Some(i) => {
+                    let (_, s, t, m) = self.unexp.remove(i);
+                    Some((s, t, m))
+                }
+                None => {
+                    self.posted.push((ctx, src, tag, req));
+                    None
+                }
+            }
+        }
+        fn arrive(&mut self, ctx: u32, s: u32, t: i32, msg: u32) -> Option<(u32, u32)> {
+            let hit = self.posted.iter().position(|&(c, src, tag, _)| {
+                c == ctx && (src == Src::Any || src == Src::Rank(s)) && tag_matches(tag, t)
+            });
+            match hit {
+                Some(i) => Some((self.posted.remove(i).3, msg)),
+                None => {
+                    self.unexp.push((ctx, s, t, msg));
+                    None
+                }
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Post(u32, Option<u32>, Option<i32>),
+        Arrive(u32, u32, i32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..2, proptest::option::of(0u32..3), proptest::option::of(0i32..3))
+                .prop_map(|(c, s, t)| Op::Post(c, s, t)),
+            (0u32..2, 0u32..3, 0i32..3).prop_map(|(c, s, t)| Op::Arrive(c, s, t)),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_naive_model(ops in proptest::collection::vec(op(), 0..200)) {
+            let mut m: Matcher<u32, u32> = Matcher::default();
+            let mut n = Naive::default();
+            for (i, o) in ops.into_iter().enumerate() {
+                let id = i as u32;
+                match o {
+                    Op::Post(c, s, t) => {
+                        let src = s.map_or(Src::Any, Src::Rank);
+                        prop_assert_eq!(m.post(c, src, t, id), n.post(c, src, t, id));
+                    }
+                    Op::Arrive(c, s, t) => {
+                        prop_assert_eq!(m.arrive(c, s, t, id), n.arrive(c, s, t, id));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The progress engine: every operation is a request; one progress thread
+//! (or, in `poll` mode, the waiting user thread) advances all requests and
+//! transports. Owns: the request table, matching, the eager / rendezvous /
+//! synchronous protocols, waiting. Must not touch: communicators, datatypes
+//! or error handlers (it sees messages as bytes through `Layout`), nor any
+//! transport's internals (it sees them through `transport::Transport`).
+//!
+//! Stages seam: the engine's state to save is nothing but inactive persistent
+//! requests; `halt` fails every active request and `cleanup` empties queues.
+
+pub mod engine;
+pub mod matcher;
+pub mod request;
+
+pub use engine::{Engine, EngineConfig, ProgressMode};
+pub use matcher::{Src, TagSel};
+pub use request::{Layout, Op, ReqError, ReqId, SendMode, Status};

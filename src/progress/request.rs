@@ -1,0 +1,114 @@
+//! Request objects and what the upper layers pass in to create them.
+
+use crate::transport::RawBuf;
+
+/// How a message's bytes relate to user memory. The API layer implements it
+/// for (buffer, count, datatype); the engine only moves packed bytes.
+pub trait Layout: Send {
+    /// Length of the message in packed form.
+    fn packed_len(&self) -> usize;
+    /// The bytes in place, when the data is contiguous in memory.
+    fn contiguous(&self) -> Option<RawBuf>;
+    /// Packs the data (only called when not contiguous).
+    fn pack(&self) -> Vec<u8>;
+    /// Unpacks `bytes` (at most `packed_len`) into user memory.
+    fn unpack(&self, bytes: &[u8]);
+}
+
+/// A plain run of bytes.
+pub struct Bytes(pub RawBuf);
+
+impl Layout for Bytes {
+    fn packed_len(&self) -> usize {
+        self.0.len()
+    }
+    fn contiguous(&self) -> Option<RawBuf> {
+        Some(self.0)
+    }
+    fn pack(&self) -> Vec<u8> {
+        self.0.as_slice().to_vec()
+    }
+    fn unpack(&self, bytes: &[u8]) {
+        self.0.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendMode {
+    Standard,
+    /// Completes only after the receiver matched the message.
+    Sync,
+}
+
+pub enum Op {
+    Send {
+        /// World rank of the destination; `None` for `MPI_PROC_NULL`.
+        dest: Option<usize>,
+        /// This process's rank in the communicator (the receiver's source).
+        src: u32,
+        context: u32,
+        tag: i32,
+        mode: SendMode,
+        layout: Box<dyn Layout>,
+    },
+    Recv {
+        /// `None` for `MPI_PROC_NULL`.
+        src: Option<super::Src>,
+        tag: super::TagSel,
+        context: u32,
+        layout: Box<dyn Layout>,
+    },
+}
+
+/// Why a request failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReqError {
+    /// The message was longer than the receive buffer.
+    Truncate,
+    /// The peer's process is gone.
+    PeerLost(usize),
+    /// MPI state was halted for a recovery.
+    Halted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub source: i32,
+    pub tag: i32,
+    pub bytes: usize,
+    pub cancelled: bool,
+    pub error: Option<ReqError>,
+}
+
+impl Status {
+    /// The status of a request with nothing to report (MPI's "empty" status).
+    pub fn empty() -> Status {
+        Status {
+            source: crate::api::consts::ANY_SOURCE,
+            tag: crate::api::consts::ANY_TAG,
+            bytes: 0,
+            cancelled: false,
+            error: None,
+        }
+    }
+}
+
+/// A request's identity: slot index and a serial that changes on reuse, so a
+/// stale id from the wire can never complete a newer request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReqId {
+    pub index: u32,
+    pub serial: u32,
+}
+
+impl ReqId {
+    pub fn to_wire(self) -> u64 {
+        ((self.serial as u64) << 32) | self.index as u64
+    }
+    pub fn from_wire(v: u64) -> ReqId {
+        ReqId {
+            index: v as u32,
+            serial: (v >> 32) as u32,
+        }
+    }
+}

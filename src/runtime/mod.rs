@@ -1,0 +1,23 @@
+//! The runtime: `mpiexec` (the controller), the node agent that starts and
+//! supervises ranks, the authenticated control channel between them and the
+//! ranks, the bootstrap fence, and the compiler wrappers.
+//!
+//! Owns: processes, the job directory, control messages. Must not touch: MPI
+//! state inside ranks (a rank learns what it needs through `client`).
+
+pub mod agent;
+pub mod cli;
+pub mod client;
+pub mod controller;
+pub mod proto;
+pub mod wrapper;
+
+/// Environment variables through which `mpiexec` tells a rank who it is.
+pub mod env {
+    pub const RANK: &str = "MPISTAGES_RANK";
+    pub const SIZE: &str = "MPISTAGES_SIZE";
+    pub const CONTROL: &str = "MPISTAGES_CONTROL";
+    pub const KEY: &str = "MPISTAGES_JOB_KEY";
+    pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
+    pub const GENERATION: &str = "MPISTAGES_GENERATION";
+}

@@ -1,0 +1,123 @@
+//! Control messages between ranks and `mpiexec`: a u32 little-endian length,
+//! then a postcard-encoded message. Decoding is bounded and never panics on
+//! malformed bytes.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// No control message is larger than this.
+pub const MAX_MESSAGE: usize = 1 << 20;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum ToController {
+    /// First message on a connection: who this is, and its transport address.
+    Hello {
+        key: Vec<u8>,
+        rank: u32,
+        generation: u32,
+        addr: String,
+    },
+    /// The rank entered `MPI_Finalize`: its exit is now expected.
+    Finalizing,
+    /// `MPI_Abort` was called.
+    Abort { code: i32, message: String },
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum ToRank {
+    /// Every rank has said hello: the address of each rank, by rank.
+    Welcome { addrs: Vec<String> },
+}
+
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    let body = postcard::to_stdvec(msg).expect("control messages always serialize");
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+pub fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+    w.write_all(&encode(msg))
+}
+
+fn invalid(why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, why)
+}
+
+/// Blocking read of one message.
+pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(invalid(format!("control message of {len} bytes is too large")));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    postcard::from_bytes(&body).map_err(|e| invalid(format!("malformed control message: {e}")))
+}
+
+/// Incremental decoder for a non-blocking stream.
+#[derive(Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+}
+
+impl Decoder {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete message, `Ok(None)` if more bytes are needed.
+    pub fn next<T: for<'de> Deserialize<'de>>(&mut self) -> io::Result<Option<T>> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_MESSAGE {
+            return Err(invalid(format!("control message of {len} bytes is too large")));
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let msg = postcard::from_bytes(&self.buf[4..4 + len])
+            .map_err(|e| invalid(format!("malformed control message: {e}")));
+        self.buf.drain(..4 + len);
+        msg.map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_trip_in_pieces() {
+        let m = ToController::Hello {
+            key: vec![1, 2, 3],
+            rank: 4,
+            generation: 0,
+            addr: "127.0.0.1:5".into(),
+        };
+        let bytes = encode(&m);
+        let mut d = Decoder::default();
+        for b in &bytes[..bytes.len() - 1] {
+            d.push(&[*b]);
+            assert_eq!(d.next::<ToController>().unwrap(), None);
+        }
+        d.push(&bytes[bytes.len() - 1..]);
+        assert_eq!(d.next::<ToController>().unwrap(), Some(m));
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut d = Decoder::default();
+            d.push(&bytes);
+            let _ = d.next::<ToController>();
+            let _ = recv::<ToRank>(&mut &bytes[..]);
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Thin, single-purpose wrappers around the Linux facilities the engine and the
+//! runtime use (epoll, eventfd, process control). Every `unsafe` system call in
+//! the crate outside the ABI boundary and the shared-memory transport lives
+//! here, each with the reason it is sound. Nothing here knows about MPI.
+
+pub mod epoll;
+pub mod eventfd;
+pub mod process;
+
+
+use std::io;
+
+/// Turns a `-1` return of a libc call into the thread's `errno` as an error.
+pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}

@@ -1,0 +1,126 @@
+//! Process control for the runtime: signals to our own children (by PID or
+//! process group), exit-status waiting, and the signalfd through which
+//! `mpiexec` hears SIGCHLD / SIGINT / SIGTERM in its event loop.
+
+use super::cvt;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// How a child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Sends `sig` to the process group led by our child `pid`.
+pub fn kill_group(pid: i32, sig: i32) {
+    // SAFETY: kill takes no pointers. `pid` is a child we started as the
+    // leader of its own group, so only its group is signalled.
+    unsafe {
+        libc::kill(-pid, sig);
+    }
+}
+
+/// Reaps one exited child without blocking.
+pub fn try_wait_any() -> Option<(i32, Exit)> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid out-pointer for the duration of the call.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    if pid <= 0 {
+        return None;
+    }
+    let exit = if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    };
+    Some((pid, exit))
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "signal",
+    }
+}
+
+/// Makes a spawned child lead its own process group (so terminal signals and
+/// our teardown reach it and its children as a unit), die with its parent,
+/// and start with no signals blocked.
+pub fn supervise(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (setpgid, prctl, sigprocmask) on local data.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// A signalfd for the given signals, which are blocked for normal delivery
+/// in the calling thread (call before starting other threads so they
+/// inherit the mask).
+pub struct SignalFd {
+    fd: OwnedFd,
+}
+
+impl SignalFd {
+    pub fn new(signals: &[i32]) -> io::Result<SignalFd> {
+        // SAFETY: sigset_t is plain data; every call gets valid pointers to it.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for &s in signals {
+                libc::sigaddset(&mut set, s);
+            }
+            cvt(libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()))?;
+            let fd = cvt(libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK))?;
+            Ok(SignalFd {
+                fd: OwnedFd::from_raw_fd(fd),
+            })
+        }
+    }
+
+    /// The next pending signal, if any.
+    pub fn read(&self) -> Option<i32> {
+        // SAFETY: signalfd_siginfo is plain data; we read at most its size.
+        unsafe {
+            let mut info: libc::signalfd_siginfo = std::mem::zeroed();
+            let n = libc::read(
+                self.fd.as_raw_fd(),
+                &mut info as *mut _ as *mut libc::c_void,
+                std::mem::size_of::<libc::signalfd_siginfo>(),
+            );
+            (n == std::mem::size_of::<libc::signalfd_siginfo>() as isize).then_some(info.ssi_signo as i32)
+        }
+    }
+}
+
+impl AsRawFd for SignalFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Fills `buf` from the kernel's random source.
+pub fn random_bytes(buf: &mut [u8]) -> io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}

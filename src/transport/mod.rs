@@ -1,0 +1,186 @@
+//! Transports move frames (see `frame.rs`) between the processes of a job.
+//! The progress engine knows them only through the `Transport` trait: it hands
+//! over frames to send, registers where rendezvous data must land, and feeds
+//! readiness events from its epoll; the transport answers with `Event`s.
+//!
+//! Owns: sockets, per-peer queues, framing. Must not touch: requests,
+//! matching, MPI semantics (those belong to `progress`).
+
+pub mod frame;
+pub mod tcp;
+
+use crate::sys::epoll;
+use frame::Header;
+
+/// Memory the transport reads from or writes into without copying: a user
+/// buffer or a buffer owned by a request.
+#[derive(Clone, Copy, Debug)]
+pub struct RawBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a RawBuf is only a pointer and a length; whoever creates it promises
+// (see `RawBuf::new`) that the memory stays valid until the owning request
+// completes, whichever thread then touches it.
+unsafe impl Send for RawBuf {}
+unsafe impl Sync for RawBuf {}
+
+impl RawBuf {
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes (reads only if
+    /// the buffer is only ever sent) until the request it belongs to
+    /// completes, and nothing else may access it meanwhile — the rule MPI
+    /// states for communication buffers.
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> RawBuf {
+        RawBuf { ptr, len }
+    }
+
+    pub fn empty() -> RawBuf {
+        RawBuf {
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// A sub-range of this buffer; `None` if out of bounds.
+    pub fn sub(&self, off: usize, len: usize) -> Option<RawBuf> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds of a buffer whose validity `new` guarantees.
+        Some(RawBuf {
+            ptr: unsafe { self.ptr.add(off) },
+            len,
+        })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `new`'s contract: valid for `len` bytes until completion.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    pub fn as_mut_slice(&self) -> &mut [u8] {
+        // SAFETY: `new`'s contract: valid and exclusively ours until completion.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Bytes after a header.
+pub enum Payload {
+    None,
+    Owned(Vec<u8>),
+    Borrowed(RawBuf),
+}
+
+impl Payload {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::None => &[],
+            Payload::Owned(v) => v,
+            Payload::Borrowed(b) => b.as_slice(),
+        }
+    }
+}
+
+pub struct OutFrame {
+    pub header: [u8; frame::HEADER_LEN],
+    pub payload: Payload,
+    /// Reported back in `Event::Sent` once every byte is handed to the kernel.
+    pub token: Option<u64>,
+}
+
+impl OutFrame {
+    pub fn new(hdr: &Header, payload: Payload, token: Option<u64>) -> OutFrame {
+        debug_assert_eq!(hdr.len as usize, payload.bytes().len());
+        OutFrame {
+            header: hdr.encode(),
+            payload,
+            token,
+        }
+    }
+
+    pub fn wire_len(&self) -> usize {
+        frame::HEADER_LEN + self.payload.bytes().len()
+    }
+}
+
+/// What a transport tells the engine.
+#[derive(Debug)]
+pub enum Event {
+    /// A complete frame other than DATA arrived.
+    Frame {
+        peer: usize,
+        hdr: Header,
+        payload: Vec<u8>,
+    },
+    /// The frame sent with this token is fully written.
+    Sent { token: u64 },
+    /// All bytes of a registered rendezvous transfer arrived.
+    DataDone { peer: usize, rid: u64 },
+    /// The connection to a peer closed or broke.
+    PeerLost { peer: usize, reason: String },
+}
+
+#[derive(Debug)]
+pub enum TransportError {
+    /// The peer's connection is closed.
+    PeerGone(usize),
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::PeerGone(p) => write!(f, "connection to rank {p} is closed"),
+            TransportError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Frames of class `Urgent` (matching, control) go out before queued `Bulk`
+/// frames (rendezvous data fragments), so one large message cannot starve
+/// small ones; order within a class is kept.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Class {
+    Urgent,
+    Bulk,
+}
+
+pub trait Transport: Send {
+    fn name(&self) -> &'static str;
+    /// Messages up to this many bytes are sent eagerly.
+    fn eager_limit(&self) -> usize;
+    /// Rendezvous data is cut into fragments of at most this size.
+    fn fragment_size(&self) -> usize;
+    /// Queues a frame to `peer` and writes what the socket takes now.
+    fn send(
+        &mut self,
+        peer: usize,
+        frame: OutFrame,
+        class: Class,
+        out: &mut Vec<Event>,
+    ) -> Result<(), TransportError>;
+    /// Declares where the DATA frames of transfer `rid` from `peer` land.
+    /// Bytes past `target.len()` (up to `total`) are read and dropped.
+    fn expect_data(&mut self, peer: usize, rid: u64, target: RawBuf, total: u64);
+    /// Handles one readiness event for a token this transport registered.
+    fn handle(&mut self, ev: epoll::Event, out: &mut Vec<Event>);
+    /// Whether any frame is still queued for sending.
+    fn has_backlog(&self) -> bool;
+    /// Closes every connection (after a final flush attempt).
+    fn close_all(&mut self);
+}

@@ -1,0 +1,625 @@
+//! TCP transport: one connection per pair of processes. The higher rank
+//! connects to the lower one, so a pair never ends up with two connections;
+//! a process that joins later (a replacement) connects to everyone, and its
+//! connection replaces the old one. Sockets are non-blocking with
+//! `TCP_NODELAY`; frames leave in vectored writes (many frames per system
+//! call) and arrive through a read buffer, except rendezvous data, which is
+//! read straight into the receiver's buffer.
+
+use super::frame::{Header, Kind, Limits, HEADER_LEN};
+use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
+use crate::sys::epoll::{self, Epoll};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOKEN_LISTENER: u64 = 1 << 40;
+const TOKEN_HANDSHAKE: u64 = 1 << 41;
+const READ_BUF: usize = 256 << 10;
+/// Rendezvous data at least this long is read directly into the target.
+const DIRECT_READ_MIN: usize = 16 << 10;
+/// Bytes read from one peer per readiness event before others get a turn.
+const READ_BUDGET: usize = 4 << 20;
+const MAX_IOV: usize = 64;
+
+pub struct TcpConfig {
+    pub me: usize,
+    pub ranks: usize,
+    pub key: Vec<u8>,
+    pub generation: u32,
+    pub eager_limit: usize,
+    pub fragment_size: usize,
+    /// Address to listen on (port 0 for any free port).
+    pub bind: SocketAddr,
+}
+
+struct Target {
+    buf: RawBuf,
+    total: u64,
+    got: u64,
+}
+
+enum ReadState {
+    Header,
+    Payload { hdr: Header, buf: Vec<u8>, have: usize },
+    /// A DATA frame of `len` bytes for transfer `rid`; `pos` is the next
+    /// byte's offset in the message, `end` the frame's last offset + 1.
+    Data { rid: u64, pos: u64, end: u64, len: u64 },
+}
+
+struct Peer {
+    stream: Option<TcpStream>,
+    lost: bool,
+    urgent: VecDeque<OutFrame>,
+    bulk: VecDeque<OutFrame>,
+    /// Frames being written; the first has `woff` bytes out already.
+    wire: VecDeque<OutFrame>,
+    woff: usize,
+    want_write: bool,
+    rbuf: Vec<u8>,
+    rhead: usize,
+    rtail: usize,
+    rstate: ReadState,
+    targets: HashMap<u64, Target>,
+}
+
+impl Peer {
+    fn new() -> Peer {
+        Peer {
+            stream: None,
+            lost: false,
+            urgent: VecDeque::new(),
+            bulk: VecDeque::new(),
+            wire: VecDeque::new(),
+            woff: 0,
+            want_write: false,
+            rbuf: Vec::new(),
+            rhead: 0,
+            rtail: 0,
+            rstate: ReadState::Header,
+            targets: HashMap::new(),
+        }
+    }
+
+    fn backlog(&self) -> bool {
+        !(self.urgent.is_empty() && self.bulk.is_empty() && self.wire.is_empty())
+    }
+}
+
+struct Handshake {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+pub struct Tcp {
+    cfg: TcpConfig,
+    limits: Limits,
+    epoll: Arc<Epoll>,
+    listener: TcpListener,
+    peers: Vec<Peer>,
+    handshakes: Vec<Option<Handshake>>,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl Tcp {
+    pub fn new(cfg: TcpConfig, epoll: Arc<Epoll>) -> io::Result<Tcp> {
+        let listener = TcpListener::bind(cfg.bind)?;
+        listener.set_nonblocking(true)?;
+        epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
+        let limits = Limits {
+            max_payload: cfg.eager_limit.max(cfg.fragment_size).max(4096) as u32,
+            ranks: cfg.ranks as u32,
+        };
+        let peers = (0..cfg.ranks).map(|_| Peer::new()).collect();
+        Ok(Tcp {
+            cfg,
+            limits,
+            epoll,
+            listener,
+            peers,
+            handshakes: Vec::new(),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Connects to `peer` at `addr` and introduces this process.
+    pub fn connect(&mut self, peer: usize, addr: SocketAddr) -> io::Result<()> {
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        stream.set_nodelay(true)?;
+        let mut hello = Header::new(Kind::Hello);
+        hello.src = self.cfg.me as u32;
+        hello.generation = self.cfg.generation;
+        hello.len = self.cfg.key.len() as u32;
+        stream.write_all(&hello.encode())?;
+        stream.write_all(&self.cfg.key)?;
+        stream.set_nonblocking(true)?;
+        self.attach(peer, stream)
+    }
+
+    fn attach(&mut self, peer: usize, stream: TcpStream) -> io::Result<()> {
+        let p = &mut self.peers[peer];
+        if let Some(old) = p.stream.take() {
+            let _ = self.epoll.delete(old.as_raw_fd());
+        }
+        self.epoll
+            .add(stream.as_raw_fd(), epoll::READABLE, peer as u64)?;
+        p.stream = Some(stream);
+        p.lost = false;
+        p.want_write = false;
+        p.rstate = ReadState::Header;
+        p.rhead = 0;
+        p.rtail = 0;
+        if p.rbuf.is_empty() {
+            p.rbuf = vec![0; READ_BUF];
+        }
+        Ok(())
+    }
+
+    fn lose(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
+        let p = &mut self.peers[peer];
+        if let Some(s) = p.stream.take() {
+            let _ = self.epoll.delete(s.as_raw_fd());
+        }
+        p.lost = true;
+        p.urgent.clear();
+        p.bulk.clear();
+        p.wire.clear();
+        p.woff = 0;
+        p.targets.clear();
+        out.push(Event::PeerLost { peer, reason });
+    }
+
+    fn set_write_interest(&mut self, peer: usize, on: bool) {
+        let p = &mut self.peers[peer];
+        if p.want_write == on {
+            return;
+        }
+        if let Some(s) = &p.stream {
+            let mut interest = epoll::READABLE;
+            if on {
+                interest |= epoll::WRITABLE;
+            }
+            let _ = self.epoll.modify(s.as_raw_fd(), interest, peer as u64);
+        }
+        p.want_write = on;
+    }
+
+    /// Writes queued frames until the socket is full or nothing is left.
+    fn flush(&mut self, peer: usize, out: &mut Vec<Event>) {
+        loop {
+            let p = &mut self.peers[peer];
+            let Some(stream) = p.stream.as_mut() else {
+                return;
+            };
+            // Refill the wire list: urgent frames first, then at most one bulk
+            // fragment, so later urgent frames wait for one fragment at most.
+            while p.wire.len() < MAX_IOV / 2 {
+                if let Some(f) = p.urgent.pop_front() {
+                    p.wire.push_back(f);
+                } else {
+                    if !p.wire.iter().any(|f| matches!(f.payload, Payload::Borrowed(_)))
+                        || p.wire.is_empty()
+                    {
+                        if let Some(f) = p.bulk.pop_front() {
+                            p.wire.push_back(f);
+                        }
+                    }
+                    break;
+                }
+            }
+            if p.wire.is_empty() {
+                self.set_write_interest(peer, false);
+                return;
+            }
+            let mut iov: Vec<IoSlice> = Vec::with_capacity(MAX_IOV);
+            let mut skip = p.woff;
+            for f in p.wire.iter() {
+                for part in [&f.header[..], f.payload.bytes()] {
+                    if skip >= part.len() {
+                        skip -= part.len();
+                        continue;
+                    }
+                    iov.push(IoSlice::new(&part[skip..]));
+                    skip = 0;
+                }
+                if iov.len() >= MAX_IOV - 1 {
+                    break;
+                }
+            }
+            let res = stream.write_vectored(&iov);
+            drop(iov);
+            match res {
+                Ok(0) => {
+                    self.lose(peer, "connection closed while writing".into(), out);
+                    return;
+                }
+                Ok(mut n) => {
+                    let p = &mut self.peers[peer];
+                    while n > 0 {
+                        let left = p.wire[0].wire_len() - p.woff;
+                        if n >= left {
+                            n -= left;
+                            p.woff = 0;
+                            let f = p.wire.pop_front().expect("non-empty wire");
+                            if let Some(token) = f.token {
+                                out.push(Event::Sent { token });
+                            }
+                        } else {
+                            p.woff += n;
+                            n = 0;
+                        }
+                    }
+                    // Frames whose every byte was written in an earlier call
+                    // but that have no payload left (zero-length) are done too.
+                    while let Some(f) = p.wire.front() {
+                        if p.woff == 0 && f.wire_len() == 0 {
+                            p.wire.pop_front();
+                        } else {
+                            break;
+                        }
+                    }
+                }
+                Err(e) if would_block(&e) => {
+                    self.set_write_interest(peer, true);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.lose(peer, format!("write failed: {e}"), out);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Parses whatever is buffered for `peer`. Returns false if the peer was
+    /// dropped for a protocol error.
+    fn consume(&mut self, peer: usize, out: &mut Vec<Event>) -> bool {
+        loop {
+            let p = &mut self.peers[peer];
+            let avail = p.rtail - p.rhead;
+            match &mut p.rstate {
+                ReadState::Header => {
+                    if avail < HEADER_LEN {
+                        return true;
+                    }
+                    let bytes = &p.rbuf[p.rhead..p.rhead + HEADER_LEN];
+                    let hdr = match Header::decode(bytes, &self.limits) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            self.lose(peer, format!("malformed frame: {e}"), out);
+                            return false;
+                        }
+                    };
+                    p.rhead += HEADER_LEN;
+                    match hdr.kind {
+                        Kind::Data => {
+                            let Some(t) = p.targets.get(&hdr.rdv) else {
+                                self.lose(peer, format!("data for unknown transfer {}", hdr.rdv), out);
+                                return false;
+                            };
+                            let end = hdr.aux + hdr.len as u64;
+                            if end > t.total {
+                                self.lose(peer, "data beyond the announced length".into(), out);
+                                return false;
+                            }
+                            p.rstate = ReadState::Data {
+                                rid: hdr.rdv,
+                                pos: hdr.aux,
+                                end,
+                                len: hdr.len as u64,
+                            };
+                        }
+                        Kind::Hello => {
+                            self.lose(peer, "unexpected second handshake".into(), out);
+                            return false;
+                        }
+                        _ if hdr.len == 0 => out.push(Event::Frame {
+                            peer,
+                            hdr,
+                            payload: Vec::new(),
+                        }),
+                        _ => {
+                            p.rstate = ReadState::Payload {
+                                hdr,
+                                buf: vec![0; hdr.len as usize],
+                                have: 0,
+                            }
+                        }
+                    }
+                }
+                ReadState::Payload { hdr, buf, have } => {
+                    let n = avail.min(buf.len() - *have);
+                    buf[*have..*have + n].copy_from_slice(&p.rbuf[p.rhead..p.rhead + n]);
+                    *have += n;
+                    p.rhead += n;
+                    if *have < buf.len() {
+                        return true;
+                    }
+                    let hdr = *hdr;
+                    let payload = std::mem::take(buf);
+                    p.rstate = ReadState::Header;
+                    out.push(Event::Frame { peer, hdr, payload });
+                }
+                ReadState::Data { rid, pos, end, len } => {
+                    let n = avail.min((*end - *pos) as usize);
+                    if n == 0 {
+                        return true;
+                    }
+                    let t = p.targets.get_mut(rid).expect("checked at header");
+                    let cap = t.buf.len() as u64;
+                    if *pos < cap {
+                        let k = (cap - *pos).min(n as u64) as usize;
+                        let dst = t.buf.sub(*pos as usize, k).expect("bounded by cap");
+                        dst.as_mut_slice()
+                            .copy_from_slice(&p.rbuf[p.rhead..p.rhead + k]);
+                    }
+                    p.rhead += n;
+                    *pos += n as u64;
+                    if *pos == *end {
+                        let (rid, len) = (*rid, *len);
+                        p.rstate = ReadState::Header;
+                        self.frame_done(peer, rid, len, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A DATA frame of `len` bytes is in; the transfer is done when all its
+    /// bytes are.
+    fn frame_done(&mut self, peer: usize, rid: u64, len: u64, out: &mut Vec<Event>) {
+        let p = &mut self.peers[peer];
+        let Some(t) = p.targets.get_mut(&rid) else {
+            return;
+        };
+        t.got += len;
+        if t.got >= t.total {
+            p.targets.remove(&rid);
+            out.push(Event::DataDone { peer, rid });
+        }
+    }
+
+    fn on_readable(&mut self, peer: usize, out: &mut Vec<Event>) {
+        let mut budget = READ_BUDGET;
+        while budget > 0 {
+            if !self.consume(peer, out) {
+                return;
+            }
+            let p = &mut self.peers[peer];
+            if p.rhead == p.rtail {
+                p.rhead = 0;
+                p.rtail = 0;
+            } else if p.rtail == p.rbuf.len() {
+                p.rbuf.copy_within(p.rhead..p.rtail, 0);
+                p.rtail -= p.rhead;
+                p.rhead = 0;
+            }
+            let Some(stream) = p.stream.as_mut() else {
+                return;
+            };
+            // Large rendezvous data goes straight into the target buffer.
+            let direct = match &p.rstate {
+                ReadState::Data { rid, pos, end, .. } if p.rhead == p.rtail => {
+                    let t = &p.targets[rid];
+                    let cap = t.buf.len() as u64;
+                    let k = (*end).min(cap).saturating_sub(*pos) as usize;
+                    (k >= DIRECT_READ_MIN).then(|| t.buf.sub(*pos as usize, k).expect("in bounds"))
+                }
+                _ => None,
+            };
+            let res = match direct {
+                Some(dst) => stream.read(dst.as_mut_slice()),
+                None => {
+                    let tail = p.rtail;
+                    stream.read(&mut p.rbuf[tail..])
+                }
+            };
+            match res {
+                Ok(0) => {
+                    self.lose(peer, "connection closed by peer".into(), out);
+                    return;
+                }
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    if direct.is_some() {
+                        let p = &mut self.peers[peer];
+                        let ReadState::Data { rid, pos, end, len } = &mut p.rstate else {
+                            unreachable!("direct read only in Data state")
+                        };
+                        *pos += n as u64;
+                        if *pos == *end {
+                            let (rid, len) = (*rid, *len);
+                            p.rstate = ReadState::Header;
+                            self.frame_done(peer, rid, len, out);
+                        }
+                    } else {
+                        self.peers[peer].rtail += n;
+                    }
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.lose(peer, format!("read failed: {e}"), out);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
+                        continue;
+                    }
+                    let slot = match self.handshakes.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.handshakes.push(None);
+                            self.handshakes.len() - 1
+                        }
+                    };
+                    let token = TOKEN_HANDSHAKE + slot as u64;
+                    if self
+                        .epoll
+                        .add(stream.as_raw_fd(), epoll::READABLE, token)
+                        .is_ok()
+                    {
+                        self.handshakes[slot] = Some(Handshake {
+                            stream,
+                            buf: Vec::new(),
+                        });
+                    }
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Reads a connecting process's HELLO; on success the connection becomes
+    /// that peer's. Anything wrong (bad frame, wrong key) closes it.
+    fn on_handshake(&mut self, slot: usize, out: &mut Vec<Event>) {
+        let Some(hs) = self.handshakes.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let want = HEADER_LEN + self.cfg.key.len();
+        let mut chunk = [0u8; 512];
+        let outcome: Result<Option<usize>, String> = loop {
+            let room = want.saturating_sub(hs.buf.len()).max(1).min(chunk.len());
+            match hs.stream.read(&mut chunk[..room]) {
+                Ok(0) => break Err("closed during handshake".into()),
+                Ok(n) => {
+                    hs.buf.extend_from_slice(&chunk[..n]);
+                    if hs.buf.len() >= want {
+                        break Ok(Some(want));
+                    }
+                }
+                Err(e) if would_block(&e) => break Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        let peer = match outcome {
+            Ok(None) => return,
+            Ok(Some(_)) => match Header::decode(&hs.buf, &self.limits) {
+                Ok(h) if h.kind == Kind::Hello
+                    && h.len as usize == self.cfg.key.len()
+                    && h.src as usize != self.cfg.me
+                    && constant_time_eq(&hs.buf[HEADER_LEN..want], &self.cfg.key) =>
+                {
+                    Ok(h.src as usize)
+                }
+                Ok(_) => Err("handshake rejected".to_string()),
+                Err(e) => Err(format!("malformed handshake: {e}")),
+            },
+            Err(e) => Err(e),
+        };
+        let hs = self.handshakes[slot].take().expect("slot checked above");
+        let _ = self.epoll.delete(hs.stream.as_raw_fd());
+        match peer {
+            Ok(peer) => {
+                if self.attach(peer, hs.stream).is_ok() {
+                    self.flush(peer, out);
+                }
+            }
+            Err(reason) => {
+                // An unauthenticated or malformed connection is simply dropped.
+                let _ = reason;
+            }
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Transport for Tcp {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn eager_limit(&self) -> usize {
+        self.cfg.eager_limit
+    }
+
+    fn fragment_size(&self) -> usize {
+        self.cfg.fragment_size
+    }
+
+    fn send(
+        &mut self,
+        peer: usize,
+        frame: OutFrame,
+        class: Class,
+        out: &mut Vec<Event>,
+    ) -> Result<(), TransportError> {
+        let p = &mut self.peers[peer];
+        if p.lost {
+            return Err(TransportError::PeerGone(peer));
+        }
+        match class {
+            Class::Urgent => p.urgent.push_back(frame),
+            Class::Bulk => p.bulk.push_back(frame),
+        }
+        if p.stream.is_some() && !p.want_write {
+            self.flush(peer, out);
+        }
+        Ok(())
+    }
+
+    fn expect_data(&mut self, peer: usize, rid: u64, target: RawBuf, total: u64) {
+        self.peers[peer].targets.insert(
+            rid,
+            Target {
+                buf: target,
+                total,
+                got: 0,
+            },
+        );
+    }
+
+    fn handle(&mut self, ev: epoll::Event, out: &mut Vec<Event>) {
+        match ev.token {
+            TOKEN_LISTENER => self.on_accept(),
+            t if t >= TOKEN_HANDSHAKE => self.on_handshake((t - TOKEN_HANDSHAKE) as usize, out),
+            t if (t as usize) < self.peers.len() => {
+                let peer = t as usize;
+                if ev.events & epoll::WRITABLE != 0 {
+                    self.flush(peer, out);
+                }
+                if ev.events & (epoll::READABLE | epoll::HANGUP) != 0 {
+                    self.on_readable(peer, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn has_backlog(&self) -> bool {
+        self.peers.iter().any(|p| p.stream.is_some() && p.backlog())
+    }
+
+    fn close_all(&mut self) {
+        for p in self.peers.iter_mut() {
+            if let Some(s) = p.stream.take() {
+                let _ = self.epoll.delete(s.as_raw_fd());
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+        }
+        let _ = self.epoll.delete(self.listener.as_raw_fd());
+    }
+}
