@@ -3,7 +3,9 @@
 //! Fortran entry points) → `api` → `coll` / `progress` / `stages` /
 //! `checkpoint` → `transport` → `runtime`; `sys` wraps the OS.
 
+pub mod abi;
 pub mod api;
+pub mod coll;
 pub mod progress;
 pub mod runtime;
 pub mod sys;

@@ -1,4 +1,327 @@
+//! The Rust-level MPI interface: initialization, the handle tables
+//! (communicators, groups, datatypes, ops), argument checking and the
+//! operations themselves. Owns: MPI objects and their integer handles.
+//! Must not touch: C types or raw C arguments (that is `src/abi`), sockets.
+
+pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod error;
+pub mod group;
 pub mod op;
+pub mod p2p;
+pub mod usermem;
+
+use crate::progress::{Engine, EngineConfig, ProgressMode};
+use crate::runtime::client::{Client, JobInfo};
+use crate::sys::epoll::Epoll;
+use crate::transport::tcp::{Tcp, TcpConfig};
+use consts::{dt, err};
+use datatype::Datatype;
+use error::{fail, MpiError, MpiResult};
+use group::Group;
+use op::OpDef;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+/// A communicator: a group, this process's rank in it, and a context id
+/// pair (`context` for point-to-point, `context + 1` for collectives).
+#[derive(Clone, Debug)]
+pub struct Comm {
+    pub context: u32,
+    pub group: Arc<Group>,
+    pub rank: usize,
+}
+
+impl Comm {
+    pub fn size(&self) -> usize {
+        self.group.size()
+    }
+    pub fn world(&self, rank: usize) -> usize {
+        self.group.members[rank]
+    }
+    pub fn coll_context(&self) -> u32 {
+        self.context + 1
+    }
+}
+
+pub struct CommEntry {
+    pub comm: Arc<Comm>,
+    pub errhandler: i32,
+}
+
+/// Every object an integer handle can name.
+pub struct Tables {
+    pub comms: Vec<Option<CommEntry>>,
+    pub groups: Vec<Option<Arc<Group>>>,
+    pub types: Vec<Option<Arc<Datatype>>>,
+    pub ops: Vec<Option<OpDef>>,
+    /// Communicator of each active request (by request slot), for errors.
+    pub req_comm: std::collections::HashMap<u32, i32>,
+    /// Highest context id in use by this process; new ones are agreed above it.
+    pub max_context: u32,
+    /// `MPI_Buffer_attach`: (address, size) and bytes in use.
+    pub bsend: Option<(usize, usize)>,
+    /// Buffered sends still in flight, with the buffer space they hold.
+    pub bsend_pending: Vec<(crate::progress::ReqId, usize)>,
+}
+
+fn alloc<T>(v: &mut Vec<Option<T>>, first: usize, x: T) -> i32 {
+    if v.len() < first {
+        v.resize_with(first, || None);
+    }
+    match v.iter().skip(first).position(Option::is_none) {
+        Some(i) => {
+            v[first + i] = Some(x);
+            (first + i) as i32
+        }
+        None => {
+            v.push(Some(x));
+            (v.len() - 1) as i32
+        }
+    }
+}
+
+impl Tables {
+    pub fn comm(&self, h: i32) -> MpiResult<Arc<Comm>> {
+        match usize::try_from(h).ok().and_then(|i| self.comms.get(i)).and_then(Option::as_ref) {
+            Some(e) => Ok(e.comm.clone()),
+            None => fail(err::COMM, format!("invalid communicator handle {h}")),
+        }
+    }
+    pub fn add_comm(&mut self, comm: Comm, errhandler: i32) -> i32 {
+        self.max_context = self.max_context.max(comm.context + 1);
+        alloc(&mut self.comms, 3, CommEntry { comm: Arc::new(comm), errhandler })
+    }
+    pub fn group(&self, h: i32) -> MpiResult<Arc<Group>> {
+        match usize::try_from(h).ok().and_then(|i| self.groups.get(i)).and_then(Option::as_ref) {
+            Some(g) => Ok(g.clone()),
+            None => fail(err::GROUP, format!("invalid group handle {h}")),
+        }
+    }
+    pub fn add_group(&mut self, g: Group) -> i32 {
+        alloc(&mut self.groups, 2, Arc::new(g))
+    }
+    /// A datatype that may be used for communication (committed).
+    pub fn dtype(&self, h: i32) -> MpiResult<Arc<Datatype>> {
+        let t = self.any_dtype(h)?;
+        if !t.committed {
+            return fail(err::TYPE, format!("datatype {} is not committed", t.name));
+        }
+        Ok(t)
+    }
+    /// A datatype, committed or not (for constructors and queries).
+    pub fn any_dtype(&self, h: i32) -> MpiResult<Arc<Datatype>> {
+        match usize::try_from(h).ok().and_then(|i| self.types.get(i)).and_then(Option::as_ref) {
+            Some(t) => Ok(t.clone()),
+            None => fail(err::TYPE, format!("invalid datatype handle {h}")),
+        }
+    }
+    pub fn add_dtype(&mut self, t: Datatype) -> i32 {
+        alloc(&mut self.types, dt::FIRST_DERIVED as usize, Arc::new(t))
+    }
+    pub fn op(&self, h: i32) -> MpiResult<OpDef> {
+        match usize::try_from(h).ok().and_then(|i| self.ops.get(i)).and_then(Option::as_ref) {
+            Some(o) => Ok(*o),
+            None => fail(err::OP, format!("invalid operation handle {h}")),
+        }
+    }
+}
+
+pub struct Mpi {
+    pub engine: Arc<Engine>,
+    pub rank: usize,
+    pub size: usize,
+    pub tables: Mutex<Tables>,
+    pub client: Option<Client>,
+    pub thread_level: i32,
+    pub started: Instant,
+}
+
+const NOT_STARTED: u8 = 0;
+const RUNNING: u8 = 1;
+const FINALIZED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
+static MPI: OnceLock<Arc<Mpi>> = OnceLock::new();
+
+pub fn initialized() -> bool {
+    STATE.load(Ordering::Acquire) != NOT_STARTED
+}
+
+pub fn finalized() -> bool {
+    STATE.load(Ordering::Acquire) == FINALIZED
+}
+
+/// The running MPI instance, or an error outside `MPI_Init` … `MPI_Finalize`.
+pub fn mpi() -> MpiResult<&'static Arc<Mpi>> {
+    match (STATE.load(Ordering::Acquire), MPI.get()) {
+        (RUNNING, Some(m)) => Ok(m),
+        (FINALIZED, _) => fail(err::OTHER, "MPI has already been finalized"),
+        _ => fail(err::OTHER, "MPI has not been initialized (call MPI_Init first)"),
+    }
+}
+
+impl Mpi {
+    pub fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => v
+            .parse()
+            .map_err(|_| MpiError::new(err::ARG, format!("{name}='{v}' is not a number"))),
+    }
+}
+
+fn io_err(what: &str) -> impl Fn(std::io::Error) -> MpiError + '_ {
+    move |e| MpiError::new(err::OTHER, format!("{what}: {e}"))
+}
+
+/// `MPI_Init_thread`: returns the provided thread level.
+pub fn init(required: i32) -> MpiResult<i32> {
+    if STATE
+        .compare_exchange(NOT_STARTED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return fail(err::OTHER, "MPI_Init was called twice");
+    }
+    let mpi = match start() {
+        Ok(m) => m,
+        Err(e) => {
+            STATE.store(NOT_STARTED, Ordering::Release);
+            return Err(e);
+        }
+    };
+    let _ = MPI.set(Arc::new(mpi));
+    Ok(required.clamp(consts::THREAD_SINGLE, consts::THREAD_MULTIPLE))
+}
+
+fn start() -> MpiResult<Mpi> {
+    let job = JobInfo::from_env().map_err(io_err("reading the job from the environment"))?;
+    let mode = match std::env::var("MPISTAGES_PROGRESS").as_deref() {
+        Err(_) | Ok("thread") | Ok("") => ProgressMode::Thread,
+        Ok("poll") => ProgressMode::Poll,
+        Ok(other) => return fail(err::ARG, format!("MPISTAGES_PROGRESS='{other}': expected thread or poll")),
+    };
+    let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
+    let (rank, size, generation, client, transport) = match job {
+        None => (0, 1, 0, None, None),
+        Some(job) => {
+            let bind = std::env::var("MPISTAGES_TCP_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
+            let bind = format!("{bind}:0")
+                .parse()
+                .map_err(|_| MpiError::new(err::ARG, format!("MPISTAGES_TCP_ADDR='{bind}' is not an IP address")))?;
+            let mut tcp = Tcp::new(
+                TcpConfig {
+                    me: job.rank,
+                    ranks: job.size,
+                    key: job.key.clone(),
+                    generation: job.generation,
+                    eager_limit: env_usize("MPISTAGES_EAGER_LIMIT", 64 << 10)?,
+                    fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?.clamp(4096, 16 << 20),
+                    bind,
+                },
+                epoll.clone(),
+            )
+            .map_err(io_err("starting the TCP transport"))?;
+            let addr = tcp.local_addr().map_err(io_err("TCP address"))?;
+            let (client, addrs) = Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
+            for (peer, a) in addrs.iter().enumerate().take(job.rank) {
+                let sa = a
+                    .parse()
+                    .map_err(|_| MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}")))?;
+                tcp.connect(peer, sa).map_err(io_err(&format!("connecting to rank {peer} at {a}")))?;
+            }
+            let t: Box<dyn crate::transport::Transport> = Box::new(tcp);
+            (job.rank, job.size, job.generation, Some(client), Some(t))
+        }
+    };
+    let engine = Engine::new(EngineConfig {
+        me: rank,
+        size,
+        generation,
+        mode,
+        epoll,
+        transport,
+    })
+    .map_err(io_err("starting the progress engine"))?;
+    let world = Comm {
+        context: 0,
+        group: Arc::new(Group { members: (0..size).collect() }),
+        rank,
+    };
+    let selfc = Comm {
+        context: 2,
+        group: Arc::new(Group { members: vec![rank] }),
+        rank: 0,
+    };
+    let mut types: Vec<Option<Arc<Datatype>>> = (0..dt::FIRST_DERIVED).map(|h| Datatype::predefined(h).map(Arc::new)).collect();
+    types[0] = None;
+    let mut ops: Vec<Option<OpDef>> = (0..consts::op::FIRST_USER).map(|h| Some(OpDef::Predefined(h))).collect();
+    ops[0] = None;
+    for o in ops.iter_mut().skip(consts::op::NO_OP as usize + 1) {
+        *o = None;
+    }
+    let tables = Tables {
+        comms: vec![
+            None,
+            Some(CommEntry { comm: Arc::new(world), errhandler: consts::ERRORS_ARE_FATAL }),
+            Some(CommEntry { comm: Arc::new(selfc), errhandler: consts::ERRORS_ARE_FATAL }),
+        ],
+        groups: vec![None, Some(Arc::new(Group { members: vec![] }))],
+        types,
+        ops,
+        req_comm: Default::default(),
+        max_context: 4,
+        bsend: None,
+        bsend_pending: Vec::new(),
+    };
+    Ok(Mpi {
+        engine,
+        rank,
+        size,
+        tables: Mutex::new(tables),
+        client,
+        thread_level: consts::THREAD_MULTIPLE,
+        started: Instant::now(),
+    })
+}
+
+/// `MPI_Finalize`: a barrier so no rank closes connections others still
+/// need, then the engine stops.
+pub fn finalize() -> MpiResult<()> {
+    let m = mpi()?;
+    if let Some(c) = &m.client {
+        let _ = c.send(&crate::runtime::proto::ToController::Finalizing);
+    }
+    let world = m.tables().comm(consts::COMM_WORLD)?;
+    crate::coll::barrier(m, &world)?;
+    m.engine.shutdown();
+    STATE.store(FINALIZED, Ordering::Release);
+    Ok(())
+}
+
+/// `MPI_Abort`: asks `mpiexec` to end the job; exits if it does not.
+pub fn abort(code: i32, message: &str) -> ! {
+    if let Some(Some(c)) = MPI.get().map(|m| m.client.as_ref()) {
+        let _ = c.send(&crate::runtime::proto::ToController::Abort {
+            code,
+            message: message.to_string(),
+        });
+        // mpiexec now tears the job down; do not race it with our own exit
+        // status, but do not wait forever either.
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    } else if !message.is_empty() {
+        eprintln!("mpistages: MPI_Abort: {message}");
+    }
+    std::process::exit(if code & 0xff == 0 { 1 } else { code & 0xff })
+}
+
+pub fn wtime() -> f64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
+}

@@ -197,7 +197,7 @@ fn loc_kernel<V: Elem + PartialOrd, I: Elem + Ord>(o: i32, ext: usize, off: usiz
 
 /// `inout = in op inout` for `count` elements of `t` in memory layout.
 /// `handle` is the datatype handle passed on to user functions.
-pub fn reduce(o: &OpDef, t: &Datatype, handle: i32, count: usize, inp: &mut [u8], inout: &mut [u8]) {
+pub fn reduce(o: &OpDef, t: &Datatype, handle: i32, count: usize, inp: &[u8], inout: &mut [u8]) {
     if count == 0 {
         return;
     }
@@ -210,7 +210,7 @@ pub fn reduce(o: &OpDef, t: &Datatype, handle: i32, count: usize, inp: &mut [u8]
             // what the user function was registered to accept.
             unsafe {
                 func(
-                    inp.as_mut_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
+                    inp.as_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
                     inout.as_mut_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
                     &mut len,
                     &mut h,
@@ -265,26 +265,26 @@ mod tests {
     #[test]
     fn sums_and_maxes() {
         let t = Datatype::predefined(dt::DOUBLE).unwrap();
-        let mut a = bytes(&[1.5f64, -2.0, 3.0]);
+        let a = bytes(&[1.5f64, -2.0, 3.0]);
         let mut b = bytes(&[1.0f64, 5.0, -3.0]);
-        reduce(&OpDef::Predefined(op::SUM), &t, dt::DOUBLE, 3, &mut a, &mut b);
+        reduce(&OpDef::Predefined(op::SUM), &t, dt::DOUBLE, 3, &a, &mut b);
         assert_eq!(b, bytes(&[2.5f64, 3.0, 0.0]));
         let t = Datatype::predefined(dt::INT).unwrap();
-        let mut a = bytes(&[7i32, -1]);
+        let a = bytes(&[7i32, -1]);
         let mut b = bytes(&[3i32, 4]);
-        reduce(&OpDef::Predefined(op::MAX), &t, dt::INT, 2, &mut a, &mut b);
+        reduce(&OpDef::Predefined(op::MAX), &t, dt::INT, 2, &a, &mut b);
         assert_eq!(b, bytes(&[7i32, 4]));
     }
 
     #[test]
     fn minloc_breaks_ties_by_lower_index() {
         let t = Datatype::predefined(dt::TWO_INT).unwrap();
-        let mut a = bytes(&[5i32, 3, 9, 1]);
+        let a = bytes(&[5i32, 3, 9, 1]);
         let mut b = bytes(&[5i32, 2, 8, 0]);
-        reduce(&OpDef::Predefined(op::MINLOC), &t, dt::TWO_INT, 2, &mut a, &mut b);
+        reduce(&OpDef::Predefined(op::MINLOC), &t, dt::TWO_INT, 2, &a, &mut b);
         assert_eq!(b, bytes(&[5i32, 2, 8, 0]));
-        let mut a = bytes(&[5i32, 1, 7, 4]);
-        reduce(&OpDef::Predefined(op::MAXLOC), &t, dt::TWO_INT, 2, &mut a, &mut b);
+        let a = bytes(&[5i32, 1, 7, 4]);
+        reduce(&OpDef::Predefined(op::MAXLOC), &t, dt::TWO_INT, 2, &a, &mut b);
         assert_eq!(b, bytes(&[5i32, 1, 8, 0]));
     }
 
@@ -297,7 +297,7 @@ mod tests {
         one[8] = 0xff;
         one[9] = 0x3f;
         let mut io = one.clone();
-        reduce(&OpDef::Predefined(op::SUM), &t, dt::LONG_DOUBLE, 1, &mut one, &mut io);
+        reduce(&OpDef::Predefined(op::SUM), &t, dt::LONG_DOUBLE, 1, &one, &mut io);
         // 2.0L: exponent 0x4000.
         assert_eq!(&io[7..10], &[0x80, 0x00, 0x40]);
     }

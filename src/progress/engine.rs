@@ -617,11 +617,11 @@ impl Core {
     /// released, a persistent one becomes inactive.
     pub fn take(&mut self, id: ReqId) -> Option<Status> {
         let r = self.req_mut(id)?;
-        let State::Done(st) = std::mem::replace(&mut r.state, State::Inactive) else {
-            let State::Inactive = r.state else {
-                unreachable!()
-            };
+        if !matches!(r.state, State::Done(_)) {
             return None;
+        }
+        let State::Done(st) = std::mem::replace(&mut r.state, State::Inactive) else {
+            unreachable!("checked just above")
         };
         if !r.persistent {
             self.release(id);

@@ -33,6 +33,24 @@ impl Layout for Bytes {
     }
 }
 
+/// Bytes owned by the request (buffered sends).
+pub struct Owned(pub Vec<u8>);
+
+impl Layout for Owned {
+    fn packed_len(&self) -> usize {
+        self.0.len()
+    }
+    fn contiguous(&self) -> Option<RawBuf> {
+        // SAFETY: the Vec lives inside the request until it completes and is
+        // never changed; the transport only reads through this pointer.
+        Some(unsafe { RawBuf::new(self.0.as_ptr() as *mut u8, self.0.len()) })
+    }
+    fn pack(&self) -> Vec<u8> {
+        self.0.clone()
+    }
+    fn unpack(&self, _bytes: &[u8]) {}
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendMode {
     Standard,

@@ -1,0 +1,553 @@
+//! Collective entry points: stage user buffers (packed bytes for data
+//! movement, memory layout for reductions), handle `MPI_IN_PLACE`, and call
+//! the byte-level collectives of `src/coll`.
+
+use super::{array, mpi, mpi_fn, ret, typed, IN_PLACE};
+use crate::api::consts::{err, COMM_WORLD};
+use crate::api::error::{fail, MpiResult};
+use crate::api::op::{self, OpDef};
+use crate::api::usermem::TypedBuf;
+use crate::api::{Comm, Mpi};
+use crate::coll::{self, Reducer};
+use crate::progress::Layout;
+use crate::transport::RawBuf;
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+/// A user buffer as a collective sees it: the user's memory when it is
+/// contiguous, else a temporary copy.
+struct Stage {
+    tb: Option<TypedBuf>,
+    temp: Option<Vec<u8>>,
+    raw: RawBuf,
+    layout: bool,
+}
+
+fn raw_of(v: &mut Vec<u8>) -> RawBuf {
+    // SAFETY: the Vec is owned by the Stage and outlives every use of the
+    // RawBuf (the blocking collective returns before the Stage is dropped).
+    unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) }
+}
+
+impl Stage {
+    fn none() -> Stage {
+        Stage { tb: None, temp: None, raw: RawBuf::empty(), layout: false }
+    }
+
+    /// Packed bytes of the buffer (loaded from user memory if `load`).
+    fn packed(tb: TypedBuf, load: bool) -> Stage {
+        if let Some(raw) = tb.contiguous() {
+            return Stage { tb: Some(tb), temp: None, raw, layout: false };
+        }
+        let mut v = if load { tb.pack() } else { vec![0; tb.bytes()] };
+        let raw = raw_of(&mut v);
+        Stage { tb: Some(tb), temp: Some(v), raw, layout: false }
+    }
+
+    /// Memory layout, `count * extent` bytes from the true lower bound.
+    fn layout(tb: TypedBuf, load: bool) -> MpiResult<Stage> {
+        let t = &tb.dtype;
+        if (t.extent as usize) < t.true_extent as usize && tb.count > 1 {
+            return fail(err::TYPE, format!("datatype {} has overlapping elements; it cannot be reduced", t.name));
+        }
+        if let Some(raw) = tb.contiguous() {
+            return Ok(Stage { tb: Some(tb), temp: None, raw, layout: true });
+        }
+        let mut v = vec![0u8; tb.count * t.extent as usize];
+        if load {
+            tb.load_span(&mut v);
+        }
+        let raw = raw_of(&mut v);
+        Ok(Stage { tb: Some(tb), temp: Some(v), raw, layout: true })
+    }
+
+    /// Writes a temporary copy back to user memory.
+    fn store(&self) {
+        if let (Some(tb), Some(v)) = (&self.tb, &self.temp) {
+            if self.layout {
+                tb.store_span(v);
+            } else {
+                tb.unpack(v);
+            }
+        }
+    }
+}
+
+fn comm(m: &Mpi, c: c_int) -> MpiResult<Arc<Comm>> {
+    m.tables().comm(c)
+}
+
+fn root_ok(c: &Comm, root: c_int) -> MpiResult<usize> {
+    if root < 0 || root as usize >= c.size() {
+        return fail(err::ROOT, format!("root {root} is outside the communicator (size {})", c.size()));
+    }
+    Ok(root as usize)
+}
+
+fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<impl Fn(&[u8], &mut [u8], usize)> {
+    let (opdef, t) = {
+        let tb = m.tables();
+        (tb.op(o)?, tb.dtype(dt)?)
+    };
+    op::check(&opdef, &t)?;
+    if matches!(opdef, OpDef::Predefined(p) if p == crate::api::consts::op::REPLACE || p == crate::api::consts::op::NO_OP) {
+        return fail(err::OP, "MPI_REPLACE and MPI_NO_OP are not reduction operations for collectives");
+    }
+    Ok(move |src: &[u8], dst: &mut [u8], count: usize| op::reduce(&opdef, &t, dt, count, src, dst))
+}
+
+fn is_in_place(p: *const c_void) -> bool {
+    p == IN_PLACE as *const c_void
+}
+
+mpi_fn!(fn MPI_Barrier / PMPI_Barrier(c: c_int) {
+    ret("MPI_Barrier", c, mpi().and_then(|m| coll::barrier(m, &*comm(m, c)?)))
+});
+
+mpi_fn!(fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let root = root_ok(&cm, root)?;
+        // SAFETY: the buffer stays valid for this blocking call.
+        let st = Stage::packed(unsafe { typed(m, buf, n, dt)? }, cm.rank == root);
+        coll::bcast(m, &cm, root, st.raw)?;
+        if cm.rank != root {
+            st.store();
+        }
+        Ok(())
+    });
+    ret("MPI_Bcast", c, r)
+});
+
+mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, root: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let root = root_ok(&cm, root)?;
+        let red = reducer(m, o, dt)?;
+        let at_root = cm.rank == root;
+        let input = if at_root && is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
+        // SAFETY: the buffers stay valid for this blocking call.
+        let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
+        let out = if at_root { Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)? } else { Stage::none() };
+        let elem = s.tb.as_ref().expect("typed").dtype.extent as usize;
+        coll::reduce(m, &cm, root, s.raw, out.raw, n as usize, elem, &red as &Reducer)?;
+        if at_root {
+            out.store();
+        }
+        Ok(())
+    });
+    ret("MPI_Reduce", c, r)
+});
+
+mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let red = reducer(m, o, dt)?;
+        let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
+        // SAFETY: the buffers stay valid for this blocking call.
+        let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
+        let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)?;
+        let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
+        coll::allreduce(m, &cm, s.raw, out.raw, n as usize, elem, &red as &Reducer)?;
+        out.store();
+        Ok(())
+    });
+    ret("MPI_Allreduce", c, r)
+});
+
+/// # Safety
+/// Buffers valid for the blocking call.
+unsafe fn scan_impl(name: &str, sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int, exclusive: bool) -> c_int {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let red = reducer(m, o, dt)?;
+        let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
+        // SAFETY: forwarded.
+        let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
+        let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, exclusive)?;
+        let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
+        coll::scan(m, &cm, s.raw, out.raw, n as usize, elem, exclusive, &red as &Reducer)?;
+        // MPI_Exscan leaves rank 0's receive buffer alone.
+        if !(exclusive && cm.rank == 0) {
+            out.store();
+        }
+        Ok(())
+    });
+    ret(name, c, r)
+}
+
+mpi_fn!(fn MPI_Scan / PMPI_Scan(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int) {
+    // SAFETY: caller's buffers.
+    unsafe { scan_impl("MPI_Scan", sbuf, rbuf, n, dt, o, c, false) }
+});
+
+mpi_fn!(fn MPI_Exscan / PMPI_Exscan(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int) {
+    // SAFETY: caller's buffers.
+    unsafe { scan_impl("MPI_Exscan", sbuf, rbuf, n, dt, o, c, true) }
+});
+
+/// Prefix sums of `lens`.
+fn offsets(lens: &[usize]) -> Vec<usize> {
+    lens.iter()
+        .scan(0, |acc, l| {
+            let o = *acc;
+            *acc += l;
+            Some(o)
+        })
+        .collect()
+}
+
+fn check_counts(v: &[c_int]) -> MpiResult<Vec<usize>> {
+    v.iter().map(|&x| super::count(x)).collect()
+}
+
+mpi_fn!(fn MPI_Gather / PMPI_Gather(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let root = root_ok(&cm, root)?;
+        let n = cm.size();
+        let at_root = cm.rank == root;
+        // SAFETY: the buffers stay valid for this blocking call.
+        let out = if at_root { Stage::packed(unsafe { typed(m, rbuf, rn.saturating_mul(n as c_int), rt)? }, false) } else { Stage::none() };
+        let s = if at_root && is_in_place(sbuf) {
+            // SAFETY: as above; the root's block of its receive buffer.
+            let all = unsafe { typed(m, rbuf, rn.saturating_mul(n as c_int), rt)? };
+            Stage::packed(all.slice(root * rn as usize, rn as usize), true)
+        } else {
+            // SAFETY: as above.
+            Stage::packed(unsafe { typed(m, sbuf, sn, st)? }, true)
+        };
+        if at_root && s.raw.len() * n != out.raw.len() {
+            return fail(err::TRUNCATE, format!("the root sends {} bytes but receives {} per rank", s.raw.len(), out.raw.len() / n.max(1)));
+        }
+        coll::gather(m, &cm, root, s.raw, out.raw)?;
+        if at_root {
+            out.store();
+        }
+        Ok(())
+    });
+    ret("MPI_Gather", c, r)
+});
+
+mpi_fn!(fn MPI_Scatter / PMPI_Scatter(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let root = root_ok(&cm, root)?;
+        let n = cm.size();
+        let at_root = cm.rank == root;
+        // SAFETY: the buffers stay valid for this blocking call.
+        let s = if at_root { Stage::packed(unsafe { typed(m, sbuf, sn.saturating_mul(n as c_int), st)? }, true) } else { Stage::none() };
+        let mut scratch = Vec::new();
+        let out = if at_root && is_in_place(rbuf) {
+            scratch.resize(s.raw.len() / n.max(1), 0u8);
+            Stage { tb: None, temp: None, raw: raw_of(&mut scratch), layout: false }
+        } else {
+            // SAFETY: as above.
+            Stage::packed(unsafe { typed(m, rbuf, rn, rt)? }, false)
+        };
+        if at_root && out.raw.len() * n != s.raw.len() {
+            return fail(err::TRUNCATE, format!("the root sends {} bytes per rank but receives {}", s.raw.len() / n.max(1), out.raw.len()));
+        }
+        coll::scatter(m, &cm, root, s.raw, out.raw)?;
+        out.store();
+        drop(scratch);
+        Ok(())
+    });
+    ret("MPI_Scatter", c, r)
+});
+
+mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rcounts: *const c_int, displs: *const c_int, rt: c_int, root: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let root = root_ok(&cm, root)?;
+        let n = cm.size();
+        let at_root = cm.rank == root;
+        let (mut temp, lens, offs, blocks) = if at_root {
+            // SAFETY: caller's arrays of comm-size elements.
+            let counts = check_counts(unsafe { array(rcounts, n)? })?;
+            let ds = unsafe { array(displs, n)? };
+            let all = unsafe { typed(m, rbuf, 0, rt)? };
+            let blocks: Vec<TypedBuf> = (0..n).map(|r| all.slice(ds[r] as usize, counts[r])).collect();
+            let lens: Vec<usize> = blocks.iter().map(|b| b.bytes()).collect();
+            let offs = offsets(&lens);
+            (vec![0u8; lens.iter().sum()], lens, offs, blocks)
+        } else {
+            (Vec::new(), vec![], vec![], vec![])
+        };
+        let s = if at_root && is_in_place(sbuf) {
+            Stage::packed(blocks[root].clone(), true)
+        } else {
+            // SAFETY: the buffer stays valid for this blocking call.
+            Stage::packed(unsafe { typed(m, sbuf, sn, st)? }, true)
+        };
+        if at_root && s.raw.len() != lens[root] {
+            return fail(err::TRUNCATE, format!("the root sends {} bytes but expects {} from itself", s.raw.len(), lens[root]));
+        }
+        let raw = raw_of(&mut temp);
+        coll::gatherv(m, &cm, root, s.raw, raw, &offs, &lens)?;
+        for (r, b) in blocks.iter().enumerate() {
+            b.unpack(&temp[offs[r]..offs[r] + lens[r]]);
+        }
+        Ok(())
+    });
+    ret("MPI_Gatherv", c, r)
+});
+
+mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_int, displs: *const c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let root = root_ok(&cm, root)?;
+        let n = cm.size();
+        let at_root = cm.rank == root;
+        let (mut temp, lens, offs) = if at_root {
+            // SAFETY: caller's arrays of comm-size elements; the send buffer
+            // stays valid for this blocking call.
+            let counts = check_counts(unsafe { array(scounts, n)? })?;
+            let ds = unsafe { array(displs, n)? };
+            let all = unsafe { typed(m, sbuf, 0, st)? };
+            let mut temp = Vec::new();
+            let mut lens = Vec::new();
+            for r in 0..n {
+                let p = all.slice(ds[r] as usize, counts[r]).pack();
+                lens.push(p.len());
+                temp.extend_from_slice(&p);
+            }
+            let offs = offsets(&lens);
+            (temp, lens, offs)
+        } else {
+            (Vec::new(), vec![], vec![])
+        };
+        let mut scratch = Vec::new();
+        let out = if at_root && is_in_place(rbuf) {
+            scratch.resize(lens[root], 0u8);
+            Stage { tb: None, temp: None, raw: raw_of(&mut scratch), layout: false }
+        } else {
+            // SAFETY: the buffer stays valid for this blocking call.
+            Stage::packed(unsafe { typed(m, rbuf, rn, rt)? }, false)
+        };
+        if at_root && out.raw.len() != lens[root] {
+            return fail(err::TRUNCATE, format!("the root sends {} bytes to itself but receives {}", lens[root], out.raw.len()));
+        }
+        let raw = raw_of(&mut temp);
+        coll::scatterv(m, &cm, root, raw, out.raw, &offs, &lens)?;
+        out.store();
+        Ok(())
+    });
+    ret("MPI_Scatterv", c, r)
+});
+
+/// Allgather(v): `counts`/`displs` describe the receive blocks.
+///
+/// # Safety
+/// Buffers valid for the blocking call.
+unsafe fn allgather_impl(name: &str, m: &Mpi, sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, counts: &[usize], displs: &[usize], rt: c_int, c: c_int) -> MpiResult<()> {
+    let cm = comm(m, c)?;
+    let n = cm.size();
+    // SAFETY: forwarded.
+    let all = unsafe { typed(m, rbuf, 0, rt)? };
+    let blocks: Vec<TypedBuf> = (0..n).map(|r| all.slice(displs[r], counts[r])).collect();
+    let lens: Vec<usize> = blocks.iter().map(|b| b.bytes()).collect();
+    let offs = offsets(&lens);
+    let s = if is_in_place(sbuf) {
+        Stage::packed(blocks[cm.rank].clone(), true)
+    } else {
+        // SAFETY: forwarded.
+        Stage::packed(unsafe { typed(m, sbuf, sn, st)? }, true)
+    };
+    if s.raw.len() != lens[cm.rank] {
+        return fail(err::TRUNCATE, format!("{name}: this rank sends {} bytes but its block holds {}", s.raw.len(), lens[cm.rank]));
+    }
+    let mut temp = vec![0u8; lens.iter().sum()];
+    let raw = raw_of(&mut temp);
+    coll::allgatherv(m, &cm, s.raw, raw, &offs, &lens)?;
+    for (r, b) in blocks.iter().enumerate() {
+        b.unpack(&temp[offs[r]..offs[r] + lens[r]]);
+    }
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Allgather / PMPI_Allgather(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = comm(m, c)?.size();
+        let rn = super::count(rn)?;
+        let counts = vec![rn; n];
+        let displs: Vec<usize> = (0..n).map(|r| r * rn).collect();
+        // SAFETY: caller's buffers for this blocking call.
+        unsafe { allgather_impl("MPI_Allgather", m, sbuf, sn, st, rbuf, &counts, &displs, rt, c) }
+    });
+    ret("MPI_Allgather", c, r)
+});
+
+mpi_fn!(fn MPI_Allgatherv / PMPI_Allgatherv(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rcounts: *const c_int, displs: *const c_int, rt: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = comm(m, c)?.size();
+        // SAFETY: caller's arrays of comm-size elements.
+        let counts = check_counts(unsafe { array(rcounts, n)? })?;
+        let ds = check_counts(unsafe { array(displs, n)? })?;
+        // SAFETY: caller's buffers for this blocking call.
+        unsafe { allgather_impl("MPI_Allgatherv", m, sbuf, sn, st, rbuf, &counts, &ds, rt, c) }
+    });
+    ret("MPI_Allgatherv", c, r)
+});
+
+/// Alltoall(v) with per-peer element counts and displacements.
+///
+/// # Safety
+/// Buffers valid for the blocking call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoall_impl(m: &Mpi, sbuf: *const c_void, sc: &[usize], sd: &[usize], st: c_int, rbuf: *mut c_void, rc: &[usize], rd: &[usize], rt: c_int, c: c_int) -> MpiResult<()> {
+    let cm = comm(m, c)?;
+    let n = cm.size();
+    // SAFETY: forwarded.
+    let rall = unsafe { typed(m, rbuf, 0, rt)? };
+    let rblocks: Vec<TypedBuf> = (0..n).map(|r| rall.slice(rd[r], rc[r])).collect();
+    let sblocks: Vec<TypedBuf> = if is_in_place(sbuf) {
+        rblocks.clone()
+    } else {
+        // SAFETY: forwarded.
+        let sall = unsafe { typed(m, sbuf, 0, st)? };
+        (0..n).map(|r| sall.slice(sd[r], sc[r])).collect()
+    };
+    let mut stemp = Vec::new();
+    let mut slens = Vec::new();
+    for b in &sblocks {
+        let p = b.pack();
+        slens.push(p.len());
+        stemp.extend_from_slice(&p);
+    }
+    let soffs = offsets(&slens);
+    let rlens: Vec<usize> = rblocks.iter().map(|b| b.bytes()).collect();
+    let roffs = offsets(&rlens);
+    if let Some(r) = (0..n).find(|&r| r == cm.rank && slens[r] != rlens[r]) {
+        return fail(err::TRUNCATE, format!("rank {r} sends {} bytes to itself but receives {}", slens[r], rlens[r]));
+    }
+    let mut rtemp = vec![0u8; rlens.iter().sum()];
+    let (sraw, rraw) = (raw_of(&mut stemp), raw_of(&mut rtemp));
+    coll::alltoallv(m, &cm, sraw, rraw, &soffs, &slens, &roffs, &rlens)?;
+    for (r, b) in rblocks.iter().enumerate() {
+        b.unpack(&rtemp[roffs[r]..roffs[r] + rlens[r]]);
+    }
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = comm(m, c)?.size();
+        let (sn, rn) = (super::count(sn)?, super::count(rn)?);
+        let sd: Vec<usize> = (0..n).map(|r| r * sn).collect();
+        let rd: Vec<usize> = (0..n).map(|r| r * rn).collect();
+        // SAFETY: caller's buffers for this blocking call.
+        unsafe { alltoall_impl(m, sbuf, &vec![sn; n], &sd, st, rbuf, &vec![rn; n], &rd, rt, c) }
+    });
+    ret("MPI_Alltoall", c, r)
+});
+
+mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c_int, sdispls: *const c_int, st: c_int,
+        rbuf: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rt: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = comm(m, c)?.size();
+        // SAFETY: caller's arrays of comm-size elements (send ones unused in place).
+        let (rc, rd) = unsafe { (check_counts(array(rcounts, n)?)?, check_counts(array(rdispls, n)?)?) };
+        let (sc, sd) = if is_in_place(sbuf) {
+            (rc.clone(), rd.clone())
+        } else {
+            unsafe { (check_counts(array(scounts, n)?)?, check_counts(array(sdispls, n)?)?) }
+        };
+        // SAFETY: caller's buffers for this blocking call.
+        unsafe { alltoall_impl(m, sbuf, &sc, &sd, st, rbuf, &rc, &rd, rt, c) }
+    });
+    ret("MPI_Alltoallv", c, r)
+});
+
+/// Reduce-scatter: reduce everything to rank 0, then scatter the blocks.
+///
+/// # Safety
+/// Buffers valid for the blocking call.
+unsafe fn reduce_scatter_impl(m: &Mpi, sbuf: *const c_void, rbuf: *mut c_void, counts: &[usize], dt: c_int, o: c_int, c: c_int) -> MpiResult<()> {
+    let cm = comm(m, c)?;
+    let red = reducer(m, o, dt)?;
+    let total: usize = counts.iter().sum();
+    let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
+    // SAFETY: forwarded.
+    let s = Stage::layout(unsafe { typed(m, input, total as c_int, dt)? }, true)?;
+    let ext = s.tb.as_ref().expect("typed").dtype.extent as usize;
+    let mut full = vec![0u8; if cm.rank == 0 { total * ext } else { 0 }];
+    let fraw = raw_of(&mut full);
+    coll::reduce(m, &cm, 0, s.raw, fraw, total, ext, &red as &Reducer)?;
+    let lens: Vec<usize> = counts.iter().map(|&k| k * ext).collect();
+    let offs = offsets(&lens);
+    // SAFETY: forwarded; this rank's block of the result.
+    let out = Stage::layout(unsafe { typed(m, rbuf, counts[cm.rank] as c_int, dt)? }, false)?;
+    coll::scatterv(m, &cm, 0, fraw, out.raw, &offs, &lens)?;
+    out.store();
+    Ok(())
+}
+
+mpi_fn!(fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sbuf: *const c_void, rbuf: *mut c_void, rn: c_int, dt: c_int, o: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = comm(m, c)?.size();
+        let counts = vec![super::count(rn)?; n];
+        // SAFETY: caller's buffers for this blocking call.
+        unsafe { reduce_scatter_impl(m, sbuf, rbuf, &counts, dt, o, c) }
+    });
+    ret("MPI_Reduce_scatter_block", c, r)
+});
+
+mpi_fn!(fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sbuf: *const c_void, rbuf: *mut c_void, rcounts: *const c_int, dt: c_int, o: c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = comm(m, c)?.size();
+        // SAFETY: caller's array of comm-size counts.
+        let counts = check_counts(unsafe { array(rcounts, n)? })?;
+        // SAFETY: caller's buffers for this blocking call.
+        unsafe { reduce_scatter_impl(m, sbuf, rbuf, &counts, dt, o, c) }
+    });
+    ret("MPI_Reduce_scatter", c, r)
+});
+
+mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<op::UserFn>, commute: c_int, out: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let Some(func) = f else {
+            return fail(err::ARG, "the user function is NULL");
+        };
+        let mut t = m.tables();
+        let first = crate::api::consts::op::FIRST_USER as usize;
+        if t.ops.len() < first {
+            t.ops.resize(first, None);
+        }
+        let h = match t.ops.iter().skip(first).position(Option::is_none) {
+            Some(i) => first + i,
+            None => {
+                t.ops.push(None);
+                t.ops.len() - 1
+            }
+        };
+        t.ops[h] = Some(OpDef::User { func, commute: commute != 0 });
+        // SAFETY: caller's out-pointer.
+        unsafe { super::put(out, h as c_int) }
+    });
+    ret("MPI_Op_create", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Op_free / PMPI_Op_free(o: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's in/out pointer.
+        let h = unsafe { super::get(o)? };
+        let mut t = m.tables();
+        match t.op(h)? {
+            OpDef::Predefined(_) => return fail(err::OP, "predefined operations cannot be freed"),
+            OpDef::User { .. } => t.ops[h as usize] = None,
+        }
+        // SAFETY: as above.
+        unsafe { super::put(o, crate::api::consts::OP_NULL) }
+    });
+    ret("MPI_Op_free", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Op_commutative / PMPI_Op_commutative(o: c_int, flag: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let c = m.tables().op(o)?.commutative();
+        // SAFETY: caller's out-pointer.
+        unsafe { super::put(flag, c as c_int) }
+    });
+    ret("MPI_Op_commutative", COMM_WORLD, r)
+});

@@ -1,0 +1,182 @@
+//! The C ABI: every `MPI_*` function and its `PMPI_*` twin, taking C
+//! arguments (integer handles, raw pointers), checking them, calling
+//! `src/api`, and turning errors into return codes or running the
+//! communicator's error handler. Owns: C types and pointer handling. Must
+//! not touch: the engine's internals.
+
+pub mod coll;
+pub mod comm;
+pub mod dtype;
+pub mod env;
+pub mod p2p;
+pub mod request;
+
+use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
+use crate::api::error::{class_name, fail, MpiError, MpiResult};
+use crate::api::usermem::TypedBuf;
+use crate::api::{self, Mpi};
+use crate::progress::Status;
+use std::os::raw::{c_int, c_void};
+
+/// Defines `PMPI_x` with the body and `MPI_x` calling it, both exported.
+macro_rules! mpi_fn {
+    (fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $pname($($a: $t),*) -> ::std::os::raw::c_int $body
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> ::std::os::raw::c_int {
+            // SAFETY: same contract as the PMPI_ function it forwards to.
+            unsafe { $pname($($a),*) }
+        }
+    };
+}
+pub(crate) use mpi_fn;
+
+/// The C `MPI_Status` layout (see include/mpi.h).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct CStatus {
+    pub source: c_int,
+    pub tag: c_int,
+    pub error: c_int,
+    pub count_lo: c_int,
+    pub count_hi_and_cancelled: c_int,
+}
+
+impl CStatus {
+    pub fn from_status(s: &Status) -> CStatus {
+        let bytes = s.bytes as u64;
+        CStatus {
+            source: s.source,
+            tag: s.tag,
+            error: s.error.as_ref().map_or(err::SUCCESS, |e| crate::coll::exec::req_error(e).class),
+            count_lo: bytes as u32 as c_int,
+            count_hi_and_cancelled: (((bytes >> 32) as c_int) << 1) | s.cancelled as c_int,
+        }
+    }
+    pub fn bytes(&self) -> u64 {
+        (self.count_lo as u32 as u64) | (((self.count_hi_and_cancelled >> 1) as u32 as u64) << 32)
+    }
+}
+
+/// `MPI_IN_PLACE` as C sees it.
+pub const IN_PLACE: *mut c_void = -1isize as *mut c_void;
+
+/// Writes a status unless the caller passed `MPI_STATUS_IGNORE` (NULL).
+///
+/// # Safety
+/// `p` is NULL or points to a writable `MPI_Status`.
+pub unsafe fn put_status(p: *mut CStatus, s: &Status) {
+    if !p.is_null() {
+        // SAFETY: non-null and writable by the caller's contract.
+        unsafe { p.write(CStatus::from_status(s)) };
+    }
+}
+
+/// Writes an output argument, refusing NULL.
+///
+/// # Safety
+/// `p` is NULL or valid for a write of `T`.
+pub unsafe fn put<T>(p: *mut T, v: T) -> MpiResult<()> {
+    if p.is_null() {
+        return fail(err::ARG, "an output argument is NULL");
+    }
+    // SAFETY: non-null and writable by the caller's contract.
+    unsafe { p.write(v) };
+    Ok(())
+}
+
+/// Reads an input argument, refusing NULL.
+///
+/// # Safety
+/// `p` is NULL or valid for a read of `T`.
+pub unsafe fn get<T: Copy>(p: *const T) -> MpiResult<T> {
+    if p.is_null() {
+        return fail(err::ARG, "an input argument is NULL");
+    }
+    // SAFETY: non-null and readable by the caller's contract.
+    Ok(unsafe { p.read() })
+}
+
+/// An input array of `n` elements (empty for n = 0).
+///
+/// # Safety
+/// `p` is NULL or valid for reads of `n` elements.
+pub unsafe fn array<'a, T>(p: *const T, n: usize) -> MpiResult<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return fail(err::ARG, "an array argument is NULL");
+    }
+    // SAFETY: non-null, n elements readable by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// An output array of `n` elements.
+///
+/// # Safety
+/// `p` is NULL or valid for writes of `n` elements.
+pub unsafe fn array_mut<'a, T>(p: *mut T, n: usize) -> MpiResult<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return fail(err::ARG, "an array argument is NULL");
+    }
+    // SAFETY: non-null, n elements writable by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+pub fn count(n: c_int) -> MpiResult<usize> {
+    if n < 0 {
+        return fail(err::COUNT, format!("count {n} is negative"));
+    }
+    Ok(n as usize)
+}
+
+/// A user buffer described by (pointer, count, datatype handle).
+///
+/// # Safety
+/// The MPI buffer rule: the memory the datatype describes stays valid until
+/// the operation completes.
+pub unsafe fn typed(m: &Mpi, buf: *const c_void, n: c_int, dt: i32) -> MpiResult<TypedBuf> {
+    let n = count(n)?;
+    let t = m.tables().dtype(dt)?;
+    if buf.is_null() && n > 0 && t.size > 0 && t.true_lb == 0 {
+        return fail(err::BUFFER, "the buffer is NULL but the count is not 0");
+    }
+    // SAFETY: forwarded from this function's contract.
+    Ok(unsafe { TypedBuf::new(buf as *mut u8, n, t) })
+}
+
+/// Turns an API result into a return code, running the error handler of
+/// `comm` (MPI_COMM_WORLD's when `comm` is not valid).
+pub fn ret(name: &str, comm: i32, r: MpiResult<()>) -> c_int {
+    match r {
+        Ok(()) => err::SUCCESS,
+        Err(e) => raise(name, comm, e),
+    }
+}
+
+pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
+    let (handler, rank) = match api::mpi() {
+        Ok(m) => {
+            let t = m.tables();
+            let eh = |h: i32| t.comms.get(h as usize).and_then(Option::as_ref).map(|c| c.errhandler);
+            (eh(comm).or_else(|| eh(COMM_WORLD)).unwrap_or(crate::api::consts::ERRORS_ARE_FATAL), Some(m.rank))
+        }
+        Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, None),
+    };
+    if handler == ERRORS_RETURN {
+        return e.class;
+    }
+    let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
+    eprintln!("mpistages: {who}{name}: {}: {} (error handler MPI_ERRORS_ARE_FATAL: aborting the job)", class_name(e.class), e.detail);
+    api::abort(e.class, &format!("{name}: {}", e.detail))
+}
+
+/// The running instance for an entry point, or the error to raise.
+pub fn mpi() -> MpiResult<&'static Mpi> {
+    api::mpi().map(|a| &**a)
+}

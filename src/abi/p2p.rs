@@ -1,0 +1,311 @@
+//! Point-to-point entry points.
+
+use super::request::handle;
+use super::{get, mpi, mpi_fn, put, put_status, ret, typed, CStatus};
+use crate::api::consts::{err, BSEND_OVERHEAD, UNDEFINED};
+use crate::api::error::{fail, MpiResult};
+use crate::api::p2p;
+use crate::api::Mpi;
+use crate::coll::exec::req_error;
+use crate::progress::request::Owned;
+use crate::progress::{Layout, Op, ReqId, SendMode, Status};
+use std::os::raw::{c_int, c_void};
+
+/// # Safety
+/// MPI buffer rule for `buf`.
+unsafe fn start_send(m: &Mpi, buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, mode: SendMode) -> MpiResult<ReqId> {
+    // SAFETY: forwarded.
+    let tb = unsafe { typed(m, buf, n, dt)? };
+    Ok(p2p::post(m, p2p::send_op(m, tb, dest, tag, comm, mode)?, comm))
+}
+
+/// # Safety
+/// MPI buffer rule for `buf`.
+unsafe fn start_recv(m: &Mpi, buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int) -> MpiResult<ReqId> {
+    // SAFETY: forwarded.
+    let tb = unsafe { typed(m, buf, n, dt)? };
+    Ok(p2p::post(m, p2p::recv_op(m, tb, src, tag, comm)?, comm))
+}
+
+fn finish(m: &Mpi, id: ReqId) -> MpiResult<Status> {
+    let st = m.engine.wait(id);
+    m.tables().req_comm.remove(&id.index);
+    match &st.error {
+        Some(e) => Err(req_error(e)),
+        None => Ok(st),
+    }
+}
+
+/// Copies the message into the attached buffer's accounting and sends the
+/// copy; returns at once.
+///
+/// # Safety
+/// MPI buffer rule for `buf` (read during this call only).
+unsafe fn bsend(m: &Mpi, buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int) -> MpiResult<()> {
+    // SAFETY: forwarded; the data is copied before this call returns.
+    let tb = unsafe { typed(m, buf, n, dt)? };
+    let data = match tb.contiguous() {
+        Some(b) => b.as_slice().to_vec(),
+        None => tb.pack(),
+    };
+    let need = data.len() + BSEND_OVERHEAD as usize;
+    let op = p2p::send_op(m, tb, dest, tag, comm, SendMode::Standard)?;
+    let Op::Send { dest, src, context, tag, mode, .. } = op else { unreachable!() };
+    {
+        let mut t = m.tables();
+        let pending = std::mem::take(&mut t.bsend_pending);
+        let alive: Vec<_> = m.engine.with(|c| pending.into_iter().filter(|(id, _)| c.exists(*id)).collect());
+        t.bsend_pending = alive;
+        let used: usize = t.bsend_pending.iter().map(|x| x.1).sum();
+        let Some((_, size)) = t.bsend else {
+            return fail(err::BUFFER, "MPI_Bsend without an attached buffer (MPI_Buffer_attach)");
+        };
+        if used + need > size {
+            return fail(err::BUFFER, format!("the attached buffer of {size} bytes has {} free, {need} needed", size - used));
+        }
+    }
+    let id = m.engine.post(Op::Send { dest, src, context, tag, mode, layout: Box::new(Owned(data)) });
+    m.engine.free(id);
+    m.tables().bsend_pending.push((id, need));
+    Ok(())
+}
+
+macro_rules! blocking_send {
+    ($name:ident, $pname:ident, $label:literal, $mode:expr) => {
+        mpi_fn!(fn $name / $pname(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
+            let r = mpi().and_then(|m| {
+                // SAFETY: the caller's buffer stays valid for this blocking call.
+                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
+                finish(m, id).map(|_| ())
+            });
+            ret($label, comm, r)
+        });
+    };
+}
+blocking_send!(MPI_Send, PMPI_Send, "MPI_Send", SendMode::Standard);
+blocking_send!(MPI_Ssend, PMPI_Ssend, "MPI_Ssend", SendMode::Sync);
+blocking_send!(MPI_Rsend, PMPI_Rsend, "MPI_Rsend", SendMode::Standard);
+
+macro_rules! nonblocking_send {
+    ($name:ident, $pname:ident, $label:literal, $mode:expr) => {
+        mpi_fn!(fn $name / $pname(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+            let r = mpi().and_then(|m| {
+                // SAFETY: the MPI buffer rule holds until the request completes.
+                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
+                // SAFETY: caller's out-pointer.
+                unsafe { put(req, handle(id)) }
+            });
+            ret($label, comm, r)
+        });
+    };
+}
+nonblocking_send!(MPI_Isend, PMPI_Isend, "MPI_Isend", SendMode::Standard);
+nonblocking_send!(MPI_Issend, PMPI_Issend, "MPI_Issend", SendMode::Sync);
+nonblocking_send!(MPI_Irsend, PMPI_Irsend, "MPI_Irsend", SendMode::Standard);
+
+mpi_fn!(fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
+    // SAFETY: the buffer is copied during the call.
+    ret("MPI_Bsend", comm, mpi().and_then(|m| unsafe { bsend(m, buf, n, dt, dest, tag, comm) }))
+});
+
+mpi_fn!(fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the buffer is copied during the call.
+        unsafe { bsend(m, buf, n, dt, dest, tag, comm)? };
+        // The copy is made: the request is complete from the start.
+        let id = p2p::post(m, Op::Send { dest: None, src: 0, context: 0, tag: 0, mode: SendMode::Standard, layout: Box::new(Owned(Vec::new())) }, comm);
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, handle(id)) }
+    });
+    ret("MPI_Ibsend", comm, r)
+});
+
+mpi_fn!(fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int) {
+    let r = mpi().and_then(|m| {
+        if size < 0 {
+            return fail(err::ARG, format!("buffer size {size} is negative"));
+        }
+        let mut t = m.tables();
+        if t.bsend.is_some() {
+            return fail(err::BUFFER, "a buffer is already attached");
+        }
+        t.bsend = Some((buf as usize, size as usize));
+        Ok(())
+    });
+    ret("MPI_Buffer_attach", crate::api::consts::COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(buf: *mut c_void, size: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let pending: Vec<ReqId> = m.tables().bsend_pending.iter().map(|x| x.0).collect();
+        m.engine.wait_until(|c| pending.iter().all(|id| !c.exists(*id)).then_some(()));
+        let mut t = m.tables();
+        t.bsend_pending.clear();
+        let (addr, sz) = t.bsend.take().unwrap_or((0, 0));
+        // SAFETY: MPI passes the address of a pointer as `buf`.
+        unsafe {
+            put(buf as *mut *mut c_void, addr as *mut c_void)?;
+            put(size, sz as c_int)
+        }
+    });
+    ret("MPI_Buffer_detach", crate::api::consts::COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Recv / PMPI_Recv(buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the caller's buffer stays valid for this blocking call.
+        let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
+        let st = m.engine.wait(id);
+        m.tables().req_comm.remove(&id.index);
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { put_status(status, &st) };
+        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+    });
+    ret("MPI_Recv", comm, r)
+});
+
+mpi_fn!(fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the MPI buffer rule holds until the request completes.
+        let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, handle(id)) }
+    });
+    ret("MPI_Irecv", comm, r)
+});
+
+mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, sn: c_int, sdt: c_int, dest: c_int, stag: c_int,
+        rbuf: *mut c_void, rn: c_int, rdt: c_int, src: c_int, rtag: c_int, comm: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: both buffers stay valid for this blocking call.
+        let rid = unsafe { start_recv(m, rbuf, rn, rdt, src, rtag, comm)? };
+        let sid = unsafe { start_send(m, sbuf, sn, sdt, dest, stag, comm, SendMode::Standard) };
+        let sres = sid.and_then(|id| finish(m, id));
+        let st = m.engine.wait(rid);
+        m.tables().req_comm.remove(&rid.index);
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { put_status(status, &st) };
+        sres?;
+        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+    });
+    ret("MPI_Sendrecv", comm, r)
+});
+
+mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, n: c_int, dt: c_int, dest: c_int, stag: c_int,
+        src: c_int, rtag: c_int, comm: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the buffer stays valid for this blocking call; the outgoing
+        // data is copied before the receive may overwrite it.
+        let tb = unsafe { typed(m, buf, n, dt)? };
+        let data = tb.pack();
+        let op = p2p::send_op(m, tb.clone(), dest, stag, comm, SendMode::Standard)?;
+        let Op::Send { dest, src: me, context, tag, mode, .. } = op else { unreachable!() };
+        let rid = p2p::post(m, p2p::recv_op(m, tb, src, rtag, comm)?, comm);
+        let sid = m.engine.post(Op::Send { dest, src: me, context, tag, mode, layout: Box::new(Owned(data)) });
+        let sres = finish(m, sid);
+        let st = m.engine.wait(rid);
+        m.tables().req_comm.remove(&rid.index);
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { put_status(status, &st) };
+        sres?;
+        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+    });
+    ret("MPI_Sendrecv_replace", comm, r)
+});
+
+macro_rules! send_init {
+    ($name:ident, $pname:ident, $label:literal, $mode:expr) => {
+        mpi_fn!(fn $name / $pname(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+            let r = mpi().and_then(|m| {
+                // SAFETY: the MPI buffer rule holds while the request is active.
+                let tb = unsafe { typed(m, buf, n, dt)? };
+                let id = p2p::create_persistent(m, p2p::send_op(m, tb, dest, tag, comm, $mode)?, comm);
+                // SAFETY: caller's out-pointer.
+                unsafe { put(req, handle(id)) }
+            });
+            ret($label, comm, r)
+        });
+    };
+}
+send_init!(MPI_Send_init, PMPI_Send_init, "MPI_Send_init", SendMode::Standard);
+send_init!(MPI_Ssend_init, PMPI_Ssend_init, "MPI_Ssend_init", SendMode::Sync);
+send_init!(MPI_Rsend_init, PMPI_Rsend_init, "MPI_Rsend_init", SendMode::Standard);
+// A persistent buffered send is sent as a standard one: it never touches the
+// attached buffer (noted in the README's limitations).
+send_init!(MPI_Bsend_init, PMPI_Bsend_init, "MPI_Bsend_init", SendMode::Standard);
+
+mpi_fn!(fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the MPI buffer rule holds while the request is active.
+        let tb = unsafe { typed(m, buf, n, dt)? };
+        let id = p2p::create_persistent(m, p2p::recv_op(m, tb, src, tag, comm)?, comm);
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, handle(id)) }
+    });
+    ret("MPI_Recv_init", comm, r)
+});
+
+mpi_fn!(fn MPI_Iprobe / PMPI_Iprobe(src: c_int, tag: c_int, comm: c_int, flag: *mut c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        let found = match p2p::probe_args(m, src, tag, comm)? {
+            None => Some(p2p::proc_null_status()),
+            Some((ctx, s, t)) => m.engine.iprobe(ctx, s, t),
+        };
+        // SAFETY: caller's pointers.
+        unsafe {
+            put(flag, found.is_some() as c_int)?;
+            if let Some(st) = found {
+                put_status(status, &st);
+            }
+        }
+        Ok(())
+    });
+    ret("MPI_Iprobe", comm, r)
+});
+
+mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, comm: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        let st = match p2p::probe_args(m, src, tag, comm)? {
+            None => p2p::proc_null_status(),
+            Some((ctx, s, t)) => m.engine.probe(ctx, s, t),
+        };
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { put_status(status, &st) };
+        Ok(())
+    });
+    ret("MPI_Probe", comm, r)
+});
+
+fn count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<c_int> {
+    let t = m.tables().any_dtype(dt)?;
+    let bytes = st.bytes() as usize;
+    let n = if elements {
+        t.elements_in(bytes)
+    } else if t.size == 0 {
+        0
+    } else if bytes % t.size != 0 {
+        UNDEFINED as i64
+    } else {
+        (bytes / t.size) as i64
+    };
+    Ok(i32::try_from(n).unwrap_or(UNDEFINED))
+}
+
+mpi_fn!(fn MPI_Get_count / PMPI_Get_count(status: *const CStatus, dt: c_int, count: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's pointers.
+        let st = unsafe { get(status)? };
+        unsafe { put(count, count_in(m, &st, dt, false)?) }
+    });
+    ret("MPI_Get_count", crate::api::consts::COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Get_elements / PMPI_Get_elements(status: *const CStatus, dt: c_int, count: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's pointers.
+        let st = unsafe { get(status)? };
+        unsafe { put(count, count_in(m, &st, dt, true)?) }
+    });
+    ret("MPI_Get_elements", crate::api::consts::COMM_WORLD, r)
+});
+

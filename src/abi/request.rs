@@ -1,0 +1,390 @@
+//! Request handles (`MPI_Request` = slot index + 1) and the wait / test
+//! families.
+
+use super::{array_mut, mpi, mpi_fn, put, put_status, ret, CStatus};
+use crate::api::consts::{err, COMM_WORLD, REQUEST_NULL, UNDEFINED};
+use crate::api::error::{fail, MpiResult};
+use crate::api::Mpi;
+use crate::progress::engine::Core;
+use crate::progress::{ReqId, Status};
+use std::os::raw::c_int;
+
+pub fn handle(id: ReqId) -> c_int {
+    id.index as c_int + 1
+}
+
+fn lookup(c: &Core, h: c_int) -> MpiResult<ReqId> {
+    if h <= 0 {
+        return fail(err::REQUEST, format!("invalid request handle {h}"));
+    }
+    c.id_at((h - 1) as u32).ok_or_else(|| crate::api::error::MpiError::new(err::REQUEST, format!("request {h} does not exist (freed or completed already?)")))
+}
+
+pub fn id_of(m: &Mpi, h: c_int) -> MpiResult<ReqId> {
+    m.engine.with(|c| lookup(c, h))
+}
+
+fn comm_of(m: &Mpi, id: ReqId) -> i32 {
+    *m.tables().req_comm.get(&id.index).unwrap_or(&COMM_WORLD)
+}
+
+/// After a request's status is taken: forget a one-shot request's handle.
+fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int) {
+    if !persistent {
+        m.tables().req_comm.remove(&id.index);
+        *h = REQUEST_NULL;
+    }
+}
+
+fn status_result(name: &str, m: &Mpi, id: ReqId, st: &Status) -> c_int {
+    match &st.error {
+        None => err::SUCCESS,
+        Some(e) => super::raise(name, comm_of(m, id), crate::coll::exec::req_error(e)),
+    }
+}
+
+/// What a handle is right now, for the wait/test family.
+enum Slot {
+    /// `MPI_REQUEST_NULL` or an inactive persistent request.
+    Idle,
+    Live(ReqId, bool),
+}
+
+fn slot(c: &Core, h: c_int) -> MpiResult<Slot> {
+    if h == REQUEST_NULL {
+        return Ok(Slot::Idle);
+    }
+    let id = lookup(c, h)?;
+    if c.is_inactive(id) {
+        return Ok(Slot::Idle);
+    }
+    Ok(Slot::Live(id, c.is_persistent(id)))
+}
+
+mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
+    let m = match mpi() { Ok(m) => m, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
+    // SAFETY: caller's request pointer.
+    let h = match unsafe { super::get(req) } { Ok(h) => h, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
+    let s = match m.engine.with(|c| slot(c, h)) { Ok(s) => s, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
+    match s {
+        Slot::Idle => {
+            // SAFETY: caller's status pointer (or NULL).
+            unsafe { put_status(status, &Status::empty()) };
+            err::SUCCESS
+        }
+        Slot::Live(id, persistent) => {
+            let st = m.engine.wait(id);
+            let mut hh = h;
+            retire(m, id, persistent, &mut hh);
+            // SAFETY: caller's pointers, checked non-null above for req.
+            unsafe {
+                req.write(hh);
+                put_status(status, &st);
+            }
+            status_result("MPI_Wait", m, id, &st)
+        }
+    }
+});
+
+mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut CStatus) {
+    let r = (|| -> MpiResult<c_int> {
+        let m = mpi()?;
+        // SAFETY: caller's request pointer.
+        let h = unsafe { super::get(req)? };
+        let got = m.engine.with(|c| -> MpiResult<Option<(ReqId, bool, Status)>> {
+            match slot(c, h)? {
+                Slot::Idle => Ok(Some((ReqId { index: u32::MAX, serial: 0 }, true, Status::empty()))),
+                Slot::Live(id, p) => Ok(c.take(id).map(|st| (id, p, st))),
+            }
+        })?;
+        match got {
+            None => {
+                // SAFETY: caller's flag pointer.
+                unsafe { put(flag, 0)? };
+                Ok(err::SUCCESS)
+            }
+            Some((id, persistent, st)) => {
+                let mut hh = h;
+                if id.index != u32::MAX {
+                    retire(m, id, persistent, &mut hh);
+                }
+                // SAFETY: caller's pointers.
+                unsafe {
+                    put(flag, 1)?;
+                    req.write(hh);
+                    put_status(status, &st);
+                }
+                Ok(if id.index == u32::MAX { err::SUCCESS } else { status_result("MPI_Test", m, id, &st) })
+            }
+        }
+    })();
+    match r { Ok(c) => c, Err(e) => super::raise("MPI_Test", COMM_WORLD, e) }
+});
+
+/// Shared by the -all/-any/-some variants: takes every completed live
+/// request among `hs`, writing statuses; returns indices completed.
+fn collect(m: &Mpi, hs: &mut [c_int], statuses: Option<&mut [CStatus]>, pick: &[usize]) -> Vec<(usize, ReqId, Status)> {
+    let mut done = Vec::new();
+    m.engine.with(|c| {
+        for &i in pick {
+            if let Ok(Slot::Live(id, p)) = slot(c, hs[i]) {
+                if let Some(st) = c.take(id) {
+                    done.push((i, id, st, p));
+                }
+            }
+        }
+    });
+    let mut statuses = statuses;
+    done.into_iter()
+        .map(|(i, id, st, p)| {
+            retire(m, id, p, &mut hs[i]);
+            if let Some(s) = statuses.as_deref_mut() {
+                s[i] = CStatus::from_status(&st);
+            }
+            (i, id, st)
+        })
+        .collect()
+}
+
+/// Live requests among the handles; an invalid handle is an error.
+fn live(m: &Mpi, hs: &[c_int]) -> MpiResult<Vec<(usize, ReqId)>> {
+    m.engine.with(|c| {
+        let mut v = Vec::new();
+        for (i, &h) in hs.iter().enumerate() {
+            if let Slot::Live(id, _) = slot(c, h)? {
+                v.push((i, id));
+            }
+        }
+        Ok(v)
+    })
+}
+
+/// # Safety
+/// `reqs` valid for n handles; `statuses` NULL or valid for n statuses.
+unsafe fn statuses_arg<'a>(p: *mut CStatus, n: usize) -> Option<&'a mut [CStatus]> {
+    // SAFETY: forwarded contract.
+    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+fn finish_many(name: &str, m: &Mpi, done: &[(usize, ReqId, Status)]) -> c_int {
+    if let Some((_, id, st)) = done.iter().find(|(_, _, s)| s.error.is_some()) {
+        let r = status_result(name, m, *id, st);
+        return if r == err::SUCCESS { r } else { err::IN_STATUS };
+    }
+    err::SUCCESS
+}
+
+mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut CStatus) {
+    let r = (|| -> MpiResult<c_int> {
+        let m = mpi()?;
+        let n = super::count(n)?;
+        // SAFETY: caller's arrays of n elements.
+        let hs = unsafe { array_mut(reqs, n)? };
+        let mut sts = unsafe { statuses_arg(statuses, n) };
+        if let Some(s) = sts.as_deref_mut() {
+            let empty = CStatus::from_status(&Status::empty());
+            s.iter_mut().for_each(|x| *x = empty);
+        }
+        let ids = live(m, hs)?;
+        for &(_, id) in &ids {
+            m.engine.wait_until(|c| c.is_done(id).then_some(()));
+        }
+        let pick: Vec<usize> = ids.iter().map(|x| x.0).collect();
+        let done = collect(m, hs, sts, &pick);
+        Ok(finish_many("MPI_Waitall", m, &done))
+    })();
+    match r { Ok(c) => c, Err(e) => super::raise("MPI_Waitall", COMM_WORLD, e) }
+});
+
+mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_int, statuses: *mut CStatus) {
+    let r = (|| -> MpiResult<c_int> {
+        let m = mpi()?;
+        let n = super::count(n)?;
+        // SAFETY: caller's arrays of n elements.
+        let hs = unsafe { array_mut(reqs, n)? };
+        let ids = live(m, hs)?;
+        let all = m.engine.with(|c| ids.iter().all(|&(_, id)| c.is_done(id)));
+        if !all {
+            // SAFETY: caller's flag.
+            unsafe { put(flag, 0)? };
+            return Ok(err::SUCCESS);
+        }
+        let mut sts = unsafe { statuses_arg(statuses, n) };
+        if let Some(s) = sts.as_deref_mut() {
+            let empty = CStatus::from_status(&Status::empty());
+            s.iter_mut().for_each(|x| *x = empty);
+        }
+        let pick: Vec<usize> = ids.iter().map(|x| x.0).collect();
+        let done = collect(m, hs, sts, &pick);
+        // SAFETY: caller's flag.
+        unsafe { put(flag, 1)? };
+        Ok(finish_many("MPI_Testall", m, &done))
+    })();
+    match r { Ok(c) => c, Err(e) => super::raise("MPI_Testall", COMM_WORLD, e) }
+});
+
+/// Waitany / Testany: `block` selects waiting.
+///
+/// # Safety
+/// Pointers as in MPI_Waitany.
+unsafe fn any(name: &str, n: c_int, reqs: *mut c_int, index: *mut c_int, flag: *mut c_int, status: *mut CStatus, block: bool) -> c_int {
+    let r = (|| -> MpiResult<c_int> {
+        let m = mpi()?;
+        let n = super::count(n)?;
+        // SAFETY: caller's array.
+        let hs = unsafe { array_mut(reqs, n)? };
+        let ids = live(m, hs)?;
+        if ids.is_empty() {
+            // SAFETY: caller's pointers.
+            unsafe {
+                put(index, UNDEFINED)?;
+                if !flag.is_null() { flag.write(1) }
+                put_status(status, &Status::empty());
+            }
+            return Ok(err::SUCCESS);
+        }
+        let find = |c: &mut Core| ids.iter().find(|(_, id)| c.is_done(*id)).map(|x| x.0);
+        let hit = if block { Some(m.engine.wait_until(find)) } else { m.engine.with(find) };
+        let Some(i) = hit else {
+            // SAFETY: caller's pointers.
+            unsafe {
+                put(index, UNDEFINED)?;
+                put(flag, 0)?;
+            }
+            return Ok(err::SUCCESS);
+        };
+        let done = collect(m, hs, None, &[i]);
+        let (_, id, st) = &done[0];
+        // SAFETY: caller's pointers.
+        unsafe {
+            put(index, i as c_int)?;
+            if !flag.is_null() { flag.write(1) }
+            put_status(status, st);
+        }
+        Ok(status_result(name, m, *id, st))
+    })();
+    match r { Ok(c) => c, Err(e) => super::raise(name, COMM_WORLD, e) }
+}
+
+mpi_fn!(fn MPI_Waitany / PMPI_Waitany(n: c_int, reqs: *mut c_int, index: *mut c_int, status: *mut CStatus) {
+    // SAFETY: caller's pointers.
+    unsafe { any("MPI_Waitany", n, reqs, index, std::ptr::null_mut(), status, true) }
+});
+
+mpi_fn!(fn MPI_Testany / PMPI_Testany(n: c_int, reqs: *mut c_int, index: *mut c_int, flag: *mut c_int, status: *mut CStatus) {
+    // SAFETY: caller's pointers.
+    unsafe { any("MPI_Testany", n, reqs, index, flag, status, false) }
+});
+
+/// Waitsome / Testsome.
+///
+/// # Safety
+/// Pointers as in MPI_Waitsome.
+unsafe fn some(name: &str, n: c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus, block: bool) -> c_int {
+    let r = (|| -> MpiResult<c_int> {
+        let m = mpi()?;
+        let n = super::count(n)?;
+        // SAFETY: caller's arrays.
+        let hs = unsafe { array_mut(reqs, n)? };
+        let ids = live(m, hs)?;
+        if ids.is_empty() {
+            // SAFETY: caller's pointer.
+            unsafe { put(outcount, UNDEFINED)? };
+            return Ok(err::SUCCESS);
+        }
+        let ready = |c: &mut Core| {
+            let v: Vec<usize> = ids.iter().filter(|(_, id)| c.is_done(*id)).map(|x| x.0).collect();
+            (!v.is_empty()).then_some(v)
+        };
+        let pick = if block { m.engine.wait_until(ready) } else { m.engine.with(ready).unwrap_or_default() };
+        let mut tmp = vec![CStatus::default(); n];
+        let done = collect(m, hs, Some(&mut tmp), &pick);
+        // SAFETY: caller's arrays of n elements.
+        unsafe {
+            put(outcount, done.len() as c_int)?;
+            let idx = array_mut(indices, done.len())?;
+            let mut sts = statuses_arg(statuses, n);
+            for (k, (i, _, _)) in done.iter().enumerate() {
+                idx[k] = *i as c_int;
+                if let Some(s) = sts.as_deref_mut() {
+                    s[k] = tmp[*i];
+                }
+            }
+        }
+        Ok(finish_many(name, m, &done))
+    })();
+    match r { Ok(c) => c, Err(e) => super::raise(name, COMM_WORLD, e) }
+}
+
+mpi_fn!(fn MPI_Waitsome / PMPI_Waitsome(n: c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus) {
+    // SAFETY: caller's pointers.
+    unsafe { some("MPI_Waitsome", n, reqs, outcount, indices, statuses, true) }
+});
+
+mpi_fn!(fn MPI_Testsome / PMPI_Testsome(n: c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus) {
+    // SAFETY: caller's pointers.
+    unsafe { some("MPI_Testsome", n, reqs, outcount, indices, statuses, false) }
+});
+
+mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut c_int) {
+    let r = (|| -> MpiResult<()> {
+        let m = mpi()?;
+        // SAFETY: caller's request pointer.
+        let h = unsafe { super::get(req)? };
+        let id = id_of(m, h)?;
+        m.engine.free(id);
+        m.tables().req_comm.remove(&id.index);
+        // SAFETY: as above.
+        unsafe { req.write(REQUEST_NULL) };
+        Ok(())
+    })();
+    ret("MPI_Request_free", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Cancel / PMPI_Cancel(req: *mut c_int) {
+    let r = (|| -> MpiResult<()> {
+        let m = mpi()?;
+        // SAFETY: caller's request pointer.
+        let h = unsafe { super::get(req)? };
+        m.engine.cancel(id_of(m, h)?);
+        Ok(())
+    })();
+    ret("MPI_Cancel", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const CStatus, flag: *mut c_int) {
+    // SAFETY: caller's pointers.
+    let r = unsafe { super::get(status).and_then(|s| put(flag, s.count_hi_and_cancelled & 1)) };
+    ret("MPI_Test_cancelled", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Start / PMPI_Start(req: *mut c_int) {
+    let r = (|| -> MpiResult<()> {
+        let m = mpi()?;
+        // SAFETY: caller's request pointer.
+        let h = unsafe { super::get(req)? };
+        let id = id_of(m, h)?;
+        if !m.engine.start(id) {
+            return fail(err::REQUEST, format!("request {h} is already active or not persistent"));
+        }
+        Ok(())
+    })();
+    ret("MPI_Start", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Startall / PMPI_Startall(n: c_int, reqs: *mut c_int) {
+    let r = (|| -> MpiResult<()> {
+        let m = mpi()?;
+        let n = super::count(n)?;
+        // SAFETY: caller's array of n handles.
+        let hs = unsafe { super::array(reqs, n)? };
+        for &h in hs {
+            let id = id_of(m, h)?;
+            if !m.engine.start(id) {
+                return fail(err::REQUEST, format!("request {h} is already active or not persistent"));
+            }
+        }
+        Ok(())
+    })();
+    ret("MPI_Startall", COMM_WORLD, r)
+});

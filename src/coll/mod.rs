@@ -1,0 +1,78 @@
+//! Collectives, built as schedules (`schedule.rs`, pure data) of our own
+//! point-to-point messages on the communicator's collective context, run by
+//! `exec.rs`. The functions here move bytes; `api::collective` maps user
+//! buffers and datatypes onto them. Owns: algorithms and their choice by
+//! size. Must not touch: transports, matching internals.
+
+pub mod exec;
+pub mod schedule;
+
+use crate::api::error::MpiResult;
+use crate::api::{Comm, Mpi};
+use crate::transport::RawBuf;
+pub use exec::Reducer;
+
+fn sched_run(m: &Mpi, c: &Comm, s: schedule::Schedule, send: RawBuf, recv: RawBuf, red: Option<&Reducer>) -> MpiResult<()> {
+    exec::run(m, c, &s, send, recv, red)
+}
+
+pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
+    sched_run(m, c, schedule::barrier(c.rank, c.size()), RawBuf::empty(), RawBuf::empty(), None)
+}
+
+pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
+    sched_run(m, c, schedule::bcast(c.rank, c.size(), root, buf.len()), RawBuf::empty(), buf, None)
+}
+
+pub fn reduce(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf, count: usize, elem: usize, red: &Reducer) -> MpiResult<()> {
+    sched_run(m, c, schedule::reduce(c.rank, c.size(), root, count, elem), send, recv, Some(red))
+}
+
+pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, count: usize, elem: usize, red: &Reducer) -> MpiResult<()> {
+    sched_run(m, c, schedule::allreduce(c.rank, c.size(), count, elem), send, recv, Some(red))
+}
+
+pub fn scan(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, count: usize, elem: usize, exclusive: bool, red: &Reducer) -> MpiResult<()> {
+    sched_run(m, c, schedule::scan(c.rank, c.size(), count, elem, exclusive), send, recv, Some(red))
+}
+
+pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
+    sched_run(m, c, schedule::gather(c.rank, c.size(), root, send.len()), send, recv, None)
+}
+
+pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
+    sched_run(m, c, schedule::scatter(c.rank, c.size(), root, recv.len()), send, recv, None)
+}
+
+pub fn gatherv(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf, offs: &[usize], lens: &[usize]) -> MpiResult<()> {
+    sched_run(m, c, schedule::gatherv(c.rank, c.size(), root, offs, lens, send.len()), send, recv, None)
+}
+
+pub fn scatterv(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf, offs: &[usize], lens: &[usize]) -> MpiResult<()> {
+    sched_run(m, c, schedule::scatterv(c.rank, c.size(), root, offs, lens, recv.len()), send, recv, None)
+}
+
+pub fn allgatherv(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, offs: &[usize], lens: &[usize]) -> MpiResult<()> {
+    sched_run(m, c, schedule::allgatherv(c.rank, c.size(), offs, lens), send, recv, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn alltoallv(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, soffs: &[usize], slens: &[usize], roffs: &[usize], rlens: &[usize]) -> MpiResult<()> {
+    sched_run(m, c, schedule::alltoallv(c.rank, c.size(), soffs, slens, roffs, rlens), send, recv, None)
+}
+
+/// Agreement on a number: the maximum over the communicator (used for new
+/// context ids).
+pub fn max_u32(m: &Mpi, c: &Comm, v: u32) -> MpiResult<u32> {
+    let mut inp = v.to_le_bytes();
+    let mut out = [0u8; 4];
+    let red: &Reducer = &|src: &[u8], dst: &mut [u8], _| {
+        let a = u32::from_le_bytes([src[0], src[1], src[2], src[3]]);
+        let b = u32::from_le_bytes([dst[0], dst[1], dst[2], dst[3]]);
+        dst.copy_from_slice(&a.max(b).to_le_bytes());
+    };
+    // SAFETY: both arrays live on this stack frame until the blocking call returns.
+    let (s, r) = unsafe { (RawBuf::new(inp.as_mut_ptr(), 4), RawBuf::new(out.as_mut_ptr(), 4)) };
+    allreduce(m, c, s, r, 1, 4, red)?;
+    Ok(u32::from_le_bytes(out))
+}
