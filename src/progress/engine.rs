@@ -102,7 +102,9 @@ pub struct Core {
     slots: Vec<Slot>,
     free: Vec<u32>,
     events: Vec<Event>,
-    completions: u64,
+    /// Counts request completions and unexpected arrivals: anything a
+    /// waiting thread may be waiting for. Waiters are woken when it moves.
+    changes: u64,
     dead: Vec<bool>,
     /// In poll mode: a user thread is inside epoll_wait.
     polling: bool,
@@ -169,7 +171,7 @@ impl Core {
         r.packed = None;
         r.state = State::Done(status);
         let freed = r.freed;
-        self.completions += 1;
+        self.changes += 1;
         if freed {
             self.release(id);
         }
@@ -339,8 +341,10 @@ impl Core {
     }
 
     fn arrive(&mut self, ctx: u32, src: u32, tag: i32, msg: Msg) {
-        if let Some((id, msg)) = self.matcher.arrive(ctx, src, tag, msg) {
-            self.deliver(id, src, tag, msg);
+        match self.matcher.arrive(ctx, src, tag, msg) {
+            Some((id, msg)) => self.deliver(id, src, tag, msg),
+            // A probe may be waiting for exactly this message.
+            None => self.changes += 1,
         }
     }
 
@@ -644,7 +648,7 @@ impl Engine {
             slots: Vec::new(),
             free: Vec::new(),
             events: Vec::new(),
-            completions: 0,
+            changes: 0,
             dead: vec![false; cfg.size],
             polling: false,
             waiters: 0,
@@ -685,15 +689,15 @@ impl Engine {
             if core.shutdown {
                 return;
             }
-            let before = core.completions;
+            let before = core.changes;
             core.handle(&evs, &self.bell);
             self.after(&core, before, false);
         }
     }
 
-    /// Wakes whoever must see completions that just happened.
+    /// Wakes whoever must see changes that just happened.
     fn after(&self, core: &Core, before: u64, from_user: bool) {
-        if core.completions == before {
+        if core.changes == before {
             return;
         }
         if core.waiters > 0 {
@@ -708,7 +712,7 @@ impl Engine {
     /// anything.
     pub fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
         let mut core = self.lock();
-        let before = core.completions;
+        let before = core.changes;
         let v = f(&mut core);
         self.after(&core, before, true);
         v
@@ -720,7 +724,7 @@ impl Engine {
         let mut core = self.lock();
         let mut evs = Vec::new();
         loop {
-            let before = core.completions;
+            let before = core.changes;
             let v = f(&mut core);
             self.after(&core, before, true);
             if let Some(v) = v {
@@ -733,7 +737,7 @@ impl Engine {
                 let _ = self.epoll.wait(&mut evs, -1);
                 core = self.lock();
                 core.polling = false;
-                let before = core.completions;
+                let before = core.changes;
                 core.handle(&evs, &self.bell);
                 // Another waiting thread may now take over polling.
                 if core.waiters > 0 {

@@ -1,0 +1,38 @@
+//! The C test programs under tests/c, each built with our mpicc and run with
+//! our mpiexec at 1, 2, 3, 4 and 7 ranks (real processes, real sockets).
+
+mod common;
+use common::{build, run_ok, RANKS};
+
+fn at_all_sizes(name: &str) {
+    let exe = build(name);
+    for &np in RANKS {
+        run_ok(&exe, np, &[]);
+    }
+}
+
+#[test]
+fn p2p() {
+    at_all_sizes("p2p.c");
+}
+
+#[test]
+fn ordering() {
+    at_all_sizes("ordering.c");
+}
+
+#[test]
+fn large_messages() {
+    at_all_sizes("large.c");
+}
+
+/// The same programs with the waiting user thread driving progress.
+#[test]
+fn poll_mode() {
+    for name in ["p2p.c", "large.c"] {
+        let exe = build(name);
+        for np in [2, 3] {
+            run_ok(&exe, np, &[("MPISTAGES_PROGRESS", "poll")]);
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Shared by the integration tests: build C/C++ test programs with our
+//! `mpicc`/`mpicxx` and run them with our `mpiexec`, bounded in time, with
+//! every process gone when the call returns.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub fn bin(name: &str) -> PathBuf {
+    match name {
+        "mpicc" => PathBuf::from(env!("CARGO_BIN_EXE_mpicc")),
+        "mpicxx" => PathBuf::from(env!("CARGO_BIN_EXE_mpicxx")),
+        "mpiexec" => PathBuf::from(env!("CARGO_BIN_EXE_mpiexec")),
+        _ => panic!("unknown binary {name}"),
+    }
+}
+
+fn out_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mpi-programs");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `tests/c/<name>` once per test process; returns the executable.
+pub fn build(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name);
+    let stem = src.file_stem().unwrap().to_string_lossy().into_owned();
+    let exe = out_dir().join(&stem);
+    let wrapper = if name.ends_with(".cpp") { "mpicxx" } else { "mpicc" };
+    let out = Command::new(bin(wrapper))
+        .args(["-O1", "-g", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-lpthread")
+        .output()
+        .expect("run the compiler wrapper");
+    assert!(
+        out.status.success(),
+        "compiling {name} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    built.push((name.to_string(), exe.clone()));
+    exe
+}
+
+/// At most this many jobs run at once, whatever the test threads: the
+/// machine has two cores.
+const MAX_JOBS: usize = 2;
+
+struct Slots {
+    used: Mutex<usize>,
+    cv: Condvar,
+}
+
+fn slots() -> &'static Slots {
+    static S: OnceLock<Slots> = OnceLock::new();
+    S.get_or_init(|| Slots { used: Mutex::new(0), cv: Condvar::new() })
+}
+
+struct Slot;
+
+impl Slot {
+    fn take() -> Slot {
+        let s = slots();
+        let mut u = s.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *u >= MAX_JOBS {
+            u = s.cv.wait(u).unwrap_or_else(|p| p.into_inner());
+        }
+        *u += 1;
+        Slot
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let s = slots();
+        *s.used.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        s.cv.notify_one();
+    }
+}
+
+pub struct Run {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.status.success()
+    }
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+}
+
+/// Runs `mpiexec <args>`; a job still running after `limit` is torn down
+/// (SIGTERM to mpiexec, which ends its ranks; SIGKILL if it lingers) and
+/// the test fails.
+pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+    let _slot = Slot::take();
+    let mut cmd = Command::new(bin("mpiexec"));
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start mpiexec");
+    let pid = child.id() as i32;
+    let out_pipe = child.stdout.take().unwrap();
+    let err_pipe = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || read_all(out_pipe));
+    let err_t = std::thread::spawn(move || read_all(err_pipe));
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for mpiexec") {
+            break s;
+        }
+        if start.elapsed() > limit && !timed_out {
+            timed_out = true;
+            // SAFETY-free: std has no kill with a signal; use libc on our child's PID.
+            unsafe_kill(pid, libc::SIGTERM);
+        }
+        if timed_out && start.elapsed() > limit + Duration::from_secs(5) {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let run = Run { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() };
+    assert!(
+        !timed_out,
+        "mpiexec {args:?} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
+    run
+}
+
+fn unsafe_kill(pid: i32, sig: i32) {
+    // SAFETY: kill takes no pointers; `pid` is the mpiexec child we started.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+fn read_all(mut r: impl std::io::Read) -> String {
+    let mut v = Vec::new();
+    let _ = r.read_to_end(&mut v);
+    String::from_utf8_lossy(&v).into_owned()
+}
+
+/// Runs a test program at `np` ranks and asserts it passed: exit 0 and its
+/// "OK <name>" line.
+pub fn run_ok(prog: &Path, np: usize, env: &[(&str, &str)]) -> Run {
+    let n = np.to_string();
+    let p = prog.to_string_lossy().into_owned();
+    let r = mpiexec(&["-n", &n, &p], env, Duration::from_secs(120));
+    let name = prog.file_name().unwrap().to_string_lossy();
+    assert!(
+        r.ok() && r.stdout.contains(&format!("OK {name}")),
+        "{name} at {np} ranks (env {env:?}) failed with {:?}\nstdout:\n{}\nstderr:\n{}",
+        r.status,
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+pub const RANKS: &[usize] = &[1, 2, 3, 4, 7];
