@@ -36,3 +36,23 @@ fn poll_mode() {
         }
     }
 }
+
+#[test]
+fn ssend() {
+    at_all_sizes("ssend.c");
+}
+
+#[test]
+fn persistent() {
+    at_all_sizes("persistent.c");
+}
+
+#[test]
+fn waits() {
+    at_all_sizes("waits.c");
+}
+
+#[test]
+fn bsend() {
+    at_all_sizes("bsend.c");
+}

@@ -307,6 +307,12 @@ pub fn finalize() -> MpiResult<()> {
 
 /// `MPI_Abort`: asks `mpiexec` to end the job; exits if it does not.
 pub fn abort(code: i32, message: &str) -> ! {
+    // Lines the program printed before aborting must not be lost in its
+    // stdio buffers.
+    // SAFETY: fflush(NULL) flushes every open C stream; no pointer is read.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+    }
     if let Some(Some(c)) = MPI.get().map(|m| m.client.as_ref()) {
         let _ = c.send(&crate::runtime::proto::ToController::Abort {
             code,
