@@ -56,3 +56,28 @@ fn waits() {
 fn bsend() {
     at_all_sizes("bsend.c");
 }
+
+#[test]
+fn collectives() {
+    at_all_sizes("collectives.c");
+}
+
+#[test]
+fn comms_and_groups() {
+    at_all_sizes("comms.c");
+}
+
+#[test]
+fn datatypes() {
+    at_all_sizes("datatypes.c");
+}
+
+#[test]
+fn errors() {
+    at_all_sizes("errors.c");
+}
+
+#[test]
+fn environment() {
+    at_all_sizes("env.c");
+}

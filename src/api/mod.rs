@@ -200,7 +200,20 @@ pub fn init(required: i32) -> MpiResult<i32> {
     Ok(required.clamp(consts::THREAD_SINGLE, consts::THREAD_MULTIPLE))
 }
 
+/// A panic anywhere in the library (a bug) ends the process at once: a
+/// dead progress thread would otherwise leave the rank hanging. mpiexec
+/// then reports the rank as killed by SIGABRT.
+fn abort_on_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        eprintln!("mpistages: internal error (a bug); aborting this process");
+        std::process::abort();
+    }));
+}
+
 fn start() -> MpiResult<Mpi> {
+    abort_on_panic();
     let job = JobInfo::from_env().map_err(io_err("reading the job from the environment"))?;
     let mode = match std::env::var("MPISTAGES_PROGRESS").as_deref() {
         Err(_) | Ok("thread") | Ok("") => ProgressMode::Thread,
