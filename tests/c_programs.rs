@@ -81,3 +81,17 @@ fn errors() {
 fn environment() {
     at_all_sizes("env.c");
 }
+
+#[test]
+fn cxx_program() {
+    at_all_sizes("cxx.cpp");
+}
+
+#[test]
+fn thread_multiple() {
+    let exe = build("threads.c");
+    for np in [1, 2, 3, 4] {
+        common::run_ok(&exe, np, &[]);
+        common::run_ok(&exe, np, &[("MPISTAGES_PROGRESS", "poll")]);
+    }
+}

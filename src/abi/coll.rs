@@ -8,7 +8,7 @@ use crate::api::error::{fail, MpiResult};
 use crate::api::op::{self, OpDef};
 use crate::api::usermem::TypedBuf;
 use crate::api::{Comm, Mpi};
-use crate::coll::{self, Reducer};
+use crate::coll::{self, Reduction};
 use crate::progress::Layout;
 use crate::transport::RawBuf;
 use std::os::raw::{c_int, c_void};
@@ -31,34 +31,65 @@ fn raw_of(v: &mut Vec<u8>) -> RawBuf {
 
 impl Stage {
     fn none() -> Stage {
-        Stage { tb: None, temp: None, raw: RawBuf::empty(), layout: false }
+        Stage {
+            tb: None,
+            temp: None,
+            raw: RawBuf::empty(),
+            layout: false,
+        }
     }
 
     /// Packed bytes of the buffer (loaded from user memory if `load`).
     fn packed(tb: TypedBuf, load: bool) -> Stage {
         if let Some(raw) = tb.contiguous() {
-            return Stage { tb: Some(tb), temp: None, raw, layout: false };
+            return Stage {
+                tb: Some(tb),
+                temp: None,
+                raw,
+                layout: false,
+            };
         }
         let mut v = if load { tb.pack() } else { vec![0; tb.bytes()] };
         let raw = raw_of(&mut v);
-        Stage { tb: Some(tb), temp: Some(v), raw, layout: false }
+        Stage {
+            tb: Some(tb),
+            temp: Some(v),
+            raw,
+            layout: false,
+        }
     }
 
     /// Memory layout, `count * extent` bytes from the true lower bound.
     fn layout(tb: TypedBuf, load: bool) -> MpiResult<Stage> {
         let t = &tb.dtype;
         if (t.extent as usize) < t.true_extent as usize && tb.count > 1 {
-            return fail(err::TYPE, format!("datatype {} has overlapping elements; it cannot be reduced", t.name));
+            return fail(
+                err::TYPE,
+                format!(
+                    "datatype {} has overlapping elements; it cannot be reduced",
+                    t.name
+                ),
+            );
         }
         if let Some(raw) = tb.contiguous() {
-            return Ok(Stage { tb: Some(tb), temp: None, raw, layout: true });
+            return Ok(Stage {
+                tb: Some(tb),
+                temp: None,
+                raw,
+                layout: true,
+            });
         }
         let mut v = vec![0u8; tb.count * t.extent as usize];
         if load {
             tb.load_span(&mut v);
         }
         let raw = raw_of(&mut v);
-        Ok(Stage { tb: Some(tb), temp: Some(v), raw, layout: true })
+        Ok(Stage {
+            tb: Some(tb),
+            temp: Some(v),
+            raw,
+            layout: true,
+        })
     }
 
     /// Writes a temporary copy back to user memory.
@@ -79,7 +110,13 @@ fn comm(m: &Mpi, c: c_int) -> MpiResult<Arc<Comm>> {
 
 fn root_ok(c: &Comm, root: c_int) -> MpiResult<usize> {
     if root < 0 || root as usize >= c.size() {
-        return fail(err::ROOT, format!("root {root} is outside the communicator (size {})", c.size()));
+        return fail(
+            err::ROOT,
+            format!(
+                "root {root} is outside the communicator (size {})",
+                c.size()
+            ),
+        );
     }
     Ok(root as usize)
 }
@@ -90,14 +127,18 @@ fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<impl Fn(&[u8], &mut [u8], 
         (tb.op(o)?, tb.dtype(dt)?)
     };
     op::check(&opdef, &t)?;
-    if matches!(opdef, OpDef::Predefined(p) if p == crate::api::consts::op::REPLACE || p == crate::api::consts::op::NO_OP) {
-        return fail(err::OP, "MPI_REPLACE and MPI_NO_OP are not reduction operations for collectives");
+    if matches!(opdef, OpDef::Predefined(p) if p == crate::api::consts::op::REPLACE || p == crate::api::consts::op::NO_OP)
+    {
+        return fail(
+            err::OP,
+            "MPI_REPLACE and MPI_NO_OP are not reduction operations for collectives",
+        );
     }
     Ok(move |src: &[u8], dst: &mut [u8], count: usize| op::reduce(&opdef, &t, dt, count, src, dst))
 }
 
 fn is_in_place(p: *const c_void) -> bool {
-    p == IN_PLACE as *const c_void
+    std::ptr::eq(p, IN_PLACE)
 }
 
 mpi_fn!(fn MPI_Barrier / PMPI_Barrier(c: c_int) {
@@ -130,7 +171,7 @@ mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
         let out = if at_root { Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)? } else { Stage::none() };
         let elem = s.tb.as_ref().expect("typed").dtype.extent as usize;
-        coll::reduce(m, &cm, root, s.raw, out.raw, n as usize, elem, &red as &Reducer)?;
+        coll::reduce(m, &cm, root, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red })?;
         if at_root {
             out.store();
         }
@@ -148,7 +189,7 @@ mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(sbuf: *const c_void, rbuf: *mut c_void
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
         let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)?;
         let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
-        coll::allreduce(m, &cm, s.raw, out.raw, n as usize, elem, &red as &Reducer)?;
+        coll::allreduce(m, &cm, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red })?;
         out.store();
         Ok(())
     });
@@ -157,16 +198,40 @@ mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(sbuf: *const c_void, rbuf: *mut c_void
 
 /// # Safety
 /// Buffers valid for the blocking call.
-unsafe fn scan_impl(name: &str, sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int, exclusive: bool) -> c_int {
+unsafe fn scan_impl(
+    name: &str,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    n: c_int,
+    dt: c_int,
+    o: c_int,
+    c: c_int,
+    exclusive: bool,
+) -> c_int {
     let r = mpi().and_then(|m| {
         let cm = comm(m, c)?;
         let red = reducer(m, o, dt)?;
-        let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
+        let input = if is_in_place(sbuf) {
+            rbuf as *const c_void
+        } else {
+            sbuf
+        };
         // SAFETY: forwarded.
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
         let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, exclusive)?;
         let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
-        coll::scan(m, &cm, s.raw, out.raw, n as usize, elem, exclusive, &red as &Reducer)?;
+        coll::scan(
+            m,
+            &cm,
+            s.raw,
+            out.raw,
+            &Reduction {
+                count: n as usize,
+                elem,
+                op: &red,
+            },
+            exclusive,
+        )?;
         // MPI_Exscan leaves rank 0's receive buffer alone.
         if !(exclusive && cm.rank == 0) {
             out.store();
@@ -340,7 +405,18 @@ mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_i
 ///
 /// # Safety
 /// Buffers valid for the blocking call.
-unsafe fn allgather_impl(name: &str, m: &Mpi, sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, counts: &[usize], displs: &[usize], rt: c_int, c: c_int) -> MpiResult<()> {
+unsafe fn allgather_impl(
+    name: &str,
+    m: &Mpi,
+    sbuf: *const c_void,
+    sn: c_int,
+    st: c_int,
+    rbuf: *mut c_void,
+    counts: &[usize],
+    displs: &[usize],
+    rt: c_int,
+    c: c_int,
+) -> MpiResult<()> {
     let cm = comm(m, c)?;
     let n = cm.size();
     // SAFETY: forwarded.
@@ -355,7 +431,14 @@ unsafe fn allgather_impl(name: &str, m: &Mpi, sbuf: *const c_void, sn: c_int, st
         Stage::packed(unsafe { typed(m, sbuf, sn, st)? }, true)
     };
     if s.raw.len() != lens[cm.rank] {
-        return fail(err::TRUNCATE, format!("{name}: this rank sends {} bytes but its block holds {}", s.raw.len(), lens[cm.rank]));
+        return fail(
+            err::TRUNCATE,
+            format!(
+                "{name}: this rank sends {} bytes but its block holds {}",
+                s.raw.len(),
+                lens[cm.rank]
+            ),
+        );
     }
     let mut temp = vec![0u8; lens.iter().sum()];
     let raw = raw_of(&mut temp);
@@ -395,7 +478,18 @@ mpi_fn!(fn MPI_Allgatherv / PMPI_Allgatherv(sbuf: *const c_void, sn: c_int, st: 
 /// # Safety
 /// Buffers valid for the blocking call.
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoall_impl(m: &Mpi, sbuf: *const c_void, sc: &[usize], sd: &[usize], st: c_int, rbuf: *mut c_void, rc: &[usize], rd: &[usize], rt: c_int, c: c_int) -> MpiResult<()> {
+unsafe fn alltoall_impl(
+    m: &Mpi,
+    sbuf: *const c_void,
+    sc: &[usize],
+    sd: &[usize],
+    st: c_int,
+    rbuf: *mut c_void,
+    rc: &[usize],
+    rd: &[usize],
+    rt: c_int,
+    c: c_int,
+) -> MpiResult<()> {
     let cm = comm(m, c)?;
     let n = cm.size();
     // SAFETY: forwarded.
@@ -419,7 +513,13 @@ unsafe fn alltoall_impl(m: &Mpi, sbuf: *const c_void, sc: &[usize], sd: &[usize]
     let rlens: Vec<usize> = rblocks.iter().map(|b| b.bytes()).collect();
     let roffs = offsets(&rlens);
     if let Some(r) = (0..n).find(|&r| r == cm.rank && slens[r] != rlens[r]) {
-        return fail(err::TRUNCATE, format!("rank {r} sends {} bytes to itself but receives {}", slens[r], rlens[r]));
+        return fail(
+            err::TRUNCATE,
+            format!(
+                "rank {r} sends {} bytes to itself but receives {}",
+                slens[r], rlens[r]
+            ),
+        );
     }
     let mut rtemp = vec![0u8; rlens.iter().sum()];
     let (sraw, rraw) = (raw_of(&mut stemp), raw_of(&mut rtemp));
@@ -463,21 +563,47 @@ mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c
 ///
 /// # Safety
 /// Buffers valid for the blocking call.
-unsafe fn reduce_scatter_impl(m: &Mpi, sbuf: *const c_void, rbuf: *mut c_void, counts: &[usize], dt: c_int, o: c_int, c: c_int) -> MpiResult<()> {
+unsafe fn reduce_scatter_impl(
+    m: &Mpi,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    counts: &[usize],
+    dt: c_int,
+    o: c_int,
+    c: c_int,
+) -> MpiResult<()> {
     let cm = comm(m, c)?;
     let red = reducer(m, o, dt)?;
     let total: usize = counts.iter().sum();
-    let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
+    let input = if is_in_place(sbuf) {
+        rbuf as *const c_void
+    } else {
+        sbuf
+    };
     // SAFETY: forwarded.
     let s = Stage::layout(unsafe { typed(m, input, total as c_int, dt)? }, true)?;
     let ext = s.tb.as_ref().expect("typed").dtype.extent as usize;
     let mut full = vec![0u8; if cm.rank == 0 { total * ext } else { 0 }];
     let fraw = raw_of(&mut full);
-    coll::reduce(m, &cm, 0, s.raw, fraw, total, ext, &red as &Reducer)?;
+    coll::reduce(
+        m,
+        &cm,
+        0,
+        s.raw,
+        fraw,
+        &Reduction {
+            count: total,
+            elem: ext,
+            op: &red,
+        },
+    )?;
     let lens: Vec<usize> = counts.iter().map(|&k| k * ext).collect();
     let offs = offsets(&lens);
     // SAFETY: forwarded; this rank's block of the result.
-    let out = Stage::layout(unsafe { typed(m, rbuf, counts[cm.rank] as c_int, dt)? }, false)?;
+    let out = Stage::layout(
+        unsafe { typed(m, rbuf, counts[cm.rank] as c_int, dt)? },
+        false,
+    )?;
     coll::scatterv(m, &cm, 0, fraw, out.raw, &offs, &lens)?;
     out.store();
     Ok(())

@@ -2,7 +2,10 @@
 
 use super::{array, array_mut, get, mpi, mpi_fn, put, ret};
 use crate::api::consts::{err, COMM_NULL, COMM_WORLD, GROUP_EMPTY, GROUP_NULL, UNDEFINED};
-use crate::api::consts::{KEY_APPNUM, KEY_HOST, KEY_IO, KEY_TAG_UB, KEY_UNIVERSE_SIZE, KEY_WTIME_IS_GLOBAL, PROC_NULL, TAG_UB};
+use crate::api::consts::{
+    KEY_APPNUM, KEY_HOST, KEY_IO, KEY_TAG_UB, KEY_UNIVERSE_SIZE, KEY_WTIME_IS_GLOBAL, PROC_NULL,
+    TAG_UB,
+};
 use crate::api::error::{fail, MpiResult};
 use crate::api::group::{compare_comms, Group};
 use crate::api::{comm, Mpi};
@@ -20,7 +23,12 @@ mpi_fn!(fn MPI_Comm_size / PMPI_Comm_size(c: c_int, size: *mut c_int) {
     ret("MPI_Comm_size", c, r)
 });
 
-fn new_comm(name: &str, parent: c_int, out: *mut c_int, f: impl FnOnce(&Mpi) -> MpiResult<i32>) -> c_int {
+fn new_comm(
+    name: &str,
+    parent: c_int,
+    out: *mut c_int,
+    f: impl FnOnce(&Mpi) -> MpiResult<i32>,
+) -> c_int {
     let r = mpi().and_then(|m| {
         let h = f(m)?;
         // SAFETY: caller's out-pointer.
@@ -137,7 +145,11 @@ mpi_fn!(fn MPI_Group_rank / PMPI_Group_rank(g: c_int, rank: *mut c_int) {
 fn new_group(name: &str, out: *mut c_int, f: impl FnOnce(&Mpi) -> MpiResult<Group>) -> c_int {
     let r = mpi().and_then(|m| {
         let g = f(m)?;
-        let h = if g.members.is_empty() { GROUP_EMPTY } else { m.tables().add_group(g) };
+        let h = if g.members.is_empty() {
+            GROUP_EMPTY
+        } else {
+            m.tables().add_group(g)
+        };
         // SAFETY: caller's out-pointer.
         unsafe { put(out, h) }
     });

@@ -68,7 +68,7 @@ mpi_fn!(fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(n: c_int, bls: *
         let n = super::count(n)?;
         // SAFETY: caller's arrays of n elements.
         let (b, d) = unsafe { (array(bls, n)?, array(displs, n)?) };
-        let d: Vec<i64> = d.iter().map(|&x| x as i64).collect();
+        let d: Vec<i64> = d.to_vec();
         Datatype::indexed(&widen(b), &d, true, &*old(m, oldtype)?)
     })
 });
@@ -85,7 +85,7 @@ mpi_fn!(fn MPI_Type_create_struct / PMPI_Type_create_struct(n: c_int, bls: *cons
         let (b, d, ts) = unsafe { (array(bls, n)?, array(displs, n)?, array(types, n)?) };
         let olds = ts.iter().map(|&h| old(m, h)).collect::<MpiResult<Vec<_>>>()?;
         let refs: Vec<&Datatype> = olds.iter().map(|a| &**a).collect();
-        let d: Vec<i64> = d.iter().map(|&x| x as i64).collect();
+        let d: Vec<i64> = d.to_vec();
         Datatype::create_struct(&widen(b), &d, &refs)
     })
 });
@@ -136,7 +136,12 @@ mpi_fn!(fn MPI_Type_free / PMPI_Type_free(h: *mut c_int) {
     ret("MPI_Type_free", COMM_WORLD, r)
 });
 
-fn query<T>(name: &str, h: c_int, f: impl FnOnce(&Datatype) -> MpiResult<T>, out: impl FnOnce(T) -> MpiResult<()>) -> c_int {
+fn query<T>(
+    name: &str,
+    h: c_int,
+    f: impl FnOnce(&Datatype) -> MpiResult<T>,
+    out: impl FnOnce(T) -> MpiResult<()>,
+) -> c_int {
     let r = mpi().and_then(|m| out(f(&*old(m, h)?)?));
     ret(name, COMM_WORLD, r)
 }

@@ -1,18 +1,20 @@
 //! Environment management, error classes and error handlers.
 
 use super::{get, mpi, mpi_fn, put, ret};
-use crate::api::consts::{err, COMM_WORLD, ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN, MAX_ERROR_STRING, MAX_PROCESSOR_NAME};
+use crate::api::consts::{
+    err, COMM_WORLD, ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN, MAX_ERROR_STRING,
+    MAX_PROCESSOR_NAME,
+};
 use crate::api::error::{class_text, fail, MpiResult};
 use crate::api::{self};
 use std::os::raw::{c_char, c_int};
 
 fn init(required: c_int, provided: *mut c_int) -> c_int {
-    let r = api::init(required).and_then(|p| {
+    let r = api::init(required).map(|p| {
         if !provided.is_null() {
             // SAFETY: caller passed a valid out-pointer (or NULL, checked).
             unsafe { provided.write(p) };
         }
-        Ok(())
     });
     ret("MPI_Init", COMM_WORLD, r)
 }

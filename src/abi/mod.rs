@@ -4,6 +4,9 @@
 //! communicator's error handler. Owns: C types and pointer handling. Must
 //! not touch: the engine's internals.
 
+// MPI's C signatures are fixed by the standard, and so are their lengths.
+#![allow(clippy::too_many_arguments)]
+
 pub mod coll;
 pub mod comm;
 pub mod dtype;
@@ -21,8 +24,14 @@ use std::os::raw::{c_int, c_void};
 /// Defines `PMPI_x` with the body and `MPI_x` calling it, both exported.
 macro_rules! mpi_fn {
     (fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block) => {
+        /// # Safety
+        /// A C entry point: every pointer argument must be what the MPI
+        /// standard requires for this function (valid for the stated use,
+        /// buffers valid until the operation completes).
         #[no_mangle]
         pub unsafe extern "C" fn $pname($($a: $t),*) -> ::std::os::raw::c_int $body
+        /// # Safety
+        /// As for the `PMPI_` function it forwards to.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> ::std::os::raw::c_int {
             // SAFETY: same contract as the PMPI_ function it forwards to.
@@ -49,7 +58,10 @@ impl CStatus {
         CStatus {
             source: s.source,
             tag: s.tag,
-            error: s.error.as_ref().map_or(err::SUCCESS, |e| crate::coll::exec::req_error(e).class),
+            error: s
+                .error
+                .as_ref()
+                .map_or(err::SUCCESS, |e| crate::coll::exec::req_error(e).class),
             count_lo: bytes as u32 as c_int,
             count_hi_and_cancelled: (((bytes >> 32) as c_int) << 1) | s.cancelled as c_int,
         }
@@ -163,8 +175,18 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
     let (handler, rank) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();
-            let eh = |h: i32| t.comms.get(h as usize).and_then(Option::as_ref).map(|c| c.errhandler);
-            (eh(comm).or_else(|| eh(COMM_WORLD)).unwrap_or(crate::api::consts::ERRORS_ARE_FATAL), Some(m.rank))
+            let eh = |h: i32| {
+                t.comms
+                    .get(h as usize)
+                    .and_then(Option::as_ref)
+                    .map(|c| c.errhandler)
+            };
+            (
+                eh(comm)
+                    .or_else(|| eh(COMM_WORLD))
+                    .unwrap_or(crate::api::consts::ERRORS_ARE_FATAL),
+                Some(m.rank),
+            )
         }
         Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, None),
     };
@@ -172,7 +194,11 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
         return e.class;
     }
     let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
-    eprintln!("mpistages: {who}{name}: {}: {} (error handler MPI_ERRORS_ARE_FATAL: aborting the job)", class_name(e.class), e.detail);
+    eprintln!(
+        "mpistages: {who}{name}: {}: {} (error handler MPI_ERRORS_ARE_FATAL: aborting the job)",
+        class_name(e.class),
+        e.detail
+    );
     api::abort(e.class, &format!("{name}: {}", e.detail))
 }
 

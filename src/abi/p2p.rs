@@ -13,15 +13,36 @@ use std::os::raw::{c_int, c_void};
 
 /// # Safety
 /// MPI buffer rule for `buf`.
-unsafe fn start_send(m: &Mpi, buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, mode: SendMode) -> MpiResult<ReqId> {
+unsafe fn start_send(
+    m: &Mpi,
+    buf: *const c_void,
+    n: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: SendMode,
+) -> MpiResult<ReqId> {
     // SAFETY: forwarded.
     let tb = unsafe { typed(m, buf, n, dt)? };
-    Ok(p2p::post(m, p2p::send_op(m, tb, dest, tag, comm, mode)?, comm))
+    Ok(p2p::post(
+        m,
+        p2p::send_op(m, tb, dest, tag, comm, mode)?,
+        comm,
+    ))
 }
 
 /// # Safety
 /// MPI buffer rule for `buf`.
-unsafe fn start_recv(m: &Mpi, buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int) -> MpiResult<ReqId> {
+unsafe fn start_recv(
+    m: &Mpi,
+    buf: *mut c_void,
+    n: c_int,
+    dt: c_int,
+    src: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> MpiResult<ReqId> {
     // SAFETY: forwarded.
     let tb = unsafe { typed(m, buf, n, dt)? };
     Ok(p2p::post(m, p2p::recv_op(m, tb, src, tag, comm)?, comm))
@@ -41,7 +62,15 @@ fn finish(m: &Mpi, id: ReqId) -> MpiResult<Status> {
 ///
 /// # Safety
 /// MPI buffer rule for `buf` (read during this call only).
-unsafe fn bsend(m: &Mpi, buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int) -> MpiResult<()> {
+unsafe fn bsend(
+    m: &Mpi,
+    buf: *const c_void,
+    n: c_int,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> MpiResult<()> {
     // SAFETY: forwarded; the data is copied before this call returns.
     let tb = unsafe { typed(m, buf, n, dt)? };
     let data = match tb.contiguous() {
@@ -50,21 +79,52 @@ unsafe fn bsend(m: &Mpi, buf: *const c_void, n: c_int, dt: c_int, dest: c_int, t
     };
     let need = data.len() + BSEND_OVERHEAD as usize;
     let op = p2p::send_op(m, tb, dest, tag, comm, SendMode::Standard)?;
-    let Op::Send { dest, src, context, tag, mode, .. } = op else { unreachable!() };
+    let Op::Send {
+        dest,
+        src,
+        context,
+        tag,
+        mode,
+        ..
+    } = op
+    else {
+        unreachable!()
+    };
     {
         let mut t = m.tables();
         let pending = std::mem::take(&mut t.bsend_pending);
-        let alive: Vec<_> = m.engine.with(|c| pending.into_iter().filter(|(id, _)| c.exists(*id)).collect());
+        let alive: Vec<_> = m.engine.with(|c| {
+            pending
+                .into_iter()
+                .filter(|(id, _)| c.exists(*id))
+                .collect()
+        });
         t.bsend_pending = alive;
         let used: usize = t.bsend_pending.iter().map(|x| x.1).sum();
         let Some((_, size)) = t.bsend else {
-            return fail(err::BUFFER, "MPI_Bsend without an attached buffer (MPI_Buffer_attach)");
+            return fail(
+                err::BUFFER,
+                "MPI_Bsend without an attached buffer (MPI_Buffer_attach)",
+            );
         };
         if used + need > size {
-            return fail(err::BUFFER, format!("the attached buffer of {size} bytes has {} free, {need} needed", size - used));
+            return fail(
+                err::BUFFER,
+                format!(
+                    "the attached buffer of {size} bytes has {} free, {need} needed",
+                    size - used
+                ),
+            );
         }
     }
-    let id = m.engine.post(Op::Send { dest, src, context, tag, mode, layout: Box::new(Owned(data)) });
+    let id = m.engine.post(Op::Send {
+        dest,
+        src,
+        context,
+        tag,
+        mode,
+        layout: Box::new(Owned(data)),
+    });
     m.engine.free(id);
     m.tables().bsend_pending.push((id, need));
     Ok(())
@@ -227,12 +287,32 @@ macro_rules! send_init {
         });
     };
 }
-send_init!(MPI_Send_init, PMPI_Send_init, "MPI_Send_init", SendMode::Standard);
-send_init!(MPI_Ssend_init, PMPI_Ssend_init, "MPI_Ssend_init", SendMode::Sync);
-send_init!(MPI_Rsend_init, PMPI_Rsend_init, "MPI_Rsend_init", SendMode::Standard);
+send_init!(
+    MPI_Send_init,
+    PMPI_Send_init,
+    "MPI_Send_init",
+    SendMode::Standard
+);
+send_init!(
+    MPI_Ssend_init,
+    PMPI_Ssend_init,
+    "MPI_Ssend_init",
+    SendMode::Sync
+);
+send_init!(
+    MPI_Rsend_init,
+    PMPI_Rsend_init,
+    "MPI_Rsend_init",
+    SendMode::Standard
+);
 // A persistent buffered send is sent as a standard one: it never touches the
 // attached buffer (noted in the README's limitations).
-send_init!(MPI_Bsend_init, PMPI_Bsend_init, "MPI_Bsend_init", SendMode::Standard);
+send_init!(
+    MPI_Bsend_init,
+    PMPI_Bsend_init,
+    "MPI_Bsend_init",
+    SendMode::Standard
+);
 
 mpi_fn!(fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
     let r = mpi().and_then(|m| {
@@ -283,7 +363,7 @@ fn count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<c_int
         t.elements_in(bytes)
     } else if t.size == 0 {
         0
-    } else if bytes % t.size != 0 {
+    } else if !bytes.is_multiple_of(t.size) {
         UNDEFINED as i64
     } else {
         (bytes / t.size) as i64
@@ -308,4 +388,3 @@ mpi_fn!(fn MPI_Get_elements / PMPI_Get_elements(status: *const CStatus, dt: c_in
     });
     ret("MPI_Get_elements", crate::api::consts::COMM_WORLD, r)
 });
-

@@ -17,7 +17,12 @@ fn lookup(c: &Core, h: c_int) -> MpiResult<ReqId> {
     if h <= 0 {
         return fail(err::REQUEST, format!("invalid request handle {h}"));
     }
-    c.id_at((h - 1) as u32).ok_or_else(|| crate::api::error::MpiError::new(err::REQUEST, format!("request {h} does not exist (freed or completed already?)")))
+    c.id_at((h - 1) as u32).ok_or_else(|| {
+        crate::api::error::MpiError::new(
+            err::REQUEST,
+            format!("request {h} does not exist (freed or completed already?)"),
+        )
+    })
 }
 
 pub fn id_of(m: &Mpi, h: c_int) -> MpiResult<ReqId> {
@@ -123,7 +128,12 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
 
 /// Shared by the -all/-any/-some variants: takes every completed live
 /// request among `hs`, writing statuses; returns indices completed.
-fn collect(m: &Mpi, hs: &mut [c_int], statuses: Option<&mut [CStatus]>, pick: &[usize]) -> Vec<(usize, ReqId, Status)> {
+fn collect(
+    m: &Mpi,
+    hs: &mut [c_int],
+    statuses: Option<&mut [CStatus]>,
+    pick: &[usize],
+) -> Vec<(usize, ReqId, Status)> {
     let mut done = Vec::new();
     m.engine.with(|c| {
         for &i in pick {
@@ -227,7 +237,15 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
 ///
 /// # Safety
 /// Pointers as in MPI_Waitany.
-unsafe fn any(name: &str, n: c_int, reqs: *mut c_int, index: *mut c_int, flag: *mut c_int, status: *mut CStatus, block: bool) -> c_int {
+unsafe fn any(
+    name: &str,
+    n: c_int,
+    reqs: *mut c_int,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut CStatus,
+    block: bool,
+) -> c_int {
     let r = (|| -> MpiResult<c_int> {
         let m = mpi()?;
         let n = super::count(n)?;
@@ -238,13 +256,19 @@ unsafe fn any(name: &str, n: c_int, reqs: *mut c_int, index: *mut c_int, flag: *
             // SAFETY: caller's pointers.
             unsafe {
                 put(index, UNDEFINED)?;
-                if !flag.is_null() { flag.write(1) }
+                if !flag.is_null() {
+                    flag.write(1)
+                }
                 put_status(status, &Status::empty());
             }
             return Ok(err::SUCCESS);
         }
         let find = |c: &mut Core| ids.iter().find(|(_, id)| c.is_done(*id)).map(|x| x.0);
-        let hit = if block { Some(m.engine.wait_until(find)) } else { m.engine.with(find) };
+        let hit = if block {
+            Some(m.engine.wait_until(find))
+        } else {
+            m.engine.with(find)
+        };
         let Some(i) = hit else {
             // SAFETY: caller's pointers.
             unsafe {
@@ -258,12 +282,17 @@ unsafe fn any(name: &str, n: c_int, reqs: *mut c_int, index: *mut c_int, flag: *
         // SAFETY: caller's pointers.
         unsafe {
             put(index, i as c_int)?;
-            if !flag.is_null() { flag.write(1) }
+            if !flag.is_null() {
+                flag.write(1)
+            }
             put_status(status, st);
         }
         Ok(status_result(name, m, *id, st))
     })();
-    match r { Ok(c) => c, Err(e) => super::raise(name, COMM_WORLD, e) }
+    match r {
+        Ok(c) => c,
+        Err(e) => super::raise(name, COMM_WORLD, e),
+    }
 }
 
 mpi_fn!(fn MPI_Waitany / PMPI_Waitany(n: c_int, reqs: *mut c_int, index: *mut c_int, status: *mut CStatus) {
@@ -280,7 +309,15 @@ mpi_fn!(fn MPI_Testany / PMPI_Testany(n: c_int, reqs: *mut c_int, index: *mut c_
 ///
 /// # Safety
 /// Pointers as in MPI_Waitsome.
-unsafe fn some(name: &str, n: c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus, block: bool) -> c_int {
+unsafe fn some(
+    name: &str,
+    n: c_int,
+    reqs: *mut c_int,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut CStatus,
+    block: bool,
+) -> c_int {
     let r = (|| -> MpiResult<c_int> {
         let m = mpi()?;
         let n = super::count(n)?;
@@ -293,10 +330,18 @@ unsafe fn some(name: &str, n: c_int, reqs: *mut c_int, outcount: *mut c_int, ind
             return Ok(err::SUCCESS);
         }
         let ready = |c: &mut Core| {
-            let v: Vec<usize> = ids.iter().filter(|(_, id)| c.is_done(*id)).map(|x| x.0).collect();
+            let v: Vec<usize> = ids
+                .iter()
+                .filter(|(_, id)| c.is_done(*id))
+                .map(|x| x.0)
+                .collect();
             (!v.is_empty()).then_some(v)
         };
-        let pick = if block { m.engine.wait_until(ready) } else { m.engine.with(ready).unwrap_or_default() };
+        let pick = if block {
+            m.engine.wait_until(ready)
+        } else {
+            m.engine.with(ready).unwrap_or_default()
+        };
         let mut tmp = vec![CStatus::default(); n];
         let done = collect(m, hs, Some(&mut tmp), &pick);
         // SAFETY: caller's arrays of n elements.
@@ -313,7 +358,10 @@ unsafe fn some(name: &str, n: c_int, reqs: *mut c_int, outcount: *mut c_int, ind
         }
         Ok(finish_many(name, m, &done))
     })();
-    match r { Ok(c) => c, Err(e) => super::raise(name, COMM_WORLD, e) }
+    match r {
+        Ok(c) => c,
+        Err(e) => super::raise(name, COMM_WORLD, e),
+    }
 }
 
 mpi_fn!(fn MPI_Waitsome / PMPI_Waitsome(n: c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, statuses: *mut CStatus) {

@@ -21,21 +21,34 @@ fn new_context(m: &Mpi, parent: &Comm) -> MpiResult<u32> {
 
 fn register(m: &Mpi, parent_handle: i32, c: Comm) -> i32 {
     let mut t = m.tables();
-    let eh = t.comms[parent_handle as usize].as_ref().map_or(super::consts::ERRORS_ARE_FATAL, |e| e.errhandler);
+    let eh = t.comms[parent_handle as usize]
+        .as_ref()
+        .map_or(super::consts::ERRORS_ARE_FATAL, |e| e.errhandler);
     t.add_comm(c, eh)
 }
 
 pub fn dup(m: &Mpi, h: i32) -> MpiResult<i32> {
     let parent = m.tables().comm(h)?;
     let context = new_context(m, &parent)?;
-    Ok(register(m, h, Comm { context, group: parent.group.clone(), rank: parent.rank }))
+    Ok(register(
+        m,
+        h,
+        Comm {
+            context,
+            group: parent.group.clone(),
+            rank: parent.rank,
+        },
+    ))
 }
 
 /// `MPI_Comm_split`: everyone's (color, key) is gathered; each color's
 /// members are ordered by key, then by rank in the parent.
 pub fn split(m: &Mpi, h: i32, color: i32, key: i32) -> MpiResult<i32> {
     if color < 0 && color != UNDEFINED {
-        return fail(err::ARG, format!("color {color} is negative (use MPI_UNDEFINED to opt out)"));
+        return fail(
+            err::ARG,
+            format!("color {color} is negative (use MPI_UNDEFINED to opt out)"),
+        );
     }
     let parent = m.tables().comm(h)?;
     let n = parent.size();
@@ -46,7 +59,12 @@ pub fn split(m: &Mpi, h: i32, color: i32, key: i32) -> MpiResult<i32> {
     let offs: Vec<usize> = (0..n).map(|r| 8 * r).collect();
     let lens = vec![8; n];
     // SAFETY: both buffers outlive the blocking collective.
-    let (s, r) = unsafe { (RawBuf::new(mine.as_mut_ptr(), 8), RawBuf::new(all.as_mut_ptr(), all.len())) };
+    let (s, r) = unsafe {
+        (
+            RawBuf::new(mine.as_mut_ptr(), 8),
+            RawBuf::new(all.as_mut_ptr(), all.len()),
+        )
+    };
     coll::allgatherv(m, &parent, s, r, &offs, &lens)?;
     let context = new_context(m, &parent)?;
     if color == UNDEFINED {
@@ -54,13 +72,29 @@ pub fn split(m: &Mpi, h: i32, color: i32, key: i32) -> MpiResult<i32> {
     }
     let entry = |r: usize| {
         let b = &all[8 * r..8 * r + 8];
-        (i32::from_le_bytes([b[0], b[1], b[2], b[3]]), i32::from_le_bytes([b[4], b[5], b[6], b[7]]))
+        (
+            i32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        )
     };
     let mut members: Vec<usize> = (0..n).filter(|&r| entry(r).0 == color).collect();
     members.sort_by_key(|&r| (entry(r).1, r));
-    let rank = members.iter().position(|&r| r == parent.rank).expect("this rank has this color");
-    let group = Group { members: members.iter().map(|&r| parent.world(r)).collect() };
-    Ok(register(m, h, Comm { context, group: Arc::new(group), rank }))
+    let rank = members
+        .iter()
+        .position(|&r| r == parent.rank)
+        .expect("this rank has this color");
+    let group = Group {
+        members: members.iter().map(|&r| parent.world(r)).collect(),
+    };
+    Ok(register(
+        m,
+        h,
+        Comm {
+            context,
+            group: Arc::new(group),
+            rank,
+        },
+    ))
 }
 
 /// `MPI_Comm_create`: collective over the parent; members of `group` get
@@ -70,19 +104,37 @@ pub fn create(m: &Mpi, h: i32, g: i32) -> MpiResult<i32> {
         let t = m.tables();
         (t.comm(h)?, t.group(g)?)
     };
-    if let Some(w) = group.members.iter().find(|w| parent.group.rank_of(**w).is_none()) {
-        return fail(err::GROUP, format!("process {w} of the group is not in the communicator"));
+    if let Some(w) = group
+        .members
+        .iter()
+        .find(|w| parent.group.rank_of(**w).is_none())
+    {
+        return fail(
+            err::GROUP,
+            format!("process {w} of the group is not in the communicator"),
+        );
     }
     let context = new_context(m, &parent)?;
     match group.rank_of(parent.world(parent.rank)) {
         None => Ok(super::consts::COMM_NULL),
-        Some(rank) => Ok(register(m, h, Comm { context, group, rank })),
+        Some(rank) => Ok(register(
+            m,
+            h,
+            Comm {
+                context,
+                group,
+                rank,
+            },
+        )),
     }
 }
 
 pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
     if h == super::consts::COMM_WORLD || h == super::consts::COMM_SELF {
-        return fail(err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed");
+        return fail(
+            err::COMM,
+            "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
+        );
     }
     let mut t = m.tables();
     t.comm(h)?;

@@ -176,7 +176,9 @@ mod tests {
             let (Some(name), Some(val)) = (it.next(), it.next()) else {
                 continue;
             };
-            let val = val.trim_start_matches("((MPI_Datatype)").trim_start_matches("((MPI_Op)");
+            let val = val
+                .trim_start_matches("((MPI_Datatype)")
+                .trim_start_matches("((MPI_Op)");
             let val = val.trim_start_matches('(').trim_end_matches(')');
             if let Ok(v) = val.parse::<i64>() {
                 defs.insert(name.to_string(), v);

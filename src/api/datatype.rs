@@ -3,9 +3,9 @@
 //! basic type merged. Packing walks the runs element by element; a type
 //! whose one run covers its extent is contiguous and never packed.
 
+use super::consts::err;
 use super::consts::{dt, UNDEFINED};
 use super::error::{fail, MpiResult};
-use super::consts::err;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Basic {
@@ -259,11 +259,13 @@ impl Datatype {
             let ext = ub - lb;
             ub = lb + (ext + a - 1).div_euclid(a) * a;
         }
-        let (true_lb, true_ub) = runs.iter().fold(None, |acc: Option<(isize, isize)>, r| {
-            let (l, h) = (r.off, r.off + r.len as isize);
-            Some(acc.map_or((l, h), |(a, b)| (a.min(l), b.max(h))))
-        })
-        .unwrap_or((0, 0));
+        let (true_lb, true_ub) = runs
+            .iter()
+            .fold(None, |acc: Option<(isize, isize)>, r| {
+                let (l, h) = (r.off, r.off + r.len as isize);
+                Some(acc.map_or((l, h), |(a, b)| (a.min(l), b.max(h))))
+            })
+            .unwrap_or((0, 0));
         Ok(Datatype {
             name: name.into(),
             size,
@@ -293,35 +295,69 @@ impl Datatype {
 
     /// Blocks of `blocklen` elements, `stride` apart (in bytes when
     /// `stride_in_bytes`, else in multiples of the old type's extent).
-    pub fn vector(count: i64, blocklen: i64, stride: i64, stride_in_bytes: bool, old: &Datatype) -> MpiResult<Datatype> {
+    pub fn vector(
+        count: i64,
+        blocklen: i64,
+        stride: i64,
+        stride_in_bytes: bool,
+        old: &Datatype,
+    ) -> MpiResult<Datatype> {
         let n = Self::check_count(count, "count")?;
         let b = Self::check_count(blocklen, "block length")?;
         let ext = old.extent;
-        let step = if stride_in_bytes { stride as isize } else { (stride as isize).checked_mul(ext).map_or_else(overflow, Ok)? };
-        let parts = (0..n).flat_map(move |i| (0..b).map(move |j| (i as isize * step + j as isize * ext, old)));
-        Self::from_parts(if stride_in_bytes { "hvector" } else { "vector" }, parts, false)
+        let step = if stride_in_bytes {
+            stride as isize
+        } else {
+            (stride as isize)
+                .checked_mul(ext)
+                .map_or_else(overflow, Ok)?
+        };
+        let parts = (0..n)
+            .flat_map(move |i| (0..b).map(move |j| (i as isize * step + j as isize * ext, old)));
+        Self::from_parts(
+            if stride_in_bytes { "hvector" } else { "vector" },
+            parts,
+            false,
+        )
     }
 
     /// Blocks at displacements (in bytes when `in_bytes`, else in extents).
-    pub fn indexed(blocklens: &[i64], displs: &[i64], in_bytes: bool, old: &Datatype) -> MpiResult<Datatype> {
+    pub fn indexed(
+        blocklens: &[i64],
+        displs: &[i64],
+        in_bytes: bool,
+        old: &Datatype,
+    ) -> MpiResult<Datatype> {
         for &b in blocklens {
             Self::check_count(b, "block length")?;
         }
         let ext = old.extent;
         let parts = blocklens.iter().zip(displs).flat_map(move |(&b, &d)| {
-            let base = if in_bytes { d as isize } else { d as isize * ext };
+            let base = if in_bytes {
+                d as isize
+            } else {
+                d as isize * ext
+            };
             (0..b as usize).map(move |j| (base + j as isize * ext, old))
         });
         Self::from_parts(if in_bytes { "hindexed" } else { "indexed" }, parts, false)
     }
 
-    pub fn create_struct(blocklens: &[i64], displs: &[i64], types: &[&Datatype]) -> MpiResult<Datatype> {
+    pub fn create_struct(
+        blocklens: &[i64],
+        displs: &[i64],
+        types: &[&Datatype],
+    ) -> MpiResult<Datatype> {
         for &b in blocklens {
             Self::check_count(b, "block length")?;
         }
-        let parts = blocklens.iter().zip(displs).zip(types).flat_map(|((&b, &d), t)| {
-            (0..b as usize).map(move |j| (d as isize + j as isize * t.extent, *t))
-        });
+        let parts = blocklens
+            .iter()
+            .zip(displs)
+            .zip(types)
+            .flat_map(|((&b, &d), t)| {
+                (0..b as usize).map(move |j| (d as isize + j as isize * t.extent, *t))
+            });
         Self::from_parts("struct", parts, true)
     }
 
@@ -454,8 +490,16 @@ mod tests {
 
     #[test]
     fn negative_counts_are_errors() {
-        assert_eq!(Datatype::contiguous(-1, &d(dt::INT)).unwrap_err().class, err::COUNT);
-        assert_eq!(Datatype::indexed(&[1, -2], &[0, 4], false, &d(dt::INT)).unwrap_err().class, err::COUNT);
+        assert_eq!(
+            Datatype::contiguous(-1, &d(dt::INT)).unwrap_err().class,
+            err::COUNT
+        );
+        assert_eq!(
+            Datatype::indexed(&[1, -2], &[0, 4], false, &d(dt::INT))
+                .unwrap_err()
+                .class,
+            err::COUNT
+        );
     }
 
     #[test]

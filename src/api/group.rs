@@ -22,7 +22,10 @@ impl Group {
         let mut seen = vec![false; self.size()];
         for &r in ranks {
             if r < 0 || r as usize >= self.size() {
-                return fail(err::RANK, format!("rank {r} is not in a group of size {}", self.size()));
+                return fail(
+                    err::RANK,
+                    format!("rank {r} is not in a group of size {}", self.size()),
+                );
             }
             if std::mem::replace(&mut seen[r as usize], true) {
                 return fail(err::RANK, format!("rank {r} is listed twice"));
@@ -56,13 +59,23 @@ impl Group {
 
     pub fn intersection(&self, other: &Group) -> Group {
         Group {
-            members: self.members.iter().copied().filter(|w| other.members.contains(w)).collect(),
+            members: self
+                .members
+                .iter()
+                .copied()
+                .filter(|w| other.members.contains(w))
+                .collect(),
         }
     }
 
     pub fn difference(&self, other: &Group) -> Group {
         Group {
-            members: self.members.iter().copied().filter(|w| !other.members.contains(w)).collect(),
+            members: self
+                .members
+                .iter()
+                .copied()
+                .filter(|w| !other.members.contains(w))
+                .collect(),
         }
     }
 
@@ -74,9 +87,14 @@ impl Group {
                     return Ok(PROC_NULL);
                 }
                 if r < 0 || r as usize >= self.size() {
-                    return fail(err::RANK, format!("rank {r} is not in a group of size {}", self.size()));
+                    return fail(
+                        err::RANK,
+                        format!("rank {r} is not in a group of size {}", self.size()),
+                    );
                 }
-                Ok(other.rank_of(self.members[r as usize]).map_or(UNDEFINED, |x| x as i32))
+                Ok(other
+                    .rank_of(self.members[r as usize])
+                    .map_or(UNDEFINED, |x| x as i32))
             })
             .collect()
     }
@@ -84,7 +102,9 @@ impl Group {
     pub fn compare(&self, other: &Group) -> i32 {
         if self.members == other.members {
             IDENT
-        } else if self.size() == other.size() && self.members.iter().all(|w| other.members.contains(w)) {
+        } else if self.size() == other.size()
+            && self.members.iter().all(|w| other.members.contains(w))
+        {
             SIMILAR
         } else {
             UNEQUAL
@@ -109,16 +129,28 @@ mod tests {
 
     #[test]
     fn set_operations_keep_order() {
-        let a = Group { members: vec![0, 1, 2, 3] };
-        let b = Group { members: vec![3, 1, 5] };
+        let a = Group {
+            members: vec![0, 1, 2, 3],
+        };
+        let b = Group {
+            members: vec![3, 1, 5],
+        };
         assert_eq!(a.union(&b).members, vec![0, 1, 2, 3, 5]);
         assert_eq!(a.intersection(&b).members, vec![1, 3]);
         assert_eq!(a.difference(&b).members, vec![0, 2]);
         assert_eq!(a.incl(&[3, 0]).unwrap().members, vec![3, 0]);
         assert_eq!(a.excl(&[1]).unwrap().members, vec![0, 2, 3]);
-        assert_eq!(a.translate(&[1, 2, PROC_NULL], &b).unwrap(), vec![1, UNDEFINED, PROC_NULL]);
+        assert_eq!(
+            a.translate(&[1, 2, PROC_NULL], &b).unwrap(),
+            vec![1, UNDEFINED, PROC_NULL]
+        );
         assert!(a.incl(&[4]).is_err());
         assert!(a.incl(&[1, 1]).is_err());
-        assert_eq!(b.compare(&Group { members: vec![5, 3, 1] }), SIMILAR);
+        assert_eq!(
+            b.compare(&Group {
+                members: vec![5, 3, 1]
+            }),
+            SIMILAR
+        );
     }
 }

@@ -85,17 +85,32 @@ fn alloc<T>(v: &mut Vec<Option<T>>, first: usize, x: T) -> i32 {
 
 impl Tables {
     pub fn comm(&self, h: i32) -> MpiResult<Arc<Comm>> {
-        match usize::try_from(h).ok().and_then(|i| self.comms.get(i)).and_then(Option::as_ref) {
+        match usize::try_from(h)
+            .ok()
+            .and_then(|i| self.comms.get(i))
+            .and_then(Option::as_ref)
+        {
             Some(e) => Ok(e.comm.clone()),
             None => fail(err::COMM, format!("invalid communicator handle {h}")),
         }
     }
     pub fn add_comm(&mut self, comm: Comm, errhandler: i32) -> i32 {
         self.max_context = self.max_context.max(comm.context + 1);
-        alloc(&mut self.comms, 3, CommEntry { comm: Arc::new(comm), errhandler })
+        alloc(
+            &mut self.comms,
+            3,
+            CommEntry {
+                comm: Arc::new(comm),
+                errhandler,
+            },
+        )
     }
     pub fn group(&self, h: i32) -> MpiResult<Arc<Group>> {
-        match usize::try_from(h).ok().and_then(|i| self.groups.get(i)).and_then(Option::as_ref) {
+        match usize::try_from(h)
+            .ok()
+            .and_then(|i| self.groups.get(i))
+            .and_then(Option::as_ref)
+        {
             Some(g) => Ok(g.clone()),
             None => fail(err::GROUP, format!("invalid group handle {h}")),
         }
@@ -113,7 +128,11 @@ impl Tables {
     }
     /// A datatype, committed or not (for constructors and queries).
     pub fn any_dtype(&self, h: i32) -> MpiResult<Arc<Datatype>> {
-        match usize::try_from(h).ok().and_then(|i| self.types.get(i)).and_then(Option::as_ref) {
+        match usize::try_from(h)
+            .ok()
+            .and_then(|i| self.types.get(i))
+            .and_then(Option::as_ref)
+        {
             Some(t) => Ok(t.clone()),
             None => fail(err::TYPE, format!("invalid datatype handle {h}")),
         }
@@ -122,7 +141,11 @@ impl Tables {
         alloc(&mut self.types, dt::FIRST_DERIVED as usize, Arc::new(t))
     }
     pub fn op(&self, h: i32) -> MpiResult<OpDef> {
-        match usize::try_from(h).ok().and_then(|i| self.ops.get(i)).and_then(Option::as_ref) {
+        match usize::try_from(h)
+            .ok()
+            .and_then(|i| self.ops.get(i))
+            .and_then(Option::as_ref)
+        {
             Some(o) => Ok(*o),
             None => fail(err::OP, format!("invalid operation handle {h}")),
         }
@@ -158,7 +181,10 @@ pub fn mpi() -> MpiResult<&'static Arc<Mpi>> {
     match (STATE.load(Ordering::Acquire), MPI.get()) {
         (RUNNING, Some(m)) => Ok(m),
         (FINALIZED, _) => fail(err::OTHER, "MPI has already been finalized"),
-        _ => fail(err::OTHER, "MPI has not been initialized (call MPI_Init first)"),
+        _ => fail(
+            err::OTHER,
+            "MPI has not been initialized (call MPI_Init first)",
+        ),
     }
 }
 
@@ -218,16 +244,24 @@ fn start() -> MpiResult<Mpi> {
     let mode = match std::env::var("MPISTAGES_PROGRESS").as_deref() {
         Err(_) | Ok("thread") | Ok("") => ProgressMode::Thread,
         Ok("poll") => ProgressMode::Poll,
-        Ok(other) => return fail(err::ARG, format!("MPISTAGES_PROGRESS='{other}': expected thread or poll")),
+        Ok(other) => {
+            return fail(
+                err::ARG,
+                format!("MPISTAGES_PROGRESS='{other}': expected thread or poll"),
+            )
+        }
     };
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
     let (rank, size, generation, client, transport) = match job {
         None => (0, 1, 0, None, None),
         Some(job) => {
             let bind = std::env::var("MPISTAGES_TCP_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
-            let bind = format!("{bind}:0")
-                .parse()
-                .map_err(|_| MpiError::new(err::ARG, format!("MPISTAGES_TCP_ADDR='{bind}' is not an IP address")))?;
+            let bind = format!("{bind}:0").parse().map_err(|_| {
+                MpiError::new(
+                    err::ARG,
+                    format!("MPISTAGES_TCP_ADDR='{bind}' is not an IP address"),
+                )
+            })?;
             let mut tcp = Tcp::new(
                 TcpConfig {
                     me: job.rank,
@@ -235,19 +269,22 @@ fn start() -> MpiResult<Mpi> {
                     key: job.key.clone(),
                     generation: job.generation,
                     eager_limit: env_usize("MPISTAGES_EAGER_LIMIT", 64 << 10)?,
-                    fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?.clamp(4096, 16 << 20),
+                    fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?
+                        .clamp(4096, 16 << 20),
                     bind,
                 },
                 epoll.clone(),
             )
             .map_err(io_err("starting the TCP transport"))?;
             let addr = tcp.local_addr().map_err(io_err("TCP address"))?;
-            let (client, addrs) = Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
+            let (client, addrs) =
+                Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
             for (peer, a) in addrs.iter().enumerate().take(job.rank) {
-                let sa = a
-                    .parse()
-                    .map_err(|_| MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}")))?;
-                tcp.connect(peer, sa).map_err(io_err(&format!("connecting to rank {peer} at {a}")))?;
+                let sa = a.parse().map_err(|_| {
+                    MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}"))
+                })?;
+                tcp.connect(peer, sa)
+                    .map_err(io_err(&format!("connecting to rank {peer} at {a}")))?;
             }
             let t: Box<dyn crate::transport::Transport> = Box::new(tcp);
             (job.rank, job.size, job.generation, Some(client), Some(t))
@@ -264,17 +301,25 @@ fn start() -> MpiResult<Mpi> {
     .map_err(io_err("starting the progress engine"))?;
     let world = Comm {
         context: 0,
-        group: Arc::new(Group { members: (0..size).collect() }),
+        group: Arc::new(Group {
+            members: (0..size).collect(),
+        }),
         rank,
     };
     let selfc = Comm {
         context: 2,
-        group: Arc::new(Group { members: vec![rank] }),
+        group: Arc::new(Group {
+            members: vec![rank],
+        }),
         rank: 0,
     };
-    let mut types: Vec<Option<Arc<Datatype>>> = (0..dt::FIRST_DERIVED).map(|h| Datatype::predefined(h).map(Arc::new)).collect();
+    let mut types: Vec<Option<Arc<Datatype>>> = (0..dt::FIRST_DERIVED)
+        .map(|h| Datatype::predefined(h).map(Arc::new))
+        .collect();
     types[0] = None;
-    let mut ops: Vec<Option<OpDef>> = (0..consts::op::FIRST_USER).map(|h| Some(OpDef::Predefined(h))).collect();
+    let mut ops: Vec<Option<OpDef>> = (0..consts::op::FIRST_USER)
+        .map(|h| Some(OpDef::Predefined(h)))
+        .collect();
     ops[0] = None;
     for o in ops.iter_mut().skip(consts::op::NO_OP as usize + 1) {
         *o = None;
@@ -282,8 +327,14 @@ fn start() -> MpiResult<Mpi> {
     let tables = Tables {
         comms: vec![
             None,
-            Some(CommEntry { comm: Arc::new(world), errhandler: consts::ERRORS_ARE_FATAL }),
-            Some(CommEntry { comm: Arc::new(selfc), errhandler: consts::ERRORS_ARE_FATAL }),
+            Some(CommEntry {
+                comm: Arc::new(world),
+                errhandler: consts::ERRORS_ARE_FATAL,
+            }),
+            Some(CommEntry {
+                comm: Arc::new(selfc),
+                errhandler: consts::ERRORS_ARE_FATAL,
+            }),
         ],
         groups: vec![None, Some(Arc::new(Group { members: vec![] }))],
         types,

@@ -29,7 +29,13 @@ impl OpDef {
 extern "C" {
     fn mpistages_reduce_ld(op: c_int, n: usize, inp: *const u8, inout: *mut u8) -> c_int;
     fn mpistages_reduce_cld(op: c_int, n: usize, inp: *const u8, inout: *mut u8) -> c_int;
-    fn mpistages_reduce_ldint(op: c_int, n: usize, stride: usize, inp: *const u8, inout: *mut u8) -> c_int;
+    fn mpistages_reduce_ldint(
+        op: c_int,
+        n: usize,
+        stride: usize,
+        inp: *const u8,
+        inout: *mut u8,
+    ) -> c_int;
 }
 
 fn op_name(o: i32) -> &'static str {
@@ -63,7 +69,12 @@ pub fn check(o: &OpDef, t: &Datatype) -> MpiResult<()> {
         return Ok(());
     };
     use Basic::*;
-    let bad = || fail(err::OP, format!("{} is not defined for datatype {}", op_name(o), t.name));
+    let bad = || {
+        fail(
+            err::OP,
+            format!("{} is not defined for datatype {}", op_name(o), t.name),
+        )
+    };
     if o == op::MINLOC || o == op::MAXLOC {
         return if t.pair.is_some() { Ok(()) } else { bad() };
     }
@@ -72,7 +83,9 @@ pub fn check(o: &OpDef, t: &Datatype) -> MpiResult<()> {
     };
     let ok = match o {
         op::MAX | op::MIN => is_int(b) || matches!(b, F32 | F64 | LongDouble),
-        op::SUM | op::PROD => is_int(b) || matches!(b, F32 | F64 | LongDouble | CF32 | CF64 | CLongDouble),
+        op::SUM | op::PROD => {
+            is_int(b) || matches!(b, F32 | F64 | LongDouble | CF32 | CF64 | CLongDouble)
+        }
         op::LAND | op::LOR | op::LXOR => is_int(b) || matches!(b, Bool | Logical4 | Logical1),
         op::BAND | op::BOR | op::BXOR => is_int(b) || b == Byte,
         _ => false,
@@ -182,11 +195,24 @@ fn basic_kernel(o: i32, b: Basic, inp: &[u8], io: &mut [u8]) {
     }
 }
 
-fn loc_kernel<V: Elem + PartialOrd, I: Elem + Ord>(o: i32, ext: usize, off: usize, n: usize, inp: &[u8], io: &mut [u8]) {
+fn loc_kernel<V: Elem + PartialOrd, I: Elem + Ord>(
+    o: i32,
+    ext: usize,
+    off: usize,
+    n: usize,
+    inp: &[u8],
+    io: &mut [u8],
+) {
     for e in 0..n {
         let base = e * ext;
-        let (av, ai) = (V::load(&inp[base..base + V::N]), I::load(&inp[base + off..base + off + I::N]));
-        let (bv, bi) = (V::load(&io[base..base + V::N]), I::load(&io[base + off..base + off + I::N]));
+        let (av, ai) = (
+            V::load(&inp[base..base + V::N]),
+            I::load(&inp[base + off..base + off + I::N]),
+        );
+        let (bv, bi) = (
+            V::load(&io[base..base + V::N]),
+            I::load(&io[base + off..base + off + I::N]),
+        );
         let better = if o == op::MINLOC { av < bv } else { av > bv };
         if better || (av == bv && ai < bi) {
             av.store(&mut io[base..base + V::N]);
@@ -230,7 +256,9 @@ pub fn reduce(o: &OpDef, t: &Datatype, handle: i32, count: usize, inp: &[u8], in
                     I16 => loc_kernel::<i16, i32>(p, ext, off, count, inp, inout),
                     LongDouble => {
                         // SAFETY: `count` elements of `ext` bytes are in both buffers.
-                        unsafe { mpistages_reduce_ldint(p, count, ext, inp.as_ptr(), inout.as_mut_ptr()) };
+                        unsafe {
+                            mpistages_reduce_ldint(p, count, ext, inp.as_ptr(), inout.as_mut_ptr())
+                        };
                     }
                     _ => {}
                 }
@@ -281,10 +309,24 @@ mod tests {
         let t = Datatype::predefined(dt::TWO_INT).unwrap();
         let a = bytes(&[5i32, 3, 9, 1]);
         let mut b = bytes(&[5i32, 2, 8, 0]);
-        reduce(&OpDef::Predefined(op::MINLOC), &t, dt::TWO_INT, 2, &a, &mut b);
+        reduce(
+            &OpDef::Predefined(op::MINLOC),
+            &t,
+            dt::TWO_INT,
+            2,
+            &a,
+            &mut b,
+        );
         assert_eq!(b, bytes(&[5i32, 2, 8, 0]));
         let a = bytes(&[5i32, 1, 7, 4]);
-        reduce(&OpDef::Predefined(op::MAXLOC), &t, dt::TWO_INT, 2, &a, &mut b);
+        reduce(
+            &OpDef::Predefined(op::MAXLOC),
+            &t,
+            dt::TWO_INT,
+            2,
+            &a,
+            &mut b,
+        );
         assert_eq!(b, bytes(&[5i32, 1, 8, 0]));
     }
 
@@ -297,7 +339,14 @@ mod tests {
         one[8] = 0xff;
         one[9] = 0x3f;
         let mut io = one.clone();
-        reduce(&OpDef::Predefined(op::SUM), &t, dt::LONG_DOUBLE, 1, &one, &mut io);
+        reduce(
+            &OpDef::Predefined(op::SUM),
+            &t,
+            dt::LONG_DOUBLE,
+            1,
+            &one,
+            &mut io,
+        );
         // 2.0L: exponent 0x4000.
         assert_eq!(&io[7..10], &[0x80, 0x00, 0x40]);
     }
@@ -305,8 +354,14 @@ mod tests {
     #[test]
     fn invalid_pairs_are_refused() {
         let f = Datatype::predefined(dt::DOUBLE).unwrap();
-        assert_eq!(check(&OpDef::Predefined(op::BAND), &f).unwrap_err().class, err::OP);
-        assert_eq!(check(&OpDef::Predefined(op::MINLOC), &f).unwrap_err().class, err::OP);
+        assert_eq!(
+            check(&OpDef::Predefined(op::BAND), &f).unwrap_err().class,
+            err::OP
+        );
+        assert_eq!(
+            check(&OpDef::Predefined(op::MINLOC), &f).unwrap_err().class,
+            err::OP
+        );
         let c = Datatype::predefined(dt::C_DOUBLE_COMPLEX).unwrap();
         assert!(check(&OpDef::Predefined(op::MAX), &c).is_err());
         assert!(check(&OpDef::Predefined(op::PROD), &c).is_ok());

@@ -42,7 +42,9 @@ impl TypedBuf {
     /// The same datatype, `count` elements starting `first` elements in.
     pub fn slice(&self, first: usize, count: usize) -> TypedBuf {
         TypedBuf {
-            base: self.base.wrapping_offset(first as isize * self.dtype.extent),
+            base: self
+                .base
+                .wrapping_offset(first as isize * self.dtype.extent),
             count,
             dtype: self.dtype.clone(),
         }
@@ -66,7 +68,9 @@ impl TypedBuf {
         let t0 = self.dtype.true_lb;
         for (off, len) in self.dtype.segments(self.count) {
             let s = (off - t0) as usize;
-            self.raw(off, len).as_mut_slice().copy_from_slice(&from[s..s + len]);
+            self.raw(off, len)
+                .as_mut_slice()
+                .copy_from_slice(&from[s..s + len]);
         }
     }
 
@@ -87,7 +91,11 @@ impl Layout for TypedBuf {
 
     fn contiguous(&self) -> Option<RawBuf> {
         let (off, len) = self.dtype.contiguous_span(self.count)?;
-        Some(if len == 0 { RawBuf::empty() } else { self.raw(off, len) })
+        Some(if len == 0 {
+            RawBuf::empty()
+        } else {
+            self.raw(off, len)
+        })
     }
 
     fn pack(&self) -> Vec<u8> {

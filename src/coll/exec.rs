@@ -19,12 +19,21 @@ const TAG: i32 = 0;
 pub fn req_error(e: &ReqError) -> MpiError {
     match e {
         ReqError::Truncate => MpiError::new(err::TRUNCATE, "message truncated"),
-        ReqError::PeerLost(p) => MpiError::new(err::OTHER, format!("the connection to rank {p} was lost")),
+        ReqError::PeerLost(p) => {
+            MpiError::new(err::OTHER, format!("the connection to rank {p} was lost"))
+        }
         ReqError::Halted => MpiError::new(err::TRY_RELOAD, "a process failed"),
     }
 }
 
-pub fn run(m: &Mpi, c: &Comm, s: &Schedule, send: RawBuf, recv: RawBuf, red: Option<&Reducer>) -> MpiResult<()> {
+pub fn run(
+    m: &Mpi,
+    c: &Comm,
+    s: &Schedule,
+    send: RawBuf,
+    recv: RawBuf,
+    red: Option<&Reducer>,
+) -> MpiResult<()> {
     let mut temp = vec![0u8; s.temp_len];
     // SAFETY: `temp` lives until the end of this function and every request
     // using it is waited for before then.
@@ -38,8 +47,15 @@ pub fn run(m: &Mpi, c: &Comm, s: &Schedule, send: RawBuf, recv: RawBuf, red: Opt
         if len == 0 {
             return Ok(RawBuf::empty());
         }
-        b.sub(l.off, len)
-            .ok_or_else(|| MpiError::new(err::INTERN, format!("collective schedule out of bounds: {l:?} + {len} of {}", b.len())))
+        b.sub(l.off, len).ok_or_else(|| {
+            MpiError::new(
+                err::INTERN,
+                format!(
+                    "collective schedule out of bounds: {l:?} + {len} of {}",
+                    b.len()
+                ),
+            )
+        })
     };
     for round in &s.rounds {
         let mut reqs = Vec::new();
@@ -75,15 +91,19 @@ pub fn run(m: &Mpi, c: &Comm, s: &Schedule, send: RawBuf, recv: RawBuf, red: Opt
         }
         for st in round {
             match *st {
-                Step::Copy { src, dst, len } => {
-                    if len > 0 {
-                        let (a, b) = (loc(src, len)?, loc(dst, len)?);
-                        if a.ptr() != b.ptr() {
-                            b.as_mut_slice().copy_from_slice(a.as_slice());
-                        }
+                Step::Copy { src, dst, len } if len > 0 => {
+                    let (a, b) = (loc(src, len)?, loc(dst, len)?);
+                    if a.ptr() != b.ptr() {
+                        b.as_mut_slice().copy_from_slice(a.as_slice());
                     }
                 }
-                Step::Reduce { src, dst, count, len, src_first } => {
+                Step::Reduce {
+                    src,
+                    dst,
+                    count,
+                    len,
+                    src_first,
+                } => {
                     let Some(red) = red else {
                         return fail(err::INTERN, "reduction step without an operation");
                     };

@@ -12,53 +12,172 @@ use crate::api::{Comm, Mpi};
 use crate::transport::RawBuf;
 pub use exec::Reducer;
 
-fn sched_run(m: &Mpi, c: &Comm, s: schedule::Schedule, send: RawBuf, recv: RawBuf, red: Option<&Reducer>) -> MpiResult<()> {
+fn sched_run(
+    m: &Mpi,
+    c: &Comm,
+    s: schedule::Schedule,
+    send: RawBuf,
+    recv: RawBuf,
+    red: Option<&Reducer>,
+) -> MpiResult<()> {
     exec::run(m, c, &s, send, recv, red)
 }
 
 pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
-    sched_run(m, c, schedule::barrier(c.rank, c.size()), RawBuf::empty(), RawBuf::empty(), None)
+    sched_run(
+        m,
+        c,
+        schedule::barrier(c.rank, c.size()),
+        RawBuf::empty(),
+        RawBuf::empty(),
+        None,
+    )
 }
 
 pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
-    sched_run(m, c, schedule::bcast(c.rank, c.size(), root, buf.len()), RawBuf::empty(), buf, None)
+    sched_run(
+        m,
+        c,
+        schedule::bcast(c.rank, c.size(), root, buf.len()),
+        RawBuf::empty(),
+        buf,
+        None,
+    )
 }
 
-pub fn reduce(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf, count: usize, elem: usize, red: &Reducer) -> MpiResult<()> {
-    sched_run(m, c, schedule::reduce(c.rank, c.size(), root, count, elem), send, recv, Some(red))
+/// What a reduction combines: `count` elements of `elem` bytes with `op`.
+pub struct Reduction<'a> {
+    pub count: usize,
+    pub elem: usize,
+    pub op: &'a Reducer,
 }
 
-pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, count: usize, elem: usize, red: &Reducer) -> MpiResult<()> {
-    sched_run(m, c, schedule::allreduce(c.rank, c.size(), count, elem), send, recv, Some(red))
+pub fn reduce(
+    m: &Mpi,
+    c: &Comm,
+    root: usize,
+    send: RawBuf,
+    recv: RawBuf,
+    r: &Reduction,
+) -> MpiResult<()> {
+    let s = schedule::reduce(c.rank, c.size(), root, r.count, r.elem);
+    sched_run(m, c, s, send, recv, Some(r.op))
 }
 
-pub fn scan(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, count: usize, elem: usize, exclusive: bool, red: &Reducer) -> MpiResult<()> {
-    sched_run(m, c, schedule::scan(c.rank, c.size(), count, elem, exclusive), send, recv, Some(red))
+pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -> MpiResult<()> {
+    let s = schedule::allreduce(c.rank, c.size(), r.count, r.elem);
+    sched_run(m, c, s, send, recv, Some(r.op))
+}
+
+pub fn scan(
+    m: &Mpi,
+    c: &Comm,
+    send: RawBuf,
+    recv: RawBuf,
+    r: &Reduction,
+    exclusive: bool,
+) -> MpiResult<()> {
+    let s = schedule::scan(c.rank, c.size(), r.count, r.elem, exclusive);
+    sched_run(m, c, s, send, recv, Some(r.op))
 }
 
 pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
-    sched_run(m, c, schedule::gather(c.rank, c.size(), root, send.len()), send, recv, None)
+    sched_run(
+        m,
+        c,
+        schedule::gather(c.rank, c.size(), root, send.len()),
+        send,
+        recv,
+        None,
+    )
 }
 
 pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
-    sched_run(m, c, schedule::scatter(c.rank, c.size(), root, recv.len()), send, recv, None)
+    sched_run(
+        m,
+        c,
+        schedule::scatter(c.rank, c.size(), root, recv.len()),
+        send,
+        recv,
+        None,
+    )
 }
 
-pub fn gatherv(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf, offs: &[usize], lens: &[usize]) -> MpiResult<()> {
-    sched_run(m, c, schedule::gatherv(c.rank, c.size(), root, offs, lens, send.len()), send, recv, None)
+pub fn gatherv(
+    m: &Mpi,
+    c: &Comm,
+    root: usize,
+    send: RawBuf,
+    recv: RawBuf,
+    offs: &[usize],
+    lens: &[usize],
+) -> MpiResult<()> {
+    sched_run(
+        m,
+        c,
+        schedule::gatherv(c.rank, c.size(), root, offs, lens, send.len()),
+        send,
+        recv,
+        None,
+    )
 }
 
-pub fn scatterv(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf, offs: &[usize], lens: &[usize]) -> MpiResult<()> {
-    sched_run(m, c, schedule::scatterv(c.rank, c.size(), root, offs, lens, recv.len()), send, recv, None)
+pub fn scatterv(
+    m: &Mpi,
+    c: &Comm,
+    root: usize,
+    send: RawBuf,
+    recv: RawBuf,
+    offs: &[usize],
+    lens: &[usize],
+) -> MpiResult<()> {
+    sched_run(
+        m,
+        c,
+        schedule::scatterv(c.rank, c.size(), root, offs, lens, recv.len()),
+        send,
+        recv,
+        None,
+    )
 }
 
-pub fn allgatherv(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, offs: &[usize], lens: &[usize]) -> MpiResult<()> {
-    sched_run(m, c, schedule::allgatherv(c.rank, c.size(), offs, lens), send, recv, None)
+pub fn allgatherv(
+    m: &Mpi,
+    c: &Comm,
+    send: RawBuf,
+    recv: RawBuf,
+    offs: &[usize],
+    lens: &[usize],
+) -> MpiResult<()> {
+    sched_run(
+        m,
+        c,
+        schedule::allgatherv(c.rank, c.size(), offs, lens),
+        send,
+        recv,
+        None,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn alltoallv(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, soffs: &[usize], slens: &[usize], roffs: &[usize], rlens: &[usize]) -> MpiResult<()> {
-    sched_run(m, c, schedule::alltoallv(c.rank, c.size(), soffs, slens, roffs, rlens), send, recv, None)
+pub fn alltoallv(
+    m: &Mpi,
+    c: &Comm,
+    send: RawBuf,
+    recv: RawBuf,
+    soffs: &[usize],
+    slens: &[usize],
+    roffs: &[usize],
+    rlens: &[usize],
+) -> MpiResult<()> {
+    sched_run(
+        m,
+        c,
+        schedule::alltoallv(c.rank, c.size(), soffs, slens, roffs, rlens),
+        send,
+        recv,
+        None,
+    )
 }
 
 /// Agreement on a number: the maximum over the communicator (used for new
@@ -72,7 +191,22 @@ pub fn max_u32(m: &Mpi, c: &Comm, v: u32) -> MpiResult<u32> {
         dst.copy_from_slice(&a.max(b).to_le_bytes());
     };
     // SAFETY: both arrays live on this stack frame until the blocking call returns.
-    let (s, r) = unsafe { (RawBuf::new(inp.as_mut_ptr(), 4), RawBuf::new(out.as_mut_ptr(), 4)) };
-    allreduce(m, c, s, r, 1, 4, red)?;
+    let (s, r) = unsafe {
+        (
+            RawBuf::new(inp.as_mut_ptr(), 4),
+            RawBuf::new(out.as_mut_ptr(), 4),
+        )
+    };
+    allreduce(
+        m,
+        c,
+        s,
+        r,
+        &Reduction {
+            count: 1,
+            elem: 4,
+            op: red,
+        },
+    )?;
     Ok(u32::from_le_bytes(out))
 }

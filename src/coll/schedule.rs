@@ -28,12 +28,30 @@ pub fn at(buf: Buf, off: usize) -> Loc {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    Send { to: usize, from: Loc, len: usize },
-    Recv { from: usize, into: Loc, len: usize },
+    Send {
+        to: usize,
+        from: Loc,
+        len: usize,
+    },
+    Recv {
+        from: usize,
+        into: Loc,
+        len: usize,
+    },
     /// `dst = src op dst` when `src_first` (src holds lower ranks' data),
     /// else `dst = dst op src`.
-    Reduce { src: Loc, dst: Loc, count: usize, len: usize, src_first: bool },
-    Copy { src: Loc, dst: Loc, len: usize },
+    Reduce {
+        src: Loc,
+        dst: Loc,
+        count: usize,
+        len: usize,
+        src_first: bool,
+    },
+    Copy {
+        src: Loc,
+        dst: Loc,
+        len: usize,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -65,7 +83,10 @@ pub fn barrier(me: usize, n: usize) -> Schedule {
     let mut s = Schedule::default();
     let mut k = 1;
     while k < n {
-        s.round(vec![send((me + k) % n, at(Buf::Temp, 0), 0), recv((me + n - k) % n, at(Buf::Temp, 0), 0)]);
+        s.round(vec![
+            send((me + k) % n, at(Buf::Temp, 0), 0),
+            recv((me + n - k) % n, at(Buf::Temp, 0), 0),
+        ]);
         k <<= 1;
     }
     s
@@ -103,7 +124,10 @@ pub fn reduce(me: usize, n: usize, root: usize, count: usize, elem: usize) -> Sc
     let len = count * elem;
     let acc = at(Buf::Temp, 0);
     let inc = at(Buf::Temp, len);
-    let mut s = Schedule { rounds: vec![], temp_len: 2 * len };
+    let mut s = Schedule {
+        rounds: vec![],
+        temp_len: 2 * len,
+    };
     s.round(vec![copy(at(Buf::Send, 0), acc, len)]);
     let mut mask = 1;
     while mask < n {
@@ -114,7 +138,13 @@ pub fn reduce(me: usize, n: usize, root: usize, count: usize, elem: usize) -> Sc
         if me + mask < n {
             s.round(vec![
                 recv(me + mask, inc, len),
-                Step::Reduce { src: inc, dst: acc, count, len, src_first: false },
+                Step::Reduce {
+                    src: inc,
+                    dst: acc,
+                    count,
+                    len,
+                    src_first: false,
+                },
             ]);
         }
         mask <<= 1;
@@ -138,17 +168,33 @@ pub fn allreduce(me: usize, n: usize, count: usize, elem: usize) -> Schedule {
     let len = count * elem;
     let acc = at(Buf::Recv, 0);
     let tmp = at(Buf::Temp, 0);
-    let mut s = Schedule { rounds: vec![], temp_len: len };
+    let mut s = Schedule {
+        rounds: vec![],
+        temp_len: len,
+    };
     s.round(vec![copy(at(Buf::Send, 0), acc, len)]);
-    let p = if n == 0 { 0 } else { 1 << (usize::BITS - 1 - n.leading_zeros()) };
+    let p = if n == 0 {
+        0
+    } else {
+        1 << (usize::BITS - 1 - n.leading_zeros())
+    };
     let rem = n - p;
     // Fold: in each pair (2i, 2i+1) below 2*rem, the odd rank takes over.
     let newrank = if me < 2 * rem {
-        if me % 2 == 0 {
+        if me.is_multiple_of(2) {
             s.round(vec![send(me + 1, acc, len)]);
             None
         } else {
-            s.round(vec![recv(me - 1, tmp, len), Step::Reduce { src: tmp, dst: acc, count, len, src_first: true }]);
+            s.round(vec![
+                recv(me - 1, tmp, len),
+                Step::Reduce {
+                    src: tmp,
+                    dst: acc,
+                    count,
+                    len,
+                    src_first: true,
+                },
+            ]);
             Some(me / 2)
         }
     } else {
@@ -162,7 +208,13 @@ pub fn allreduce(me: usize, n: usize, count: usize, elem: usize) -> Schedule {
             s.round(vec![
                 send(peer, acc, len),
                 recv(peer, tmp, len),
-                Step::Reduce { src: tmp, dst: acc, count, len, src_first: peer < me },
+                Step::Reduce {
+                    src: tmp,
+                    dst: acc,
+                    count,
+                    len,
+                    src_first: peer < me,
+                },
             ]);
             mask <<= 1;
         }
@@ -185,7 +237,11 @@ pub fn gather(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     if len * n > 64 << 10 {
         if me == root {
             let mut steps = vec![copy(at(Buf::Send, 0), at(Buf::Recv, root * len), len)];
-            steps.extend((0..n).filter(|&r| r != root).map(|r| recv(r, at(Buf::Recv, r * len), len)));
+            steps.extend(
+                (0..n)
+                    .filter(|&r| r != root)
+                    .map(|r| recv(r, at(Buf::Recv, r * len), len)),
+            );
             s.round(steps);
         } else {
             s.round(vec![send(root, at(Buf::Send, 0), len)]);
@@ -206,18 +262,34 @@ pub fn gather(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     let mut mask = 1;
     while mask < n {
         if rel & mask != 0 {
-            s.round(vec![send((me + n - mask) % n, at(Buf::Temp, 0), subtree(rel) * len)]);
+            s.round(vec![send(
+                (me + n - mask) % n,
+                at(Buf::Temp, 0),
+                subtree(rel) * len,
+            )]);
             break;
         }
         if rel + mask < n {
             let child = rel + mask;
-            s.round(vec![recv((me + mask) % n, at(Buf::Temp, mask * len), subtree(child) * len)]);
+            s.round(vec![recv(
+                (me + mask) % n,
+                at(Buf::Temp, mask * len),
+                subtree(child) * len,
+            )]);
         }
         mask <<= 1;
     }
     if me == root {
         // Relative order → absolute order.
-        let steps = (0..n).map(|r| copy(at(Buf::Temp, r * len), at(Buf::Recv, ((r + root) % n) * len), len)).collect();
+        let steps = (0..n)
+            .map(|r| {
+                copy(
+                    at(Buf::Temp, r * len),
+                    at(Buf::Recv, ((r + root) % n) * len),
+                    len,
+                )
+            })
+            .collect();
         s.round(steps);
     }
     s
@@ -230,7 +302,11 @@ pub fn scatter(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     if len * n > 64 << 10 {
         if me == root {
             let mut steps = vec![copy(at(Buf::Send, root * len), at(Buf::Recv, 0), len)];
-            steps.extend((0..n).filter(|&r| r != root).map(|r| send(r, at(Buf::Send, r * len), len)));
+            steps.extend(
+                (0..n)
+                    .filter(|&r| r != root)
+                    .map(|r| send(r, at(Buf::Send, r * len), len)),
+            );
             s.round(steps);
         } else {
             s.round(vec![recv(root, at(Buf::Recv, 0), len)]);
@@ -247,7 +323,15 @@ pub fn scatter(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     };
     s.temp_len = subtree(rel) * len;
     if me == root {
-        let steps = (0..n).map(|r| copy(at(Buf::Send, ((r + root) % n) * len), at(Buf::Temp, r * len), len)).collect();
+        let steps = (0..n)
+            .map(|r| {
+                copy(
+                    at(Buf::Send, ((r + root) % n) * len),
+                    at(Buf::Temp, r * len),
+                    len,
+                )
+            })
+            .collect();
         s.round(steps);
     }
     let mut mask = 1;
@@ -255,13 +339,21 @@ pub fn scatter(me: usize, n: usize, root: usize, len: usize) -> Schedule {
         mask <<= 1;
     }
     if rel != 0 {
-        s.round(vec![recv((me + n - mask) % n, at(Buf::Temp, 0), subtree(rel) * len)]);
+        s.round(vec![recv(
+            (me + n - mask) % n,
+            at(Buf::Temp, 0),
+            subtree(rel) * len,
+        )]);
     }
     mask >>= 1;
     let mut sends = Vec::new();
     while mask > 0 {
         if rel + mask < n {
-            sends.push(send((me + mask) % n, at(Buf::Temp, mask * len), subtree(rel + mask) * len));
+            sends.push(send(
+                (me + mask) % n,
+                at(Buf::Temp, mask * len),
+                subtree(rel + mask) * len,
+            ));
         }
         mask >>= 1;
     }
@@ -274,13 +366,20 @@ pub fn scatter(me: usize, n: usize, root: usize, len: usize) -> Schedule {
 /// rank's block is first copied from `Send`.
 pub fn allgatherv(me: usize, n: usize, offs: &[usize], lens: &[usize]) -> Schedule {
     let mut s = Schedule::default();
-    s.round(vec![copy(at(Buf::Send, 0), at(Buf::Recv, offs[me]), lens[me])]);
+    s.round(vec![copy(
+        at(Buf::Send, 0),
+        at(Buf::Recv, offs[me]),
+        lens[me],
+    )]);
     let right = (me + 1) % n;
     let left = (me + n - 1) % n;
     for step in 0..n.saturating_sub(1) {
         let out = (me + n - step) % n;
         let inb = (me + n - step - 1) % n;
-        s.round(vec![send(right, at(Buf::Recv, offs[out]), lens[out]), recv(left, at(Buf::Recv, offs[inb]), lens[inb])]);
+        s.round(vec![
+            send(right, at(Buf::Recv, offs[out]), lens[out]),
+            recv(left, at(Buf::Recv, offs[inb]), lens[inb]),
+        ]);
     }
     s
 }
@@ -288,23 +387,52 @@ pub fn allgatherv(me: usize, n: usize, offs: &[usize], lens: &[usize]) -> Schedu
 /// Pairwise-exchange all-to-all: in step k, send to me+k and receive from
 /// me-k. `soffs/slens` index `Send` by destination, `roffs/rlens` index
 /// `Recv` by source.
-pub fn alltoallv(me: usize, n: usize, soffs: &[usize], slens: &[usize], roffs: &[usize], rlens: &[usize]) -> Schedule {
+pub fn alltoallv(
+    me: usize,
+    n: usize,
+    soffs: &[usize],
+    slens: &[usize],
+    roffs: &[usize],
+    rlens: &[usize],
+) -> Schedule {
     let mut s = Schedule::default();
-    s.round(vec![copy(at(Buf::Send, soffs[me]), at(Buf::Recv, roffs[me]), slens[me].min(rlens[me]))]);
+    s.round(vec![copy(
+        at(Buf::Send, soffs[me]),
+        at(Buf::Recv, roffs[me]),
+        slens[me].min(rlens[me]),
+    )]);
     for k in 1..n {
         let to = (me + k) % n;
         let from = (me + n - k) % n;
-        s.round(vec![send(to, at(Buf::Send, soffs[to]), slens[to]), recv(from, at(Buf::Recv, roffs[from]), rlens[from])]);
+        s.round(vec![
+            send(to, at(Buf::Send, soffs[to]), slens[to]),
+            recv(from, at(Buf::Recv, roffs[from]), rlens[from]),
+        ]);
     }
     s
 }
 
 /// Linear gather with per-rank lengths (gatherv).
-pub fn gatherv(me: usize, n: usize, root: usize, offs: &[usize], lens: &[usize], mylen: usize) -> Schedule {
+pub fn gatherv(
+    me: usize,
+    n: usize,
+    root: usize,
+    offs: &[usize],
+    lens: &[usize],
+    mylen: usize,
+) -> Schedule {
     let mut s = Schedule::default();
     if me == root {
-        let mut steps = vec![copy(at(Buf::Send, 0), at(Buf::Recv, offs[root]), lens[root])];
-        steps.extend((0..n).filter(|&r| r != root).map(|r| recv(r, at(Buf::Recv, offs[r]), lens[r])));
+        let mut steps = vec![copy(
+            at(Buf::Send, 0),
+            at(Buf::Recv, offs[root]),
+            lens[root],
+        )];
+        steps.extend(
+            (0..n)
+                .filter(|&r| r != root)
+                .map(|r| recv(r, at(Buf::Recv, offs[r]), lens[r])),
+        );
         s.round(steps);
     } else {
         s.round(vec![send(root, at(Buf::Send, 0), mylen)]);
@@ -313,11 +441,26 @@ pub fn gatherv(me: usize, n: usize, root: usize, offs: &[usize], lens: &[usize],
 }
 
 /// Linear scatter with per-rank lengths (scatterv).
-pub fn scatterv(me: usize, n: usize, root: usize, offs: &[usize], lens: &[usize], mylen: usize) -> Schedule {
+pub fn scatterv(
+    me: usize,
+    n: usize,
+    root: usize,
+    offs: &[usize],
+    lens: &[usize],
+    mylen: usize,
+) -> Schedule {
     let mut s = Schedule::default();
     if me == root {
-        let mut steps = vec![copy(at(Buf::Send, offs[root]), at(Buf::Recv, 0), lens[root])];
-        steps.extend((0..n).filter(|&r| r != root).map(|r| send(r, at(Buf::Send, offs[r]), lens[r])));
+        let mut steps = vec![copy(
+            at(Buf::Send, offs[root]),
+            at(Buf::Recv, 0),
+            lens[root],
+        )];
+        steps.extend(
+            (0..n)
+                .filter(|&r| r != root)
+                .map(|r| send(r, at(Buf::Send, offs[r]), lens[r])),
+        );
         s.round(steps);
     } else {
         s.round(vec![recv(root, at(Buf::Recv, 0), mylen)]);
@@ -331,7 +474,10 @@ pub fn scan(me: usize, n: usize, count: usize, elem: usize, exclusive: bool) -> 
     let partial = at(Buf::Temp, 0);
     let tmp = at(Buf::Temp, len);
     let result = at(Buf::Recv, 0);
-    let mut s = Schedule { rounds: vec![], temp_len: 2 * len };
+    let mut s = Schedule {
+        rounds: vec![],
+        temp_len: 2 * len,
+    };
     let mut first = vec![copy(at(Buf::Send, 0), partial, len)];
     if !exclusive {
         first.push(copy(at(Buf::Send, 0), result, len));
@@ -344,15 +490,33 @@ pub fn scan(me: usize, n: usize, count: usize, elem: usize, exclusive: bool) -> 
         if peer < n {
             let mut steps = vec![send(peer, partial, len), recv(peer, tmp, len)];
             if peer < me {
-                steps.push(Step::Reduce { src: tmp, dst: partial, count, len, src_first: true });
+                steps.push(Step::Reduce {
+                    src: tmp,
+                    dst: partial,
+                    count,
+                    len,
+                    src_first: true,
+                });
                 if have_result {
-                    steps.push(Step::Reduce { src: tmp, dst: result, count, len, src_first: true });
+                    steps.push(Step::Reduce {
+                        src: tmp,
+                        dst: result,
+                        count,
+                        len,
+                        src_first: true,
+                    });
                 } else {
                     steps.push(copy(tmp, result, len));
                     have_result = true;
                 }
             } else {
-                steps.push(Step::Reduce { src: tmp, dst: partial, count, len, src_first: false });
+                steps.push(Step::Reduce {
+                    src: tmp,
+                    dst: partial,
+                    count,
+                    len,
+                    src_first: false,
+                });
             }
             s.round(steps);
         }
@@ -372,67 +536,97 @@ pub mod sim {
         pub recv: Vec<u8>,
     }
 
-    /// `op(a, b)` returns `a op b` on whole buffers of `elem`-byte elements.
-    pub fn run(scheds: &[Schedule], ranks: &mut [Rank], elem: usize, op: &dyn Fn(&[u8], &[u8]) -> Vec<u8>) {
+    fn slot(b: Buf) -> usize {
+        match b {
+            Buf::Send => 0,
+            Buf::Recv => 1,
+            Buf::Temp => 2,
+        }
+    }
+
+    /// `a op b` on whole buffers.
+    pub type Op<'a> = &'a dyn Fn(&[u8], &[u8]) -> Vec<u8>;
+
+    pub fn run(scheds: &[Schedule], ranks: &mut [Rank], op: Op) {
         let n = scheds.len();
-        let mut temps: Vec<Vec<u8>> = scheds.iter().map(|s| vec![0; s.temp_len]).collect();
+        // Per rank: [send, recv, temp].
+        let mut bufs: Vec<[Vec<u8>; 3]> = ranks
+            .iter_mut()
+            .zip(scheds)
+            .map(|(r, s)| {
+                [
+                    std::mem::take(&mut r.send),
+                    std::mem::take(&mut r.recv),
+                    vec![0; s.temp_len],
+                ]
+            })
+            .collect();
+        let read =
+            |b: &[Vec<u8>; 3], l: Loc, len: usize| b[slot(l.buf)][l.off..l.off + len].to_vec();
         let mut chans: HashMap<(usize, usize), VecDeque<Vec<u8>>> = HashMap::new();
         let mut pc = vec![0usize; n];
         let mut posted = vec![false; n];
         loop {
             let mut progressed = false;
             for r in 0..n {
-                let Some(round) = scheds[r].rounds.get(pc[r]) else { continue };
-                let buf = |ranks: &mut [Rank], temps: &mut [Vec<u8>], l: Loc| -> *mut Vec<u8> {
-                    match l.buf {
-                        Buf::Send => &mut ranks[r].send as *mut _,
-                        Buf::Recv => &mut ranks[r].recv as *mut _,
-                        Buf::Temp => &mut temps[r] as *mut _,
-                    }
+                let Some(round) = scheds[r].rounds.get(pc[r]) else {
+                    continue;
                 };
                 if !posted[r] {
                     for st in round {
                         if let Step::Send { to, from, len } = st {
-                            // SAFETY (test only): the pointer is used at once.
-                            let b = unsafe { &*buf(ranks, &mut temps, *from) };
-                            chans.entry((r, *to)).or_default().push_back(b[from.off..from.off + len].to_vec());
+                            chans
+                                .entry((r, *to))
+                                .or_default()
+                                .push_back(read(&bufs[r], *from, *len));
                         }
                     }
                     posted[r] = true;
                     progressed = true;
                 }
-                let recvs: Vec<_> = round.iter().filter_map(|st| match st {
-                    Step::Recv { from, into, len } => Some((*from, *into, *len)),
-                    _ => None,
-                }).collect();
+                let recvs: Vec<(usize, Loc, usize)> = round
+                    .iter()
+                    .filter_map(|st| match st {
+                        Step::Recv { from, into, len } => Some((*from, *into, *len)),
+                        _ => None,
+                    })
+                    .collect();
                 let mut need: HashMap<usize, usize> = HashMap::new();
                 for (f, _, _) in &recvs {
                     *need.entry(*f).or_default() += 1;
                 }
-                if !need.iter().all(|(f, k)| chans.get(&(*f, r)).map_or(0, |q| q.len()) >= *k) {
+                if !need
+                    .iter()
+                    .all(|(f, k)| chans.get(&(*f, r)).map_or(0, |q| q.len()) >= *k)
+                {
                     continue;
                 }
                 for (f, into, len) in recvs {
                     let m = chans.get_mut(&(f, r)).unwrap().pop_front().unwrap();
-                    assert_eq!(m.len(), len, "rank {r}: message from {f} has the wrong length");
-                    let b = unsafe { &mut *buf(ranks, &mut temps, into) };
-                    b[into.off..into.off + len].copy_from_slice(&m);
+                    assert_eq!(
+                        m.len(),
+                        len,
+                        "rank {r}: message from {f} has the wrong length"
+                    );
+                    bufs[r][slot(into.buf)][into.off..into.off + len].copy_from_slice(&m);
                 }
                 for st in round {
-                    match st {
-                        Step::Copy { src, dst, len } => {
-                            let v = unsafe { &*buf(ranks, &mut temps, *src) }[src.off..src.off + len].to_vec();
-                            unsafe { &mut *buf(ranks, &mut temps, *dst) }[dst.off..dst.off + len].copy_from_slice(&v);
+                    let (dst, val) = match st {
+                        Step::Copy { src, dst, len } => (*dst, read(&bufs[r], *src, *len)),
+                        Step::Reduce {
+                            src,
+                            dst,
+                            len,
+                            src_first,
+                            ..
+                        } => {
+                            let a = read(&bufs[r], *src, *len);
+                            let b = read(&bufs[r], *dst, *len);
+                            (*dst, if *src_first { op(&a, &b) } else { op(&b, &a) })
                         }
-                        Step::Reduce { src, dst, len: l, src_first, .. } => {
-                            let a = unsafe { &*buf(ranks, &mut temps, *src) }[src.off..src.off + l].to_vec();
-                            let d = unsafe { &mut *buf(ranks, &mut temps, *dst) };
-                            let b = d[dst.off..dst.off + l].to_vec();
-                            let res = if *src_first { op(&a, &b) } else { op(&b, &a) };
-                            d[dst.off..dst.off + l].copy_from_slice(&res);
-                        }
-                        _ => {}
-                    }
+                        _ => continue,
+                    };
+                    bufs[r][slot(dst.buf)][dst.off..dst.off + val.len()].copy_from_slice(&val);
                 }
                 pc[r] += 1;
                 posted[r] = false;
@@ -443,9 +637,20 @@ pub mod sim {
             }
         }
         for r in 0..n {
-            assert_eq!(pc[r], scheds[r].rounds.len(), "rank {r} is stuck (deadlock)");
+            assert_eq!(
+                pc[r],
+                scheds[r].rounds.len(),
+                "rank {r} is stuck (deadlock)"
+            );
         }
-        assert!(chans.values().all(|q| q.is_empty()), "unreceived messages left");
+        assert!(
+            chans.values().all(|q| q.is_empty()),
+            "unreceived messages left"
+        );
+        for (r, [send, recv, _]) in ranks.iter_mut().zip(bufs) {
+            r.send = send;
+            r.recv = recv;
+        }
     }
 }
 
@@ -454,20 +659,31 @@ mod tests {
     use super::sim::{run, Rank};
     use super::*;
 
-    /// A non-commutative op on 2-byte "strings": concatenation-like
-    /// (a, b) ↦ a*31 + b in u16, which exposes any change of order.
-    fn ordered(a: &[u8], b: &[u8]) -> Vec<u8> {
-        a.chunks(2)
-            .zip(b.chunks(2))
-            .flat_map(|(x, y)| {
-                let (x, y) = (u16::from_le_bytes([x[0], x[1]]), u16::from_le_bytes([y[0], y[1]]));
-                x.wrapping_mul(31).wrapping_add(y).to_le_bytes()
+    /// Composition of affine maps x -> a*x + b over u16 (4-byte elements):
+    /// associative, as MPI requires, and not commutative, so any change in
+    /// the order of combination shows in the result.
+    fn ordered(f: &[u8], g: &[u8]) -> Vec<u8> {
+        f.chunks(4)
+            .zip(g.chunks(4))
+            .flat_map(|(f, g)| {
+                let u = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+                let (fa, fb, ga, gb) = (u(f, 0), u(f, 2), u(g, 0), u(g, 2));
+                let a = ga.wrapping_mul(fa);
+                let b = ga.wrapping_mul(fb).wrapping_add(gb);
+                [a.to_le_bytes(), b.to_le_bytes()].concat()
             })
             .collect()
     }
 
-    fn fold(vals: &[u16]) -> u16 {
-        vals[1..].iter().fold(vals[0], |a, &b| a.wrapping_mul(31).wrapping_add(b))
+    fn elem(r: usize) -> Vec<u8> {
+        let (a, b) = (r as u16 * 7 + 3, r as u16 * 5 + 1);
+        [a.to_le_bytes(), b.to_le_bytes()].concat()
+    }
+
+    fn fold(ranks: std::ops::Range<usize>) -> Vec<u8> {
+        let mut it = ranks.map(elem);
+        let first = it.next().unwrap();
+        it.fold(first, |acc, x| ordered(&acc, &x))
     }
 
     const SIZES: &[usize] = &[1, 2, 3, 4, 5, 7, 8, 13, 16];
@@ -475,32 +691,36 @@ mod tests {
     #[test]
     fn reductions_keep_rank_order() {
         for &n in SIZES {
-            let vals: Vec<u16> = (0..n as u16).map(|r| r * 7 + 3).collect();
             let mk = || -> Vec<Rank> {
-                vals.iter().map(|v| Rank { send: v.to_le_bytes().to_vec(), recv: vec![0; 2] }).collect()
+                (0..n)
+                    .map(|r| Rank {
+                        send: elem(r),
+                        recv: vec![0; 4],
+                    })
+                    .collect()
             };
             for root in 0..n {
                 let mut ranks = mk();
-                let sc: Vec<_> = (0..n).map(|me| reduce(me, n, root, 1, 2)).collect();
-                run(&sc, &mut ranks, 2, &ordered);
-                assert_eq!(ranks[root].recv, fold(&vals).to_le_bytes(), "reduce n={n} root={root}");
+                let sc: Vec<_> = (0..n).map(|me| reduce(me, n, root, 1, 4)).collect();
+                run(&sc, &mut ranks, &ordered);
+                assert_eq!(ranks[root].recv, fold(0..n), "reduce n={n} root={root}");
             }
             let mut ranks = mk();
-            let sc: Vec<_> = (0..n).map(|me| allreduce(me, n, 1, 2)).collect();
-            run(&sc, &mut ranks, 2, &ordered);
+            let sc: Vec<_> = (0..n).map(|me| allreduce(me, n, 1, 4)).collect();
+            run(&sc, &mut ranks, &ordered);
             for r in &ranks {
-                assert_eq!(r.recv, fold(&vals).to_le_bytes(), "allreduce n={n}");
+                assert_eq!(r.recv, fold(0..n), "allreduce n={n}");
             }
             for excl in [false, true] {
                 let mut ranks = mk();
-                let sc: Vec<_> = (0..n).map(|me| scan(me, n, 1, 2, excl)).collect();
-                run(&sc, &mut ranks, 2, &ordered);
+                let sc: Vec<_> = (0..n).map(|me| scan(me, n, 1, 4, excl)).collect();
+                run(&sc, &mut ranks, &ordered);
                 for (me, r) in ranks.iter().enumerate() {
                     if excl && me == 0 {
                         continue;
                     }
                     let upto = if excl { me } else { me + 1 };
-                    assert_eq!(r.recv, fold(&vals[..upto]).to_le_bytes(), "scan n={n} me={me} excl={excl}");
+                    assert_eq!(r.recv, fold(0..upto), "scan n={n} me={me} excl={excl}");
                 }
             }
         }
@@ -510,47 +730,93 @@ mod tests {
     fn data_movement() {
         for &n in SIZES {
             for root in 0..n {
-                let mut ranks: Vec<Rank> = (0..n).map(|r| Rank { send: vec![], recv: if r == root { vec![9, 8, 7] } else { vec![0; 3] } }).collect();
+                let mut ranks: Vec<Rank> = (0..n)
+                    .map(|r| Rank {
+                        send: vec![],
+                        recv: if r == root { vec![9, 8, 7] } else { vec![0; 3] },
+                    })
+                    .collect();
                 let sc: Vec<_> = (0..n).map(|me| bcast(me, n, root, 3)).collect();
-                run(&sc, &mut ranks, 1, &ordered);
-                assert!(ranks.iter().all(|r| r.recv == [9, 8, 7]), "bcast n={n} root={root}");
+                run(&sc, &mut ranks, &ordered);
+                assert!(
+                    ranks.iter().all(|r| r.recv == [9, 8, 7]),
+                    "bcast n={n} root={root}"
+                );
 
                 for len in [3, 70000] {
-                    let mut ranks: Vec<Rank> = (0..n).map(|r| Rank { send: vec![r as u8; len], recv: vec![0; len * n] }).collect();
+                    let mut ranks: Vec<Rank> = (0..n)
+                        .map(|r| Rank {
+                            send: vec![r as u8; len],
+                            recv: vec![0; len * n],
+                        })
+                        .collect();
                     let sc: Vec<_> = (0..n).map(|me| gather(me, n, root, len)).collect();
-                    run(&sc, &mut ranks, 1, &ordered);
+                    run(&sc, &mut ranks, &ordered);
                     let want: Vec<u8> = (0..n).flat_map(|r| vec![r as u8; len]).collect();
                     assert_eq!(ranks[root].recv, want, "gather n={n} root={root} len={len}");
 
-                    let mut ranks: Vec<Rank> = (0..n).map(|r| Rank { send: if r == root { want.clone() } else { vec![] }, recv: vec![0; len] }).collect();
+                    let mut ranks: Vec<Rank> = (0..n)
+                        .map(|r| Rank {
+                            send: if r == root { want.clone() } else { vec![] },
+                            recv: vec![0; len],
+                        })
+                        .collect();
                     let sc: Vec<_> = (0..n).map(|me| scatter(me, n, root, len)).collect();
-                    run(&sc, &mut ranks, 1, &ordered);
+                    run(&sc, &mut ranks, &ordered);
                     for (r, rk) in ranks.iter().enumerate() {
-                        assert_eq!(rk.recv, vec![r as u8; len], "scatter n={n} root={root} len={len}");
+                        assert_eq!(
+                            rk.recv,
+                            vec![r as u8; len],
+                            "scatter n={n} root={root} len={len}"
+                        );
                     }
                 }
             }
             let lens: Vec<usize> = (0..n).map(|r| r % 3 + 1).collect();
-            let offs: Vec<usize> = lens.iter().scan(0, |a, l| { let o = *a; *a += l; Some(o) }).collect();
+            let offs: Vec<usize> = lens
+                .iter()
+                .scan(0, |a, l| {
+                    let o = *a;
+                    *a += l;
+                    Some(o)
+                })
+                .collect();
             let total: usize = lens.iter().sum();
-            let mut ranks: Vec<Rank> = (0..n).map(|r| Rank { send: vec![r as u8 + 1; lens[r]], recv: vec![0; total] }).collect();
+            let mut ranks: Vec<Rank> = (0..n)
+                .map(|r| Rank {
+                    send: vec![r as u8 + 1; lens[r]],
+                    recv: vec![0; total],
+                })
+                .collect();
             let sc: Vec<_> = (0..n).map(|me| allgatherv(me, n, &offs, &lens)).collect();
-            run(&sc, &mut ranks, 1, &ordered);
+            run(&sc, &mut ranks, &ordered);
             let want: Vec<u8> = (0..n).flat_map(|r| vec![r as u8 + 1; lens[r]]).collect();
             assert!(ranks.iter().all(|r| r.recv == want), "allgatherv n={n}");
 
             let offs: Vec<usize> = (0..n).collect();
             let ones = vec![1; n];
-            let mut ranks: Vec<Rank> = (0..n).map(|r| Rank { send: (0..n).map(|d| (r * 16 + d) as u8).collect(), recv: vec![0; n] }).collect();
-            let sc: Vec<_> = (0..n).map(|me| alltoallv(me, n, &offs, &ones, &offs, &ones)).collect();
-            run(&sc, &mut ranks, 1, &ordered);
+            let mut ranks: Vec<Rank> = (0..n)
+                .map(|r| Rank {
+                    send: (0..n).map(|d| (r * 16 + d) as u8).collect(),
+                    recv: vec![0; n],
+                })
+                .collect();
+            let sc: Vec<_> = (0..n)
+                .map(|me| alltoallv(me, n, &offs, &ones, &offs, &ones))
+                .collect();
+            run(&sc, &mut ranks, &ordered);
             for (me, rk) in ranks.iter().enumerate() {
                 let want: Vec<u8> = (0..n).map(|s| (s * 16 + me) as u8).collect();
                 assert_eq!(rk.recv, want, "alltoall n={n}");
             }
-            let mut ranks: Vec<Rank> = (0..n).map(|_| Rank { send: vec![], recv: vec![] }).collect();
+            let mut ranks: Vec<Rank> = (0..n)
+                .map(|_| Rank {
+                    send: vec![],
+                    recv: vec![],
+                })
+                .collect();
             let sc: Vec<_> = (0..n).map(|me| barrier(me, n)).collect();
-            run(&sc, &mut ranks, 1, &ordered);
+            run(&sc, &mut ranks, &ordered);
         }
     }
 }

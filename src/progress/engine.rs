@@ -53,7 +53,9 @@ struct Msg {
 enum Body {
     Eager(Vec<u8>),
     /// Rendezvous: the data waits at the sender's request.
-    Rts { sender: u64 },
+    Rts {
+        sender: u64,
+    },
 }
 
 enum Phase {
@@ -185,10 +187,7 @@ impl Core {
     }
 
     fn transmit(&mut self, peer: usize, frame: OutFrame, class: Class) -> Result<(), ReqError> {
-        let t = self
-            .transport
-            .as_mut()
-            .ok_or(ReqError::PeerLost(peer))?;
+        let t = self.transport.as_mut().ok_or(ReqError::PeerLost(peer))?;
         t.send(peer, frame, class, &mut self.events)
             .map_err(|_| ReqError::PeerLost(peer))
     }
@@ -393,7 +392,11 @@ impl Core {
                 if let Some(t) = self.transport.as_mut() {
                     t.expect_data(msg.from, id.to_wire(), target, msg.len as u64);
                 }
-                if let Err(e) = self.transmit(msg.from, OutFrame::new(&cts, Payload::None, None), Class::Urgent) {
+                if let Err(e) = self.transmit(
+                    msg.from,
+                    OutFrame::new(&cts, Payload::None, None),
+                    Class::Urgent,
+                ) {
                     self.fail(id, e);
                 }
             }
@@ -422,12 +425,21 @@ impl Core {
     /// The receiver is ready for a rendezvous send: stream the data.
     fn on_cts(&mut self, peer: usize, sender: ReqId, receiver: u64) -> Result<(), String> {
         let hdr = self.header(Kind::Data);
-        let frag = self.transport.as_ref().map_or(1 << 20, |t| t.fragment_size());
+        let frag = self
+            .transport
+            .as_ref()
+            .map_or(1 << 20, |t| t.fragment_size());
         let Some(r) = self.req_mut(sender) else {
             return Err("CTS for an unknown request".into());
         };
-        let (Op::Send { dest: Some(dest), layout, .. }, State::Active(Phase::Send { want_cts, .. })) =
-            (&r.op, &mut r.state)
+        let (
+            Op::Send {
+                dest: Some(dest),
+                layout,
+                ..
+            },
+            State::Active(Phase::Send { want_cts, .. }),
+        ) = (&r.op, &mut r.state)
         else {
             return Err("CTS for a request that is not a send".into());
         };
@@ -593,11 +605,23 @@ impl Core {
     // ---- queries used by the API layer while holding the lock ----
 
     pub fn is_done(&self, id: ReqId) -> bool {
-        matches!(self.req(id), Some(Req { state: State::Done(_), .. }))
+        matches!(
+            self.req(id),
+            Some(Req {
+                state: State::Done(_),
+                ..
+            })
+        )
     }
 
     pub fn is_inactive(&self, id: ReqId) -> bool {
-        matches!(self.req(id), Some(Req { state: State::Inactive, .. }))
+        matches!(
+            self.req(id),
+            Some(Req {
+                state: State::Inactive,
+                ..
+            })
+        )
     }
 
     pub fn exists(&self, id: ReqId) -> bool {

@@ -299,7 +299,11 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            (0u32..2, proptest::option::of(0u32..3), proptest::option::of(0i32..3))
+            (
+                0u32..2,
+                proptest::option::of(0u32..3),
+                proptest::option::of(0i32..3)
+            )
                 .prop_map(|(c, s, t)| Op::Post(c, s, t)),
             (0u32..2, 0u32..3, 0i32..3).prop_map(|(c, s, t)| Op::Arrive(c, s, t)),
         ]

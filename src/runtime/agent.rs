@@ -30,7 +30,11 @@ pub struct RankProc {
 /// Serializes forwarded lines so lines from different ranks never interleave.
 static OUTPUT: Mutex<()> = Mutex::new(());
 
-fn forward(mut from: impl Read + Send + 'static, prefix: Option<String>, to_stderr: bool) -> JoinHandle<()> {
+fn forward(
+    mut from: impl Read + Send + 'static,
+    prefix: Option<String>,
+    to_stderr: bool,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(&mut from);
         let mut line = Vec::new();
@@ -63,7 +67,11 @@ fn forward(mut from: impl Read + Send + 'static, prefix: Option<String>, to_stde
 
 impl Launch {
     /// Starts rank `rank` and the threads that forward its output.
-    pub fn spawn(&self, rank: usize, generation: u32) -> std::io::Result<(RankProc, Vec<JoinHandle<()>>)> {
+    pub fn spawn(
+        &self,
+        rank: usize,
+        generation: u32,
+    ) -> std::io::Result<(RankProc, Vec<JoinHandle<()>>)> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env(env::RANK, rank.to_string())
@@ -76,13 +84,20 @@ impl Launch {
             .env("PMI_RANK", rank.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if rank == 0 { Stdio::inherit() } else { Stdio::null() });
+            .stdin(if rank == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
         process::supervise(&mut cmd);
         let mut child = cmd.spawn()?;
-        let tag = |s: &str| self.tag_output.then(|| format!("[{},{}]<{}>:", self.job_id, rank, s));
+        let tag = |s: &str| {
+            self.tag_output
+                .then(|| format!("[{},{}]<{}>:", self.job_id, rank, s))
+        };
         let mut fwd = Vec::new();
         if let Some(out) = child.stdout.take() {
             fwd.push(forward(out, tag("stdout"), false));
@@ -91,7 +106,14 @@ impl Launch {
             fwd.push(forward(err, tag("stderr"), true));
         }
         let pid = child.id() as i32;
-        Ok((RankProc { rank, pid, _child: child }, fwd))
+        Ok((
+            RankProc {
+                rank,
+                pid,
+                _child: child,
+            },
+            fwd,
+        ))
     }
 }
 

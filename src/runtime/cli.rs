@@ -50,14 +50,18 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut kill_grace_secs = 2.0;
     let mut i = 0;
     let value = |i: usize, name: &str| -> Result<String, String> {
-        argv.get(i + 1).cloned().ok_or_else(|| format!("option {name} needs a value"))
+        argv.get(i + 1)
+            .cloned()
+            .ok_or_else(|| format!("option {name} needs a value"))
     };
     while i < argv.len() {
         let a = argv[i].as_str();
         match a {
             "-n" | "-np" | "--n" | "--np" | "-c" => {
                 let v = value(i, a)?;
-                let n: usize = v.parse().map_err(|_| format!("{a} needs a positive number, not '{v}'"))?;
+                let n: usize = v
+                    .parse()
+                    .map_err(|_| format!("{a} needs a positive number, not '{v}'"))?;
                 if n == 0 {
                     return Err(format!("{a} needs a positive number, not 0"));
                 }
@@ -123,8 +127,13 @@ mod tests {
 
     #[test]
     fn common_forms() {
-        let Parsed::Run(o) = p("-np 4 --tag-output ./app -n 3 x").unwrap() else { panic!() };
-        assert_eq!((o.ranks, o.tag_output, o.program.as_str()), (4, true, "./app"));
+        let Parsed::Run(o) = p("-np 4 --tag-output ./app -n 3 x").unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (o.ranks, o.tag_output, o.program.as_str()),
+            (4, true, "./app")
+        );
         assert_eq!(o.args, vec!["-n", "3", "x"]);
         assert_eq!(p("--help").unwrap(), Parsed::Help);
         assert!(p("-n 0 ./a").is_err());

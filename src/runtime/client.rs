@@ -23,17 +23,30 @@ impl JobInfo {
         let Ok(control) = std::env::var(env::CONTROL) else {
             return Ok(None);
         };
-        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("invalid {what} in the environment"));
+        let bad = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid {what} in the environment"),
+            )
+        };
         let num = |name: &str| -> io::Result<usize> {
-            std::env::var(name).ok().and_then(|v| v.parse().ok()).ok_or_else(|| bad(name))
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(name))
         };
         let rank = num(env::RANK)?;
         let size = num(env::SIZE)?;
         if size == 0 || rank >= size {
             return Err(bad(env::RANK));
         }
-        let key = std::env::var(env::KEY).map_err(|_| bad(env::KEY))?.into_bytes();
-        let generation = std::env::var(env::GENERATION).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let key = std::env::var(env::KEY)
+            .map_err(|_| bad(env::KEY))?
+            .into_bytes();
+        let generation = std::env::var(env::GENERATION)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         Ok(Some(JobInfo {
             rank,
             size,
@@ -64,7 +77,10 @@ impl Client {
         )?;
         let ToRank::Welcome { addrs } = proto::recv(&mut stream)?;
         if addrs.len() != job.size {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "address table of the wrong size"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "address table of the wrong size",
+            ));
         }
         Ok((
             Client {

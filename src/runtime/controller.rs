@@ -25,7 +25,9 @@ impl JobDir {
         use std::os::unix::fs::DirBuilderExt;
         let mut r = [0u8; 8];
         process::random_bytes(&mut r)?;
-        let base = std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| "/tmp".into());
+        let base = std::env::var_os("TMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/tmp".into());
         let dir = base.join(format!("mpistages-{}-{}", std::process::id(), hex(&r)));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(JobDir(dir))
@@ -165,14 +167,23 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
 
 impl Job {
     fn live(&self) -> impl Iterator<Item = &RankProc> {
-        self.ranks.iter().filter(|r| r.exit.is_none()).filter_map(|r| r.proc.as_ref())
+        self.ranks
+            .iter()
+            .filter(|r| r.exit.is_none())
+            .filter_map(|r| r.proc.as_ref())
     }
 
     fn event_loop(&mut self) {
         let mut evs = Vec::new();
-        while self.ranks.iter().any(|r| r.proc.is_some() && r.exit.is_none()) {
+        while self
+            .ranks
+            .iter()
+            .any(|r| r.proc.is_some() && r.exit.is_none())
+        {
             let timeout = match self.teardown {
-                Some(t) if !self.killed => t.saturating_duration_since(Instant::now()).as_millis() as i32,
+                Some(t) if !self.killed => {
+                    t.saturating_duration_since(Instant::now()).as_millis() as i32
+                }
                 _ => -1,
             };
             evs.clear();
@@ -204,7 +215,8 @@ impl Job {
             for p in self.live() {
                 p.signal(libc::SIGTERM);
             }
-            self.teardown = Some(Instant::now() + Duration::from_secs_f64(self.opts.kill_grace_secs));
+            self.teardown =
+                Some(Instant::now() + Duration::from_secs_f64(self.opts.kill_grace_secs));
         }
     }
 
@@ -213,11 +225,23 @@ impl Job {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            let slot = self.conns.iter().position(Option::is_none).unwrap_or_else(|| {
-                self.conns.push(None);
-                self.conns.len() - 1
-            });
-            if self.epoll.add(stream.as_raw_fd(), epoll::READABLE, TOKEN_CONN + slot as u64).is_ok() {
+            let slot = self
+                .conns
+                .iter()
+                .position(Option::is_none)
+                .unwrap_or_else(|| {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                });
+            if self
+                .epoll
+                .add(
+                    stream.as_raw_fd(),
+                    epoll::READABLE,
+                    TOKEN_CONN + slot as u64,
+                )
+                .is_ok()
+            {
                 self.conns[slot] = Some(Conn {
                     stream,
                     dec: Decoder::default(),
@@ -236,7 +260,9 @@ impl Job {
     fn on_conn(&mut self, slot: usize) {
         let mut buf = [0u8; 4096];
         let mut closed = false;
-        let Some(c) = self.conns[slot].as_mut() else { return };
+        let Some(c) = self.conns[slot].as_mut() else {
+            return;
+        };
         loop {
             match c.stream.read(&mut buf) {
                 Ok(0) => {
@@ -253,8 +279,10 @@ impl Job {
             }
         }
         loop {
-            let Some(c) = self.conns[slot].as_mut() else { return };
-            match c.dec.next::<ToController>() {
+            let Some(c) = self.conns[slot].as_mut() else {
+                return;
+            };
+            match c.dec.next_message::<ToController>() {
                 Ok(Some(msg)) => {
                     if let Err(why) = self.on_message(slot, msg) {
                         eprintln!("mpiexec: dropped a control connection: {why}");
@@ -278,9 +306,20 @@ impl Job {
     fn on_message(&mut self, slot: usize, msg: ToController) -> Result<(), String> {
         let conn_rank = self.conns[slot].as_ref().and_then(|c| c.rank);
         match (msg, conn_rank) {
-            (ToController::Hello { key, rank, addr, .. }, None) => {
+            (
+                ToController::Hello {
+                    key, rank, addr, ..
+                },
+                None,
+            ) => {
                 let rank = rank as usize;
-                if key.len() != self.key.len() || key.iter().zip(self.key.as_bytes()).fold(0, |a, (x, y)| a | (x ^ y)) != 0 {
+                if key.len() != self.key.len()
+                    || key
+                        .iter()
+                        .zip(self.key.as_bytes())
+                        .fold(0, |a, (x, y)| a | (x ^ y))
+                        != 0
+                {
                     return Err("wrong job key".into());
                 }
                 if rank >= self.ranks.len() || self.ranks[rank].hello.is_some() {
@@ -297,20 +336,30 @@ impl Job {
             (ToController::Finalizing, Some(r)) => self.ranks[r].finalizing = true,
             (ToController::Abort { code, message }, Some(r)) => {
                 if self.failure.is_none() {
-                    let extra = if message.is_empty() { String::new() } else { format!(": {message}") };
+                    let extra = if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {message}")
+                    };
                     eprintln!("mpiexec: rank {r} called MPI_Abort with error code {code}{extra}; terminating the job");
                 }
                 self.fail(Failure::Abort { code });
             }
             (_, None) => return Err("message before hello".into()),
-            (ToController::Hello { .. }, Some(r)) => return Err(format!("second hello from rank {r}")),
+            (ToController::Hello { .. }, Some(r)) => {
+                return Err(format!("second hello from rank {r}"))
+            }
         }
         Ok(())
     }
 
     /// The bootstrap fence: every rank said hello, tell everyone everything.
     fn welcome(&mut self) {
-        let addrs: Vec<String> = self.ranks.iter().map(|r| r.hello.clone().unwrap_or_default()).collect();
+        let addrs: Vec<String> = self
+            .ranks
+            .iter()
+            .map(|r| r.hello.clone().unwrap_or_default())
+            .collect();
         let bytes = proto::encode(&ToRank::Welcome { addrs });
         for c in self.conns.iter_mut().flatten() {
             if c.rank.is_some() {
@@ -327,7 +376,10 @@ impl Job {
             if sig == libc::SIGCHLD {
                 self.reap();
             } else if self.failure.is_none() {
-                eprintln!("mpiexec: caught {}; terminating the job", process::signal_name(sig));
+                eprintln!(
+                    "mpiexec: caught {}; terminating the job",
+                    process::signal_name(sig)
+                );
                 self.fail(Failure::Signal(sig));
             } else if let Some(Failure::Signal(_)) = self.failure {
                 // A second Ctrl-C: do not wait for the grace period.
@@ -341,7 +393,11 @@ impl Job {
 
     fn reap(&mut self) {
         while let Some((pid, exit)) = process::try_wait_any() {
-            let Some(r) = self.ranks.iter().position(|r| r.proc.as_ref().is_some_and(|p| p.pid == pid)) else {
+            let Some(r) = self
+                .ranks
+                .iter()
+                .position(|r| r.proc.as_ref().is_some_and(|p| p.pid == pid))
+            else {
                 continue;
             };
             let st = &mut self.ranks[r];
@@ -351,7 +407,9 @@ impl Job {
                 continue;
             }
             let what = match exit {
-                Exit::Signal(s) => format!("was killed by signal {s} ({})", process::signal_name(s)),
+                Exit::Signal(s) => {
+                    format!("was killed by signal {s} ({})", process::signal_name(s))
+                }
                 Exit::Code(0) => "exited with status 0 without calling MPI_Finalize".to_string(),
                 Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
                 Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
@@ -372,14 +430,19 @@ impl Job {
                     c
                 }
             }
-            Some(Failure::Rank { exit: Exit::Code(c) }) => {
+            Some(Failure::Rank {
+                exit: Exit::Code(c),
+            }) => {
                 if c == 0 {
                     1
                 } else {
                     c
                 }
             }
-            Some(Failure::Rank { exit: Exit::Signal(s) }) | Some(Failure::Signal(s)) => 128 + s,
+            Some(Failure::Rank {
+                exit: Exit::Signal(s),
+            })
+            | Some(Failure::Signal(s)) => 128 + s,
             Some(Failure::Launch) => 127,
         }
     }

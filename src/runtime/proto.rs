@@ -51,7 +51,9 @@ pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<T> {
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_MESSAGE {
-        return Err(invalid(format!("control message of {len} bytes is too large")));
+        return Err(invalid(format!(
+            "control message of {len} bytes is too large"
+        )));
     }
     let mut body = vec![0u8; len];
     r.read_exact(&mut body)?;
@@ -70,13 +72,15 @@ impl Decoder {
     }
 
     /// The next complete message, `Ok(None)` if more bytes are needed.
-    pub fn next<T: for<'de> Deserialize<'de>>(&mut self) -> io::Result<Option<T>> {
+    pub fn next_message<T: for<'de> Deserialize<'de>>(&mut self) -> io::Result<Option<T>> {
         if self.buf.len() < 4 {
             return Ok(None);
         }
         let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
         if len > MAX_MESSAGE {
-            return Err(invalid(format!("control message of {len} bytes is too large")));
+            return Err(invalid(format!(
+                "control message of {len} bytes is too large"
+            )));
         }
         if self.buf.len() < 4 + len {
             return Ok(None);
@@ -105,10 +109,10 @@ mod tests {
         let mut d = Decoder::default();
         for b in &bytes[..bytes.len() - 1] {
             d.push(&[*b]);
-            assert_eq!(d.next::<ToController>().unwrap(), None);
+            assert_eq!(d.next_message::<ToController>().unwrap(), None);
         }
         d.push(&bytes[bytes.len() - 1..]);
-        assert_eq!(d.next::<ToController>().unwrap(), Some(m));
+        assert_eq!(d.next_message::<ToController>().unwrap(), Some(m));
     }
 
     proptest! {
@@ -116,7 +120,7 @@ mod tests {
         fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut d = Decoder::default();
             d.push(&bytes);
-            let _ = d.next::<ToController>();
+            let _ = d.next_message::<ToController>();
             let _ = recv::<ToRank>(&mut &bytes[..]);
         }
     }

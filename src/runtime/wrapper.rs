@@ -53,7 +53,9 @@ pub fn command(lang: Lang, layout: &Layout, args: &[String]) -> Vec<String> {
         Lang::Fortran => ("MPISTAGES_FC", "gfortran"),
     };
     let compiler = std::env::var(var).unwrap_or_else(|_| default.to_string());
-    let compile_only = args.iter().any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
+    let compile_only = args
+        .iter()
+        .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
     let inc = layout.include.display().to_string();
     let lib = layout.lib.display().to_string();
     let mut cmd = vec![compiler, format!("-I{inc}")];
@@ -62,7 +64,7 @@ pub fn command(lang: Lang, layout: &Layout, args: &[String]) -> Vec<String> {
         cmd.push(format!("-I{lib}/fortran"));
     }
     cmd.extend(args.iter().cloned());
-    if !compile_only && !args.is_empty() {
+    if !compile_only {
         cmd.push(format!("-L{lib}"));
         cmd.push(format!("-Wl,-rpath,{lib}"));
         if let Lang::Fortran = lang {
@@ -77,7 +79,9 @@ pub fn main(lang: Lang) -> ! {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mpicc"));
     let layout = locate(&exe);
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let show = args.iter().any(|a| a == "-show" || a == "--showme" || a == "-showme");
+    let show = args
+        .iter()
+        .any(|a| a == "-show" || a == "--showme" || a == "-showme");
     args.retain(|a| a != "-show" && a != "--showme" && a != "-showme");
     let cmd = command(lang, &layout, &args);
     if show {

@@ -7,7 +7,6 @@ pub mod epoll;
 pub mod eventfd;
 pub mod process;
 
-
 use std::io;
 
 /// Turns a `-1` return of a libc call into the thread's `errno` as an error.

@@ -90,8 +90,16 @@ impl SignalFd {
             for &s in signals {
                 libc::sigaddset(&mut set, s);
             }
-            cvt(libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()))?;
-            let fd = cvt(libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK))?;
+            cvt(libc::pthread_sigmask(
+                libc::SIG_BLOCK,
+                &set,
+                std::ptr::null_mut(),
+            ))?;
+            let fd = cvt(libc::signalfd(
+                -1,
+                &set,
+                libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+            ))?;
             Ok(SignalFd {
                 fd: OwnedFd::from_raw_fd(fd),
             })
@@ -108,7 +116,8 @@ impl SignalFd {
                 &mut info as *mut _ as *mut libc::c_void,
                 std::mem::size_of::<libc::signalfd_siginfo>(),
             );
-            (n == std::mem::size_of::<libc::signalfd_siginfo>() as isize).then_some(info.ssi_signo as i32)
+            (n == std::mem::size_of::<libc::signalfd_siginfo>() as isize)
+                .then_some(info.ssi_signo as i32)
         }
     }
 }

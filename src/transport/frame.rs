@@ -160,9 +160,8 @@ impl Header {
             return Err(FrameError::Inconsistent("short header"));
         }
         let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]);
-        let u32_at = |i: usize| {
-            u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
-        };
+        let u32_at =
+            |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let u64_at = |i: usize| {
             let mut a = [0u8; 8];
             a.copy_from_slice(&bytes[i..i + 8]);
@@ -267,7 +266,10 @@ mod tests {
         let good = sample().encode();
         let mut b = good;
         b[0] = 0;
-        assert!(matches!(Header::decode(&b, &LIM), Err(FrameError::BadMagic(_))));
+        assert!(matches!(
+            Header::decode(&b, &LIM),
+            Err(FrameError::BadMagic(_))
+        ));
         let mut b = good;
         b[2] = 9;
         assert_eq!(Header::decode(&b, &LIM), Err(FrameError::BadVersion(9)));
@@ -276,10 +278,16 @@ mod tests {
         assert_eq!(Header::decode(&b, &LIM), Err(FrameError::BadKind(0)));
         let mut b = good;
         b[4] = 0x80;
-        assert!(matches!(Header::decode(&b, &LIM), Err(FrameError::BadFlags(_))));
+        assert!(matches!(
+            Header::decode(&b, &LIM),
+            Err(FrameError::BadFlags(_))
+        ));
         let mut b = good;
         b[6] = 1;
-        assert!(matches!(Header::decode(&b, &LIM), Err(FrameError::Reserved(_))));
+        assert!(matches!(
+            Header::decode(&b, &LIM),
+            Err(FrameError::Reserved(_))
+        ));
         let mut h = sample();
         h.src = 16;
         assert!(matches!(

@@ -44,10 +44,19 @@ struct Target {
 
 enum ReadState {
     Header,
-    Payload { hdr: Header, buf: Vec<u8>, have: usize },
+    Payload {
+        hdr: Header,
+        buf: Vec<u8>,
+        have: usize,
+    },
     /// A DATA frame of `len` bytes for transfer `rid`; `pos` is the next
     /// byte's offset in the message, `end` the frame's last offset + 1.
-    Data { rid: u64, pos: u64, end: u64, len: u64 },
+    Data {
+        rid: u64,
+        pos: u64,
+        end: u64,
+        len: u64,
+    },
 }
 
 struct Peer {
@@ -206,7 +215,10 @@ impl Tcp {
                 if let Some(f) = p.urgent.pop_front() {
                     p.wire.push_back(f);
                 } else {
-                    if !p.wire.iter().any(|f| matches!(f.payload, Payload::Borrowed(_)))
+                    if !p
+                        .wire
+                        .iter()
+                        .any(|f| matches!(f.payload, Payload::Borrowed(_)))
                         || p.wire.is_empty()
                     {
                         if let Some(f) = p.bulk.pop_front() {
@@ -304,7 +316,11 @@ impl Tcp {
                     match hdr.kind {
                         Kind::Data => {
                             let Some(t) = p.targets.get(&hdr.rdv) else {
-                                self.lose(peer, format!("data for unknown transfer {}", hdr.rdv), out);
+                                self.lose(
+                                    peer,
+                                    format!("data for unknown transfer {}", hdr.rdv),
+                                    out,
+                                );
                                 return false;
                             };
                             let end = hdr.aux + hdr.len as u64;
@@ -515,10 +531,11 @@ impl Tcp {
         let peer = match outcome {
             Ok(None) => return,
             Ok(Some(_)) => match Header::decode(&hs.buf, &self.limits) {
-                Ok(h) if h.kind == Kind::Hello
-                    && h.len as usize == self.cfg.key.len()
-                    && h.src as usize != self.cfg.me
-                    && constant_time_eq(&hs.buf[HEADER_LEN..want], &self.cfg.key) =>
+                Ok(h)
+                    if h.kind == Kind::Hello
+                        && h.len as usize == self.cfg.key.len()
+                        && h.src as usize != self.cfg.me
+                        && constant_time_eq(&hs.buf[HEADER_LEN..want], &self.cfg.key) =>
                 {
                     Ok(h.src as usize)
                 }

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,10 +31,16 @@ pub fn build(name: &str) -> PathBuf {
     if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
         return p.clone();
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(name);
     let stem = src.file_stem().unwrap().to_string_lossy().into_owned();
     let exe = out_dir().join(&stem);
-    let wrapper = if name.ends_with(".cpp") { "mpicxx" } else { "mpicc" };
+    let wrapper = if name.ends_with(".cpp") {
+        "mpicxx"
+    } else {
+        "mpicc"
+    };
     let out = Command::new(bin(wrapper))
         .args(["-O1", "-g", "-Wall", "-o"])
         .arg(&exe)
@@ -62,7 +68,10 @@ struct Slots {
 
 fn slots() -> &'static Slots {
     static S: OnceLock<Slots> = OnceLock::new();
-    S.get_or_init(|| Slots { used: Mutex::new(0), cv: Condvar::new() })
+    S.get_or_init(|| Slots {
+        used: Mutex::new(0),
+        cv: Condvar::new(),
+    })
 }
 
 struct Slot;
@@ -108,7 +117,10 @@ impl Run {
 pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let _slot = Slot::take();
     let mut cmd = Command::new(bin("mpiexec"));
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -134,7 +146,11 @@ pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let run = Run { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() };
+    let run = Run {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    };
     assert!(
         !timed_out,
         "mpiexec {args:?} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",

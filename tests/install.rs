@@ -1,0 +1,96 @@
+//! scripts/install lays out a prefix that works on its own: the installed
+//! wrappers find the installed header and library, pkg-config describes
+//! them, and CMake's find_package(MPI) builds a project against them.
+
+mod common;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run a command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct TempDir(PathBuf);
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn installed_prefix_and_cmake() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = common::bin("mpiexec").parent().unwrap().to_path_buf();
+    let tmp = TempDir(
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("install-{}", std::process::id())),
+    );
+    let prefix = tmp.0.join("prefix");
+    run(Command::new(root.join("scripts/install"))
+        .arg("--from")
+        .arg(&built)
+        .arg(&prefix));
+    for f in [
+        "bin/mpicc",
+        "bin/mpicxx",
+        "bin/mpiexec",
+        "bin/mpirun",
+        "lib/libmpistages.so",
+        "lib/libmpistages.a",
+        "include/mpi.h",
+        "lib/pkgconfig/mpistages.pc",
+    ] {
+        assert!(prefix.join(f).exists(), "{f} not installed");
+    }
+    let show = run(Command::new(prefix.join("bin/mpicc")).args(["-show", "a.c"]));
+    let inc = prefix.join("include").canonicalize().unwrap();
+    assert!(
+        show.contains(&format!("-I{}", inc.display())),
+        "installed mpicc uses its own prefix: {show}"
+    );
+    let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/mpistages.pc")).unwrap();
+    assert!(
+        pc.contains("-lmpistages")
+            && pc.contains(&prefix.canonicalize().unwrap().display().to_string())
+    );
+
+    if Command::new("cmake").arg("--version").output().is_err() {
+        panic!("cmake is not installed (.ci/run installs it)");
+    }
+    let build = tmp.0.join("cmake-build");
+    run(Command::new("cmake")
+        .arg("-S")
+        .arg(root.join("tests/cmake"))
+        .arg("-B")
+        .arg(&build)
+        .arg(format!(
+            "-DMPI_C_COMPILER={}",
+            prefix.join("bin/mpicc").display()
+        ))
+        .arg(format!(
+            "-DMPI_CXX_COMPILER={}",
+            prefix.join("bin/mpicxx").display()
+        )));
+    run(Command::new("cmake").arg("--build").arg(&build));
+    for exe in ["ring_c", "ring_cxx"] {
+        let p = build.join(exe);
+        let r = common::mpiexec(
+            &["-n", "3", p.to_str().unwrap()],
+            &[],
+            Duration::from_secs(60),
+        );
+        assert!(
+            r.ok() && r.stdout.contains("sum 3"),
+            "{exe}: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}

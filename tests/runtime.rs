@@ -1,0 +1,214 @@
+//! How mpiexec runs and ends jobs: exit statuses, failure messages,
+//! MPI_Abort, fatal errors, signals, arguments, environment, output
+//! tagging, idle CPU use. Real processes, real signals.
+
+mod common;
+use common::{bin, build, mpiexec};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// A marker unique to one job, passed as an extra argument, so a test can
+/// look for its own processes while other tests run theirs.
+fn marker(mode: &str) -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("job-{}-{k}-{mode}", std::process::id())
+}
+
+/// Runs behave.c; returns the result and the job's marker.
+fn behave(np: usize, mode: &str) -> (common::Run, String) {
+    let exe = build("behave.c");
+    let n = np.to_string();
+    let m = marker(mode);
+    (
+        mpiexec(&["-n", &n, exe.to_str().unwrap(), mode, &m], &[], LIMIT),
+        m,
+    )
+}
+
+/// No process of the job with this marker may outlive it.
+fn assert_no_leftovers(marker: &str) {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let has = cmd.split(|&b| b == 0).any(|a| a == marker.as_bytes());
+        assert!(
+            !has,
+            "a process of job {marker} is still running: pid {:?}",
+            entry.file_name()
+        );
+    }
+}
+
+#[test]
+fn killed_rank_ends_the_job_with_its_signal() {
+    let (r, m) = behave(4, "kill");
+    assert_eq!(r.code(), Some(128 + 9), "stderr: {}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 3") && r.stderr.contains("SIGKILL"),
+        "stderr: {}",
+        r.stderr
+    );
+    assert_no_leftovers(&m);
+}
+
+#[test]
+fn exit_status_is_passed_on() {
+    let (r, m) = behave(3, "exit7");
+    assert_eq!(r.code(), Some(7), "stderr: {}", r.stderr);
+    assert!(
+        r.stderr.contains("rank 2") && r.stderr.contains("status 7"),
+        "stderr: {}",
+        r.stderr
+    );
+    assert_no_leftovers(&m);
+}
+
+#[test]
+fn exit_without_finalize_is_a_failure() {
+    let (r, m) = behave(2, "nofinalize");
+    assert!(!r.ok());
+    assert!(
+        r.stderr.contains("rank 1") && r.stderr.contains("without calling MPI_Finalize"),
+        "stderr: {}",
+        r.stderr
+    );
+    assert_no_leftovers(&m);
+}
+
+#[test]
+fn mpi_abort_gives_its_code_and_keeps_output() {
+    let (r, m) = behave(3, "abort");
+    assert_eq!(r.code(), Some(5), "stderr: {}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("rank 2 called MPI_Abort with error code 5"),
+        "stderr: {}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains("about to abort"),
+        "output before MPI_Abort was lost: {}",
+        r.stdout
+    );
+    assert_no_leftovers(&m);
+}
+
+#[test]
+fn fatal_error_handler_names_the_error() {
+    let (r, m) = behave(2, "fatal");
+    assert!(!r.ok());
+    assert!(
+        r.stderr.contains("MPI_Send") && r.stderr.contains("MPI_ERR_RANK"),
+        "stderr: {}",
+        r.stderr
+    );
+    assert_no_leftovers(&m);
+}
+
+#[test]
+fn sigterm_tears_the_job_down() {
+    let exe = build("behave.c");
+    let m = marker("hang");
+    let child = std::process::Command::new(bin("mpiexec"))
+        .args(["-n", "3", exe.to_str().unwrap(), "hang", &m])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: kill takes no pointers; this is the mpiexec we just started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + 15));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SIGTERM"));
+    assert_no_leftovers(&m);
+}
+
+#[test]
+fn arguments_environment_and_tags() {
+    let exe = build("behave.c");
+    let r = mpiexec(
+        &[
+            "-np",
+            "2",
+            "--tag-output",
+            "-x",
+            "BEHAVE_VAR=hello world",
+            exe.to_str().unwrap(),
+            "args",
+            "a b",
+            "-n",
+            "3",
+        ],
+        &[],
+        LIMIT,
+    );
+    assert!(r.ok(), "stderr: {}", r.stderr);
+    for rank in 0..2 {
+        let line = format!("<stdout>:rank {rank} args: [a b] [-n] [3] env=hello world");
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.ends_with(&line) && l.contains(&format!(",{rank}]"))),
+            "missing {line:?} in:\n{}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn idle_ranks_sleep() {
+    let (r, _) = behave(8, "idle");
+    assert!(
+        r.ok() && r.stdout.contains("OK behave"),
+        "stdout: {}\nstderr: {}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
+fn usage_errors_and_missing_programs() {
+    let r = mpiexec(&["-n", "2"], &[], LIMIT);
+    assert_eq!(r.code(), Some(2));
+    assert!(r.stderr.contains("no program given") && r.stderr.contains("usage"));
+    let r = mpiexec(&["--bogus", "-n", "2", "true"], &[], LIMIT);
+    assert_eq!(r.code(), Some(2));
+    let r = mpiexec(&["-n", "2", "/nonexistent/program"], &[], LIMIT);
+    assert_eq!(r.code(), Some(127));
+    assert!(r.stderr.contains("cannot start"), "stderr: {}", r.stderr);
+    let r = mpiexec(&["--help"], &[], LIMIT);
+    assert!(r.ok() && r.stdout.contains("--tag-output"));
+}
+
+#[test]
+fn non_mpi_programs_run() {
+    let r = mpiexec(&["-n", "3", "echo", "hi"], &[], LIMIT);
+    assert!(r.ok(), "stderr: {}", r.stderr);
+    assert_eq!(r.stdout.lines().filter(|l| *l == "hi").count(), 3);
+}
+
+#[test]
+fn wrappers_show_their_command() {
+    let out = std::process::Command::new(bin("mpicc"))
+        .args(["-show", "x.c"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("x.c") && s.contains("-lmpistages") && s.contains("/include"),
+        "{s}"
+    );
+    let out = std::process::Command::new(bin("mpicxx"))
+        .args(["-show", "-c", "x.cpp"])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("-c") && !s.contains("-lmpistages"),
+        "compile-only must not link: {s}"
+    );
+}
