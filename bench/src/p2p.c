@@ -1,0 +1,219 @@
+/* Point-to-point benchmarks between ranks 0 and 1, printed as
+ * "metric size value" lines:
+ *   latency   half round trip of a ping-pong, microseconds
+ *   bandwidth streaming window of non-blocking sends, MB/s (1e6 bytes)
+ *   persistent / nonpersistent  8-byte ping-pong with and without
+ *             persistent requests, microseconds
+ *   overlap   4 MiB Isend/Irecv with computation between post and wait:
+ *             percent of the shorter of (communication, computation) hidden
+ * Usage: p2p [quick] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank;
+
+static double pingpong(char *buf, int n, int iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            MPI_Send(buf, n, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+            MPI_Recv(buf, n, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(buf, n, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, n, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        }
+    }
+    return (MPI_Wtime() - t0) / iters / 2 * 1e6;
+}
+
+static double persistent_pingpong(char *buf, int n, int iters) {
+    MPI_Request rq[2];
+    int peer = 1 - rank;
+    MPI_Send_init(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[0]);
+    MPI_Recv_init(buf, n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &rq[1]);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            MPI_Start(&rq[0]);
+            MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+            MPI_Start(&rq[1]);
+            MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+        } else {
+            MPI_Start(&rq[1]);
+            MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+            MPI_Start(&rq[0]);
+            MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+        }
+    }
+    double t = (MPI_Wtime() - t0) / iters / 2 * 1e6;
+    MPI_Request_free(&rq[0]);
+    MPI_Request_free(&rq[1]);
+    return t;
+}
+
+static double nonpersistent_pingpong(char *buf, int n, int iters) {
+    int peer = 1 - rank;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        MPI_Request rq;
+        if (rank == 0) {
+            MPI_Isend(buf, n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+            MPI_Irecv(buf, n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Irecv(buf, n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+            MPI_Isend(buf, n, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        }
+    }
+    return (MPI_Wtime() - t0) / iters / 2 * 1e6;
+}
+
+#define WINDOW 32
+static double bandwidth(char *buf, int n, int iters) {
+    MPI_Request rq[WINDOW];
+    char ack;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            for (int w = 0; w < WINDOW; w++) MPI_Isend(buf, n, MPI_BYTE, 1, 3, MPI_COMM_WORLD, &rq[w]);
+            MPI_Waitall(WINDOW, rq, MPI_STATUSES_IGNORE);
+            MPI_Recv(&ack, 1, MPI_BYTE, 1, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            for (int w = 0; w < WINDOW; w++) MPI_Irecv(buf, n, MPI_BYTE, 0, 3, MPI_COMM_WORLD, &rq[w]);
+            MPI_Waitall(WINDOW, rq, MPI_STATUSES_IGNORE);
+            MPI_Send(&ack, 1, MPI_BYTE, 0, 4, MPI_COMM_WORLD);
+        }
+    }
+    double t = MPI_Wtime() - t0;
+    return (double)n * WINDOW * iters / t / 1e6;
+}
+
+/* Busy computation for about `us` microseconds (calibrated below). */
+static volatile double sink;
+static double work_per_us;
+static void compute(double us) {
+    double x = 0;
+    long n = (long)(us * work_per_us);
+    for (long i = 0; i < n; i++) x += (double)i * 1e-9;
+    sink = x;
+}
+
+static void calibrate(void) {
+    work_per_us = 100;
+    double t0 = MPI_Wtime();
+    compute(200000); /* 20 M iterations */
+    double t = (MPI_Wtime() - t0) * 1e6;
+    work_per_us = 20000000.0 / t;
+}
+
+/* Overlap: t_comm = exchange alone, t_comp = compute alone, t_both =
+ * post, compute, wait. overlap = (t_comm + t_comp - t_both) / min(...). */
+static double overlap(char *sbuf, char *rbuf, int n, int iters) {
+    double t_comm = 0, t_both = 0;
+    int peer = 1 - rank;
+    MPI_Request rq[2];
+    for (int i = 0; i < iters; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        MPI_Irecv(rbuf, n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &rq[0]);
+        MPI_Isend(sbuf, n, MPI_BYTE, peer, 5, MPI_COMM_WORLD, &rq[1]);
+        MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+        t_comm += MPI_Wtime() - t0;
+    }
+    t_comm /= iters;
+    double comp_us = t_comm * 1e6 * 1.2;
+    double t0 = MPI_Wtime();
+    compute(comp_us);
+    double t_comp = MPI_Wtime() - t0;
+    for (int i = 0; i < iters; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t1 = MPI_Wtime();
+        MPI_Irecv(rbuf, n, MPI_BYTE, peer, 6, MPI_COMM_WORLD, &rq[0]);
+        MPI_Isend(sbuf, n, MPI_BYTE, peer, 6, MPI_COMM_WORLD, &rq[1]);
+        compute(comp_us);
+        MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+        t_both += MPI_Wtime() - t1;
+    }
+    t_both /= iters;
+    double hidden = t_comm + t_comp - t_both;
+    double pct = 100.0 * hidden / (t_comm < t_comp ? t_comm : t_comp);
+    if (pct < 0) pct = 0;
+    if (pct > 100) pct = 100;
+    return pct;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != 2) {
+        if (rank == 0) fprintf(stderr, "p2p: run with 2 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int quick = argc > 1 && !strcmp(argv[1], "quick");
+    int max = 4 << 20;
+    char *buf = malloc(max), *buf2 = malloc(max);
+    memset(buf, 1, max);
+    memset(buf2, 2, max);
+    int lat_sizes[] = {0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20};
+    for (unsigned k = 0; k < sizeof lat_sizes / sizeof *lat_sizes; k++) {
+        int n = lat_sizes[k];
+        int iters = n <= 4096 ? (quick ? 2000 : 20000) : n <= 262144 ? (quick ? 200 : 2000) : (quick ? 20 : 100);
+        pingpong(buf, n, iters / 10 + 1);
+        double best = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double t = pingpong(buf, n, iters);
+            if (t < best) best = t;
+        }
+        if (rank == 0) printf("latency %d %.3f\n", n, best);
+    }
+    int bw_sizes[] = {4096, 65536, 1 << 20, 4 << 20};
+    for (unsigned k = 0; k < sizeof bw_sizes / sizeof *bw_sizes; k++) {
+        int n = bw_sizes[k];
+        int iters = n <= 65536 ? (quick ? 20 : 200) : (quick ? 3 : 20);
+        bandwidth(buf, n, 2);
+        double best = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            double b = bandwidth(buf, n, iters);
+            if (b > best) best = b;
+        }
+        if (rank == 0) printf("bandwidth %d %.1f\n", n, best);
+    }
+    {
+        int iters = quick ? 2000 : 20000;
+        persistent_pingpong(buf, 8, iters / 10);
+        nonpersistent_pingpong(buf, 8, iters / 10);
+        double p = 1e30, np = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double a = persistent_pingpong(buf, 8, iters), b = nonpersistent_pingpong(buf, 8, iters);
+            if (a < p) p = a;
+            if (b < np) np = b;
+        }
+        if (rank == 0) printf("persistent 8 %.3f\nnonpersistent 8 %.3f\n", p, np);
+    }
+    calibrate();
+    {
+        double best = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            double o = overlap(buf, buf2, 4 << 20, quick ? 3 : 10);
+            if (o > best) best = o;
+        }
+        double all;
+        MPI_Reduce(&best, &all, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        if (rank == 0) printf("overlap %d %.1f\n", 4 << 20, all);
+    }
+    free(buf);
+    free(buf2);
+    MPI_Finalize();
+    return 0;
+}
