@@ -96,6 +96,7 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
         let m = mpi()?;
         // SAFETY: caller's request pointer.
         let h = unsafe { super::get(req)? };
+        m.engine.poke();
         let got = m.engine.with(|c| -> MpiResult<Option<(ReqId, bool, Status)>> {
             match slot(c, h)? {
                 Slot::Idle => Ok(Some((ReqId { index: u32::MAX, serial: 0 }, true, Status::empty()))),
@@ -213,6 +214,7 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
         // SAFETY: caller's arrays of n elements.
         let hs = unsafe { array_mut(reqs, n)? };
         let ids = live(m, hs)?;
+        m.engine.poke();
         let all = m.engine.with(|c| ids.iter().all(|&(_, id)| c.is_done(id)));
         if !all {
             // SAFETY: caller's flag.
@@ -267,6 +269,7 @@ unsafe fn any(
         let hit = if block {
             Some(m.engine.wait_until(find))
         } else {
+            m.engine.poke();
             m.engine.with(find)
         };
         let Some(i) = hit else {
@@ -340,6 +343,7 @@ unsafe fn some(
         let pick = if block {
             m.engine.wait_until(ready)
         } else {
+            m.engine.poke();
             m.engine.with(ready).unwrap_or_default()
         };
         let mut tmp = vec![CStatus::default(); n];
@@ -415,6 +419,7 @@ mpi_fn!(fn MPI_Start / PMPI_Start(req: *mut c_int) {
         if !m.engine.start(id) {
             return fail(err::REQUEST, format!("request {h} is already active or not persistent"));
         }
+        m.engine.background();
         Ok(())
     })();
     ret("MPI_Start", COMM_WORLD, r)
@@ -432,6 +437,7 @@ mpi_fn!(fn MPI_Startall / PMPI_Startall(n: c_int, reqs: *mut c_int) {
                 return fail(err::REQUEST, format!("request {h} is already active or not persistent"));
             }
         }
+        m.engine.background();
         Ok(())
     })();
     ret("MPI_Startall", COMM_WORLD, r)

@@ -23,7 +23,7 @@ use group::Group;
 use op::OpDef;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A communicator: a group, this process's rank in it, and a context id
 /// pair (`context` for point-to-point, `context + 1` for collectives).
@@ -290,7 +290,11 @@ fn start() -> MpiResult<Mpi> {
             (job.rank, job.size, job.generation, Some(client), Some(t))
         }
     };
+    // Polling before sleeping is off by default: measured on 2 cores it
+    // starves the kernel's loopback work and the other ranks (bench/README).
+    let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", 0)? as u64);
     let engine = Engine::new(EngineConfig {
+        spin,
         me: rank,
         size,
         generation,

@@ -14,11 +14,13 @@ use super::matcher::{Matcher, Src, TagSel};
 use super::request::{Op, ReqError, ReqId, SendMode, Status};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::eventfd::EventFd;
+use crate::sys::timerfd::TimerFd;
 use crate::transport::frame::{flags, Header, Kind};
 use crate::transport::{Class, Event, OutFrame, Payload, RawBuf, Transport};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 const TOKEN_BELL: u64 = u64::MAX;
 
@@ -31,6 +33,8 @@ pub enum ProgressMode {
 }
 
 pub struct EngineConfig {
+    /// A waiting thread polls this long before it sleeps.
+    pub spin: Duration,
     pub me: usize,
     pub size: usize,
     pub generation: u32,
@@ -83,6 +87,8 @@ enum State {
 struct Req {
     op: Op,
     persistent: bool,
+    /// Counted in `Core::bulk_active` while active.
+    bulk: bool,
     /// `MPI_Request_free` was called: release the slot on completion.
     freed: bool,
     state: State,
@@ -108,20 +114,56 @@ pub struct Core {
     /// waiting thread may be waiting for. Waiters are woken when it moves.
     changes: u64,
     dead: Vec<bool>,
-    /// In poll mode: a user thread is inside epoll_wait.
+    /// A user thread blocked in a wait is polling the transports itself.
     polling: bool,
+    /// Counts the times a user thread became the poller: the progress
+    /// thread stays parked while it keeps moving.
+    user_polls: u64,
+    /// The progress thread stands aside while a user thread polls.
+    progress_parked: bool,
+    /// Started, not yet completed requests that may move more than an eager
+    /// message (rendezvous): only these need the progress thread while the
+    /// application computes; small messages just wait in socket buffers.
+    bulk_active: usize,
     waiters: usize,
     shutdown: bool,
 }
 
+/// Who advances communication: a user thread blocked in a wait polls the
+/// transports itself (no thread hand-off on the latency path); whenever no
+/// user thread waits, the progress thread does (strong progress while the
+/// application computes). In `poll` mode there is no progress thread.
 pub struct Engine {
     core: Mutex<Core>,
     cond: Condvar,
-    epoll: Arc<Epoll>,
+    /// Transport sockets and `bell`.
+    main: Arc<Epoll>,
+    /// The progress thread's set while it drives: `main` itself and `wake`.
+    outer: Epoll,
+    /// The progress thread's set while a user thread polls: `wake` only.
+    standby: Epoll,
+    /// Wakes a user thread sleeping in `main`.
     bell: EventFd,
-    mode: ProgressMode,
+    /// Wakes the progress thread (shutdown).
+    wake: EventFd,
+    /// Hands in-flight work back to a parked progress thread if the
+    /// application has not come back to wait by the time it fires.
+    handoff: TimerFd,
+    /// How long a waiting thread polls without sleeping.
+    spin: Duration,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
+
+/// A parked progress thread still looks this often whether it is needed,
+/// so unexpected traffic is drained even if nobody hands work back.
+const STANDBY_MS: i32 = 20;
+/// How long a returning user thread may leave in-flight bulk transfers to itself
+/// before the progress thread takes them over. Short against any transfer
+/// worth overlapping, long against a Start/Isend immediately followed by a
+/// Wait (where waking the progress thread would only cost latency).
+const HANDOFF_DELAY: Duration = Duration::from_micros(100);
+const TOKEN_MAIN: u64 = 1;
+const TOKEN_WAKE: u64 = 2;
 
 impl Core {
     fn req(&self, id: ReqId) -> Option<&Req> {
@@ -170,9 +212,15 @@ impl Core {
 
     fn finish(&mut self, id: ReqId, status: Status) {
         let Some(r) = self.req_mut(id) else { return };
+        if matches!(r.state, State::Done(_)) {
+            return;
+        }
         r.packed = None;
         r.state = State::Done(status);
         let freed = r.freed;
+        if std::mem::take(&mut r.bulk) {
+            self.bulk_active -= 1;
+        }
         self.changes += 1;
         if freed {
             self.release(id);
@@ -195,7 +243,19 @@ impl Core {
     /// Activates an inactive request.
     fn start(&mut self, id: ReqId) {
         let me = self.me;
+        let eager_limit = self
+            .transport
+            .as_ref()
+            .map_or(usize::MAX, |t| t.eager_limit());
         let Some(r) = self.req_mut(id) else { return };
+        let len = match &r.op {
+            Op::Send { layout, .. } | Op::Recv { layout, .. } => layout.packed_len(),
+        };
+        if len > eager_limit {
+            r.bulk = true;
+            self.bulk_active += 1;
+        }
+        let r = self.req_mut(id).expect("checked just above");
         match &r.op {
             Op::Send { dest: None, .. } => self.finish(id, Status::empty()),
             Op::Send { dest: Some(d), .. } if *d == me => self.start_local_send(id),
@@ -661,8 +721,16 @@ impl Core {
 impl Engine {
     pub fn new(cfg: EngineConfig) -> std::io::Result<Arc<Engine>> {
         let bell = EventFd::new()?;
+        let wake = EventFd::new()?;
         cfg.epoll
             .add(bell.as_raw_fd(), epoll::READABLE, TOKEN_BELL)?;
+        let outer = Epoll::new()?;
+        outer.add(cfg.epoll.as_raw_fd(), epoll::READABLE, TOKEN_MAIN)?;
+        outer.add(wake.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
+        let handoff = TimerFd::new()?;
+        let standby = Epoll::new()?;
+        standby.add(wake.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
+        standby.add(handoff.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
         let core = Core {
             me: cfg.me,
             generation: cfg.generation,
@@ -675,15 +743,22 @@ impl Engine {
             changes: 0,
             dead: vec![false; cfg.size],
             polling: false,
+            user_polls: 0,
+            progress_parked: false,
+            bulk_active: 0,
             waiters: 0,
             shutdown: false,
         };
         let engine = Arc::new(Engine {
             core: Mutex::new(core),
             cond: Condvar::new(),
-            epoll: cfg.epoll,
+            main: cfg.epoll,
+            outer,
+            standby,
             bell,
-            mode: cfg.mode,
+            wake,
+            handoff,
+            spin: cfg.spin,
             thread: Mutex::new(None),
         });
         if cfg.mode == ProgressMode::Thread {
@@ -691,28 +766,50 @@ impl Engine {
             let h = std::thread::Builder::new()
                 .name("mpistages-progress".into())
                 .spawn(move || e.progress_loop())?;
-            *engine.thread.lock().expect("fresh mutex") = Some(h);
+            *engine.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
         }
         Ok(engine)
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {
-        // A panic while holding the lock aborts the process (panic = abort),
-        // so a poisoned lock cannot be observed; recover the guard regardless.
+        // A panic while holding the lock aborts the process (see
+        // api::abort_on_panic), so a poisoned lock is never seen in use.
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The progress thread drives communication unless user threads are
+    /// busy waiting (and so polling) themselves: then it parks, looking
+    /// again when the hand-off timer fires, on shutdown, or every
+    /// `STANDBY_MS`.
     fn progress_loop(&self) {
         let mut evs = Vec::with_capacity(64);
+        let mut parked = false;
+        let mut seen = 0;
         loop {
+            self.lock().progress_parked = parked;
             evs.clear();
-            if self.epoll.wait(&mut evs, -1).is_err() {
-                std::thread::sleep(std::time::Duration::from_millis(1));
+            let r = if parked {
+                self.standby.wait(&mut evs, STANDBY_MS)
+            } else {
+                self.outer.wait(&mut evs, -1)
+            };
+            if r.is_err() {
+                std::thread::sleep(Duration::from_millis(1));
             }
             let mut core = self.lock();
             if core.shutdown {
                 return;
             }
+            self.wake.drain();
+            let handed_back = self.handoff.drain();
+            let users_busy = core.polling || (core.user_polls != seen && !handed_back);
+            seen = core.user_polls;
+            parked = users_busy;
+            if parked {
+                continue;
+            }
+            evs.clear();
+            let _ = self.main.wait(&mut evs, 0);
             let before = core.changes;
             core.handle(&evs, &self.bell);
             self.after(&core, before, false);
@@ -732,6 +829,31 @@ impl Engine {
         }
     }
 
+    /// Called when a user thread returns to the application: requests still
+    /// in flight must be advanced by the progress thread from now on (after
+    /// `HANDOFF_DELAY`, in case the application comes right back to wait).
+    pub fn background(&self) {
+        let core = self.lock();
+        if core.progress_parked && !core.polling && core.bulk_active > 0 {
+            self.handoff.arm(HANDOFF_DELAY);
+        }
+    }
+
+    /// Advances communication once without blocking, unless another thread
+    /// is polling already (used by the test family and probes, which must
+    /// make progress on their own in poll mode).
+    pub fn poke(&self) {
+        let mut core = self.lock();
+        if core.polling {
+            return;
+        }
+        let mut evs = Vec::new();
+        let _ = self.main.wait(&mut evs, 0);
+        let before = core.changes;
+        core.handle(&evs, &self.bell);
+        self.after(&core, before, false);
+    }
+
     /// Runs `f` under the engine lock, then wakes waiters if it completed
     /// anything.
     pub fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
@@ -742,32 +864,37 @@ impl Engine {
         v
     }
 
-    /// Blocks until `f` returns `Some`, advancing communication meanwhile in
-    /// poll mode.
+    /// Blocks until `f` returns `Some`. One waiting thread at a time polls
+    /// the transports (spinning for `spin` first, then sleeping in epoll);
+    /// others sleep on the condition variable.
     pub fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
         let mut core = self.lock();
         let mut evs = Vec::new();
+        let mut spin_until: Option<Instant> = None;
         loop {
             let before = core.changes;
             let v = f(&mut core);
             self.after(&core, before, true);
             if let Some(v) = v {
+                drop(core);
+                self.background();
                 return v;
             }
-            if self.mode == ProgressMode::Poll && !core.polling {
+            if !core.polling {
                 core.polling = true;
+                core.user_polls += 1;
                 drop(core);
+                let deadline = *spin_until.get_or_insert_with(|| Instant::now() + self.spin);
+                let timeout = if Instant::now() < deadline { 0 } else { -1 };
                 evs.clear();
-                let _ = self.epoll.wait(&mut evs, -1);
+                let _ = self.main.wait(&mut evs, timeout);
                 core = self.lock();
                 core.polling = false;
-                let before = core.changes;
                 core.handle(&evs, &self.bell);
                 // Another waiting thread may now take over polling.
                 if core.waiters > 0 {
                     self.cond.notify_all();
                 }
-                let _ = before;
             } else {
                 core.waiters += 1;
                 core = self.cond.wait(core).unwrap_or_else(|p| p.into_inner());
@@ -781,6 +908,7 @@ impl Engine {
             c.alloc(Req {
                 op,
                 persistent,
+                bulk: false,
                 freed: false,
                 state: State::Inactive,
                 packed: None,
@@ -805,6 +933,7 @@ impl Engine {
             let id = c.alloc(Req {
                 op,
                 persistent: false,
+                bulk: false,
                 freed: false,
                 state: State::Inactive,
                 packed: None,
@@ -858,6 +987,7 @@ impl Engine {
 
     /// Looks for a message a receive with these arguments would match.
     pub fn iprobe(&self, ctx: u32, src: Src, tag: TagSel) -> Option<Status> {
+        self.poke();
         self.with(|c| c.probe(ctx, src, tag))
     }
 
@@ -877,7 +1007,7 @@ impl Engine {
             (!busy).then_some(())
         });
         self.with(|c| c.shutdown = true);
-        self.bell.ring();
+        self.wake.ring();
         if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = h.join();
         }

@@ -89,3 +89,9 @@ impl Epoll {
         Ok(())
     }
 }
+
+impl AsRawFd for Epoll {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

@@ -6,6 +6,7 @@
 pub mod epoll;
 pub mod eventfd;
 pub mod process;
+pub mod timerfd;
 
 use std::io;
 

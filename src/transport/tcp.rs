@@ -21,8 +21,11 @@ const TOKEN_HANDSHAKE: u64 = 1 << 41;
 const READ_BUF: usize = 256 << 10;
 /// Rendezvous data at least this long is read directly into the target.
 const DIRECT_READ_MIN: usize = 16 << 10;
-/// Bytes read from one peer per readiness event before others get a turn.
-const READ_BUDGET: usize = 4 << 20;
+/// Bytes moved for one peer per call before the engine lock is given back:
+/// user threads never wait long behind a bulk transfer, and other peers get
+/// their turn (level-triggered epoll brings us back for the rest).
+const READ_BUDGET: usize = 512 << 10;
+const WRITE_BUDGET: usize = 512 << 10;
 const MAX_IOV: usize = 64;
 
 pub struct TcpConfig {
@@ -202,9 +205,15 @@ impl Tcp {
         p.want_write = on;
     }
 
-    /// Writes queued frames until the socket is full or nothing is left.
+    /// Writes queued frames until the socket is full, nothing is left, or
+    /// the write budget is spent (then write interest brings us back).
     fn flush(&mut self, peer: usize, out: &mut Vec<Event>) {
+        let mut budget = WRITE_BUDGET;
         loop {
+            if budget == 0 {
+                self.set_write_interest(peer, true);
+                return;
+            }
             let p = &mut self.peers[peer];
             let Some(stream) = p.stream.as_mut() else {
                 return;
@@ -255,6 +264,7 @@ impl Tcp {
                     return;
                 }
                 Ok(mut n) => {
+                    budget = budget.saturating_sub(n);
                     let p = &mut self.peers[peer];
                     while n > 0 {
                         let left = p.wire[0].wire_len() - p.woff;
@@ -268,15 +278,6 @@ impl Tcp {
                         } else {
                             p.woff += n;
                             n = 0;
-                        }
-                    }
-                    // Frames whose every byte was written in an earlier call
-                    // but that have no payload left (zero-length) are done too.
-                    while let Some(f) = p.wire.front() {
-                        if p.woff == 0 && f.wire_len() == 0 {
-                            p.wire.pop_front();
-                        } else {
-                            break;
                         }
                     }
                 }
@@ -406,6 +407,13 @@ impl Tcp {
     }
 
     fn on_readable(&mut self, peer: usize, out: &mut Vec<Event>) {
+        self.read_some(peer, out);
+        // Parse what the last read brought in.
+        self.consume(peer, out);
+    }
+
+    /// Reads (and parses) until the socket is drained or the budget spent.
+    fn read_some(&mut self, peer: usize, out: &mut Vec<Event>) {
         let mut budget = READ_BUDGET;
         while budget > 0 {
             if !self.consume(peer, out) {
@@ -447,6 +455,16 @@ impl Tcp {
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
+                    // A read that did not fill what we offered drained the
+                    // socket: stop here instead of paying for an EAGAIN
+                    // (level-triggered epoll reports any later data).
+                    let offered = match direct {
+                        Some(d) => d.len(),
+                        None => self.peers[peer].rbuf.len() - self.peers[peer].rtail,
+                    };
+                    if n < offered {
+                        budget = 0;
+                    }
                     if direct.is_some() {
                         let p = &mut self.peers[peer];
                         let ReadState::Data { rid, pos, end, len } = &mut p.rstate else {
