@@ -17,8 +17,9 @@ use crate::sys::eventfd::EventFd;
 use crate::sys::timerfd::TimerFd;
 use crate::transport::frame::{flags, Header, Kind};
 use crate::transport::{Class, Event, OutFrame, Payload, RawBuf, Transport};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -766,15 +767,13 @@ impl Engine {
             let h = std::thread::Builder::new()
                 .name("mpistages-progress".into())
                 .spawn(move || e.progress_loop())?;
-            *engine.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+            *engine.thread.lock() = Some(h);
         }
         Ok(engine)
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {
-        // A panic while holding the lock aborts the process (see
-        // api::abort_on_panic), so a poisoned lock is never seen in use.
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+        self.core.lock()
     }
 
     /// The progress thread drives communication unless user threads are
@@ -813,6 +812,10 @@ impl Engine {
             let before = core.changes;
             core.handle(&evs, &self.bell);
             self.after(&core, before, false);
+            // Hand the lock straight to a user thread waiting for it: this
+            // thread would otherwise take it back at once for the next chunk
+            // of a bulk transfer and starve the application's MPI calls.
+            MutexGuard::unlock_fair(core);
         }
     }
 
@@ -897,7 +900,7 @@ impl Engine {
                 }
             } else {
                 core.waiters += 1;
-                core = self.cond.wait(core).unwrap_or_else(|p| p.into_inner());
+                self.cond.wait(&mut core);
                 core.waiters -= 1;
             }
         }
@@ -1008,7 +1011,8 @@ impl Engine {
         });
         self.with(|c| c.shutdown = true);
         self.wake.ring();
-        if let Some(h) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let handle = self.thread.lock().take();
+        if let Some(h) = handle {
             let _ = h.join();
         }
         self.with(|c| {
