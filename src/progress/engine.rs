@@ -120,6 +120,12 @@ pub struct Core {
     /// Counts the times a user thread became the poller: the progress
     /// thread stays parked while it keeps moving.
     user_polls: u64,
+    /// `user_polls` when work was last handed back: the hand-off stands only
+    /// if no user thread has polled since (a Waitall goes on waiting).
+    handoff_polls: u64,
+    /// The hand-off timer is running (re-arming costs a system call, and a
+    /// VM exit on virtual machines).
+    handoff_armed: bool,
     /// The progress thread stands aside while a user thread polls.
     progress_parked: bool,
     /// Started, not yet completed requests that may move more than an eager
@@ -745,6 +751,8 @@ impl Engine {
             dead: vec![false; cfg.size],
             polling: false,
             user_polls: 0,
+            handoff_polls: 0,
+            handoff_armed: false,
             progress_parked: false,
             bulk_active: 0,
             waiters: 0,
@@ -801,7 +809,15 @@ impl Engine {
             }
             self.wake.drain();
             let handed_back = self.handoff.drain();
-            let users_busy = core.polling || (core.user_polls != seen && !handed_back);
+            if handed_back {
+                core.handoff_armed = false;
+            }
+            let users_busy = core.polling
+                || if handed_back {
+                    core.user_polls != core.handoff_polls
+                } else {
+                    core.user_polls != seen
+                };
             seen = core.user_polls;
             parked = users_busy;
             if parked {
@@ -836,9 +852,13 @@ impl Engine {
     /// in flight must be advanced by the progress thread from now on (after
     /// `HANDOFF_DELAY`, in case the application comes right back to wait).
     pub fn background(&self) {
-        let core = self.lock();
+        let mut core = self.lock();
         if core.progress_parked && !core.polling && core.bulk_active > 0 {
-            self.handoff.arm(HANDOFF_DELAY);
+            core.handoff_polls = core.user_polls;
+            if !core.handoff_armed {
+                core.handoff_armed = true;
+                self.handoff.arm(HANDOFF_DELAY);
+            }
         }
     }
 

@@ -18,9 +18,12 @@ use std::time::Duration;
 
 const TOKEN_LISTENER: u64 = 1 << 40;
 const TOKEN_HANDSHAKE: u64 = 1 << 41;
-const READ_BUF: usize = 256 << 10;
-/// Rendezvous data at least this long is read directly into the target.
-const DIRECT_READ_MIN: usize = 16 << 10;
+/// Staging buffer for incoming bytes, and how much one read asks for.
+const READ_BUF: usize = 64 << 10;
+const STAGING_READ: usize = 16 << 10;
+/// A payload with at least this much still to come is read directly into
+/// its destination instead of through the staging buffer.
+const DIRECT_READ_MIN: usize = 4 << 10;
 /// Bytes moved for one peer per call before the engine lock is given back:
 /// user threads never wait long behind a bulk transfer, and other peers get
 /// their turn (level-triggered epoll brings us back for the rest).
@@ -413,7 +416,16 @@ impl Tcp {
     }
 
     /// Reads (and parses) until the socket is drained or the budget spent.
+    /// Bytes go to the staging buffer in small chunks (many small frames per
+    /// system call); a payload of at least `DIRECT_READ_MIN` bytes still to
+    /// come is read straight into where it belongs — the eager message's
+    /// buffer or the receiver's memory — so it is copied only once.
     fn read_some(&mut self, peer: usize, out: &mut Vec<Event>) {
+        enum Into {
+            Staging,
+            Payload,
+            Data,
+        }
         let mut budget = READ_BUDGET;
         while budget > 0 {
             if !self.consume(peer, out) {
@@ -423,29 +435,51 @@ impl Tcp {
             if p.rhead == p.rtail {
                 p.rhead = 0;
                 p.rtail = 0;
-            } else if p.rtail == p.rbuf.len() {
+            } else if p.rtail + STAGING_READ > p.rbuf.len() {
                 p.rbuf.copy_within(p.rhead..p.rtail, 0);
                 p.rtail -= p.rhead;
                 p.rhead = 0;
             }
-            let Some(stream) = p.stream.as_mut() else {
+            let staged_empty = p.rhead == p.rtail;
+            let Peer {
+                stream: Some(stream),
+                rstate,
+                rbuf,
+                rtail,
+                targets,
+                ..
+            } = p
+            else {
                 return;
             };
-            // Large rendezvous data goes straight into the target buffer.
-            let direct = match &p.rstate {
-                ReadState::Data { rid, pos, end, .. } if p.rhead == p.rtail => {
-                    let t = &p.targets[rid];
-                    let cap = t.buf.len() as u64;
-                    let k = (*end).min(cap).saturating_sub(*pos) as usize;
-                    (k >= DIRECT_READ_MIN).then(|| t.buf.sub(*pos as usize, k).expect("in bounds"))
+            let (res, into, offered) = match rstate {
+                ReadState::Payload { buf, have, .. }
+                    if staged_empty && buf.len() - *have >= DIRECT_READ_MIN =>
+                {
+                    (
+                        stream.read(&mut buf[*have..]),
+                        Into::Payload,
+                        buf.len() - *have,
+                    )
                 }
-                _ => None,
-            };
-            let res = match direct {
-                Some(dst) => stream.read(dst.as_mut_slice()),
-                None => {
-                    let tail = p.rtail;
-                    stream.read(&mut p.rbuf[tail..])
+                ReadState::Data { rid, pos, end, .. }
+                    if staged_empty && {
+                        let cap = targets[rid].buf.len() as u64;
+                        (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
+                    } =>
+                {
+                    let t = &targets[rid];
+                    let k = (*end).min(t.buf.len() as u64) - *pos;
+                    let dst = t.buf.sub(*pos as usize, k as usize).expect("in bounds");
+                    (stream.read(dst.as_mut_slice()), Into::Data, k as usize)
+                }
+                _ => {
+                    let end = (*rtail + STAGING_READ).min(rbuf.len());
+                    (
+                        stream.read(&mut rbuf[*rtail..end]),
+                        Into::Staging,
+                        end - *rtail,
+                    )
                 }
             };
             match res {
@@ -458,26 +492,22 @@ impl Tcp {
                     // A read that did not fill what we offered drained the
                     // socket: stop here instead of paying for an EAGAIN
                     // (level-triggered epoll reports any later data).
-                    let offered = match direct {
-                        Some(d) => d.len(),
-                        None => self.peers[peer].rbuf.len() - self.peers[peer].rtail,
-                    };
                     if n < offered {
                         budget = 0;
                     }
-                    if direct.is_some() {
-                        let p = &mut self.peers[peer];
-                        let ReadState::Data { rid, pos, end, len } = &mut p.rstate else {
-                            unreachable!("direct read only in Data state")
-                        };
-                        *pos += n as u64;
-                        if *pos == *end {
-                            let (rid, len) = (*rid, *len);
-                            p.rstate = ReadState::Header;
-                            self.frame_done(peer, rid, len, out);
+                    let p = &mut self.peers[peer];
+                    match (into, &mut p.rstate) {
+                        (Into::Staging, _) => p.rtail += n,
+                        (Into::Payload, ReadState::Payload { have, .. }) => *have += n,
+                        (Into::Data, ReadState::Data { rid, pos, end, len }) => {
+                            *pos += n as u64;
+                            if *pos == *end {
+                                let (rid, len) = (*rid, *len);
+                                p.rstate = ReadState::Header;
+                                self.frame_done(peer, rid, len, out);
+                            }
                         }
-                    } else {
-                        self.peers[peer].rtail += n;
+                        _ => unreachable!("the read state does not change during a read"),
                     }
                 }
                 Err(e) if would_block(&e) => return,
