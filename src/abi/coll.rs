@@ -121,7 +121,8 @@ fn root_ok(c: &Comm, root: c_int) -> MpiResult<usize> {
     Ok(root as usize)
 }
 
-fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<impl Fn(&[u8], &mut [u8], usize)> {
+/// The reduction kernel for (op, datatype) and whether the op commutes.
+fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<(Box<coll::Reducer>, bool)> {
     let (opdef, t) = {
         let tb = m.tables();
         (tb.op(o)?, tb.dtype(dt)?)
@@ -134,7 +135,13 @@ fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<impl Fn(&[u8], &mut [u8], 
             "MPI_REPLACE and MPI_NO_OP are not reduction operations for collectives",
         );
     }
-    Ok(move |src: &[u8], dst: &mut [u8], count: usize| op::reduce(&opdef, &t, dt, count, src, dst))
+    let commutative = opdef.commutative();
+    Ok((
+        Box::new(move |src: &[u8], dst: &mut [u8], count: usize| {
+            op::reduce(&opdef, &t, dt, count, src, dst)
+        }),
+        commutative,
+    ))
 }
 
 fn is_in_place(p: *const c_void) -> bool {
@@ -164,14 +171,14 @@ mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c
     let r = mpi().and_then(|m| {
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
-        let red = reducer(m, o, dt)?;
+        let (red, commutative) = reducer(m, o, dt)?;
         let at_root = cm.rank == root;
         let input = if at_root && is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
         // SAFETY: the buffers stay valid for this blocking call.
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
         let out = if at_root { Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)? } else { Stage::none() };
         let elem = s.tb.as_ref().expect("typed").dtype.extent as usize;
-        coll::reduce(m, &cm, root, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red })?;
+        coll::reduce(m, &cm, root, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red, commutative })?;
         if at_root {
             out.store();
         }
@@ -183,13 +190,13 @@ mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c
 mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
         let cm = comm(m, c)?;
-        let red = reducer(m, o, dt)?;
+        let (red, commutative) = reducer(m, o, dt)?;
         let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
         // SAFETY: the buffers stay valid for this blocking call.
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
         let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)?;
         let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
-        coll::allreduce(m, &cm, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red })?;
+        coll::allreduce(m, &cm, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red, commutative })?;
         out.store();
         Ok(())
     });
@@ -210,7 +217,7 @@ unsafe fn scan_impl(
 ) -> c_int {
     let r = mpi().and_then(|m| {
         let cm = comm(m, c)?;
-        let red = reducer(m, o, dt)?;
+        let (red, commutative) = reducer(m, o, dt)?;
         let input = if is_in_place(sbuf) {
             rbuf as *const c_void
         } else {
@@ -229,6 +236,7 @@ unsafe fn scan_impl(
                 count: n as usize,
                 elem,
                 op: &red,
+                commutative,
             },
             exclusive,
         )?;
@@ -573,7 +581,7 @@ unsafe fn reduce_scatter_impl(
     c: c_int,
 ) -> MpiResult<()> {
     let cm = comm(m, c)?;
-    let red = reducer(m, o, dt)?;
+    let (red, commutative) = reducer(m, o, dt)?;
     let total: usize = counts.iter().sum();
     let input = if is_in_place(sbuf) {
         rbuf as *const c_void
@@ -595,6 +603,7 @@ unsafe fn reduce_scatter_impl(
             count: total,
             elem: ext,
             op: &red,
+            commutative,
         },
     )?;
     let lens: Vec<usize> = counts.iter().map(|&k| k * ext).collect();

@@ -32,7 +32,7 @@ pub fn run(
     s: &Schedule,
     send: RawBuf,
     recv: RawBuf,
-    red: Option<&Reducer>,
+    red: Option<&super::Reduction>,
 ) -> MpiResult<()> {
     let mut temp = vec![0u8; s.temp_len];
     // SAFETY: `temp` lives until the end of this function and every request
@@ -108,11 +108,12 @@ pub fn run(
                         return fail(err::INTERN, "reduction step without an operation");
                     };
                     let (a, b) = (loc(src, len)?, loc(dst, len)?);
-                    if src_first {
-                        red(a.as_slice(), b.as_mut_slice(), count);
+                    if src_first || red.commutative {
+                        (red.op)(a.as_slice(), b.as_mut_slice(), count);
                     } else {
+                        // dst = dst op src: compute into a copy of src.
                         let mut scratch = a.as_slice().to_vec();
-                        red(b.as_slice(), &mut scratch, count);
+                        (red.op)(b.as_slice(), &mut scratch, count);
                         b.as_mut_slice().copy_from_slice(&scratch);
                     }
                 }

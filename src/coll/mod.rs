@@ -18,7 +18,7 @@ fn sched_run(
     s: schedule::Schedule,
     send: RawBuf,
     recv: RawBuf,
-    red: Option<&Reducer>,
+    red: Option<&Reduction>,
 ) -> MpiResult<()> {
     exec::run(m, c, &s, send, recv, red)
 }
@@ -50,7 +50,12 @@ pub struct Reduction<'a> {
     pub count: usize,
     pub elem: usize,
     pub op: &'a Reducer,
+    /// The op may combine operands in any order (enables ring algorithms).
+    pub commutative: bool,
 }
+
+/// From this many bytes on, a commutative allreduce uses the ring.
+const RING_ALLREDUCE_MIN: usize = 64 << 10;
 
 pub fn reduce(
     m: &Mpi,
@@ -61,12 +66,18 @@ pub fn reduce(
     r: &Reduction,
 ) -> MpiResult<()> {
     let s = schedule::reduce(c.rank, c.size(), root, r.count, r.elem);
-    sched_run(m, c, s, send, recv, Some(r.op))
+    sched_run(m, c, s, send, recv, Some(r))
 }
 
 pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -> MpiResult<()> {
-    let s = schedule::allreduce(c.rank, c.size(), r.count, r.elem);
-    sched_run(m, c, s, send, recv, Some(r.op))
+    let n = c.size();
+    let ring = r.commutative && n > 2 && r.count >= n && r.count * r.elem >= RING_ALLREDUCE_MIN;
+    let s = if ring {
+        schedule::ring_allreduce(c.rank, n, r.count, r.elem)
+    } else {
+        schedule::allreduce(c.rank, n, r.count, r.elem)
+    };
+    sched_run(m, c, s, send, recv, Some(r))
 }
 
 pub fn scan(
@@ -78,7 +89,7 @@ pub fn scan(
     exclusive: bool,
 ) -> MpiResult<()> {
     let s = schedule::scan(c.rank, c.size(), r.count, r.elem, exclusive);
-    sched_run(m, c, s, send, recv, Some(r.op))
+    sched_run(m, c, s, send, recv, Some(r))
 }
 
 pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
@@ -206,6 +217,7 @@ pub fn max_u32(m: &Mpi, c: &Comm, v: u32) -> MpiResult<u32> {
             count: 1,
             elem: 4,
             op: red,
+            commutative: true,
         },
     )?;
     Ok(u32::from_le_bytes(out))

@@ -229,6 +229,51 @@ pub fn allreduce(me: usize, n: usize, count: usize, elem: usize) -> Schedule {
     s
 }
 
+/// Ring allreduce for large vectors and commutative ops: reduce-scatter
+/// around the ring, then allgather; each rank sends and receives only
+/// 2(n-1)/n of the vector. Every segment is finished on one rank and then
+/// copied, so all ranks end with the same bits.
+pub fn ring_allreduce(me: usize, n: usize, count: usize, elem: usize) -> Schedule {
+    let len = count * elem;
+    // Segment k: elements [first(k), first(k + 1)).
+    let first = |k: usize| k * (count / n) + k.min(count % n);
+    let seg = |k: usize| (first(k) * elem, (first(k + 1) - first(k)) * elem);
+    let max_seg = seg(0).1;
+    let mut s = Schedule {
+        rounds: vec![],
+        temp_len: max_seg,
+    };
+    s.round(vec![copy(at(Buf::Send, 0), at(Buf::Recv, 0), len)]);
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let tmp = at(Buf::Temp, 0);
+    for step in 0..n - 1 {
+        let (so, sl) = seg((me + n - step) % n);
+        let k = (me + 2 * n - step - 1) % n;
+        let (ro, rl) = seg(k);
+        s.round(vec![
+            send(right, at(Buf::Recv, so), sl),
+            recv(left, tmp, rl),
+            Step::Reduce {
+                src: tmp,
+                dst: at(Buf::Recv, ro),
+                count: first(k + 1) - first(k),
+                len: rl,
+                src_first: true,
+            },
+        ]);
+    }
+    for step in 0..n - 1 {
+        let (so, sl) = seg((me + 1 + n - step) % n);
+        let (ro, rl) = seg((me + n - step) % n);
+        s.round(vec![
+            send(right, at(Buf::Recv, so), sl),
+            recv(left, at(Buf::Recv, ro), rl),
+        ]);
+    }
+    s
+}
+
 /// Gather of `len` bytes per rank into `Recv` (rank order) at `root`.
 /// Small totals use a binomial tree (subtrees gathered in `Temp` in
 /// root-relative order), large ones go straight to the root.
@@ -721,6 +766,46 @@ mod tests {
                     }
                     let upto = if excl { me } else { me + 1 };
                     assert_eq!(r.recv, fold(0..upto), "scan n={n} me={me} excl={excl}");
+                }
+            }
+        }
+    }
+
+    /// Wrapping u16 addition: commutative, for the ring algorithm.
+    fn add(a: &[u8], b: &[u8]) -> Vec<u8> {
+        a.chunks(2)
+            .zip(b.chunks(2))
+            .flat_map(|(x, y)| {
+                u16::from_le_bytes([x[0], x[1]])
+                    .wrapping_add(u16::from_le_bytes([y[0], y[1]]))
+                    .to_le_bytes()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ring_allreduce_sums_every_element() {
+        for &n in SIZES {
+            for count in [n, n + 1, 3 * n + 2, 1000] {
+                let mut ranks: Vec<Rank> = (0..n)
+                    .map(|r| Rank {
+                        send: (0..count)
+                            .flat_map(|i| ((r * 1000 + i) as u16).to_le_bytes())
+                            .collect(),
+                        recv: vec![0; 2 * count],
+                    })
+                    .collect();
+                let sc: Vec<_> = (0..n).map(|me| ring_allreduce(me, n, count, 2)).collect();
+                run(&sc, &mut ranks, &add);
+                let want: Vec<u8> = (0..count)
+                    .flat_map(|i| {
+                        (0..n)
+                            .fold(0u16, |acc, r| acc.wrapping_add((r * 1000 + i) as u16))
+                            .to_le_bytes()
+                    })
+                    .collect();
+                for r in &ranks {
+                    assert_eq!(r.recv, want, "ring allreduce n={n} count={count}");
                 }
             }
         }
