@@ -46,31 +46,43 @@ pub fn send_op(
     })
 }
 
-pub fn recv_op(m: &Mpi, buf: TypedBuf, src: i32, tag: i32, comm: i32) -> MpiResult<Op> {
-    let c = m.tables().comm(comm)?;
-    if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
+/// A receive's or probe's tag: a valid tag or `MPI_ANY_TAG` (None).
+fn tag_sel(tag: i32) -> MpiResult<Option<i32>> {
+    if tag == ANY_TAG {
+        return Ok(None);
+    }
+    if !(0..=TAG_UB).contains(&tag) {
         return fail(
             err::TAG,
             format!("tag {tag} is outside 0..={TAG_UB} and not MPI_ANY_TAG"),
         );
     }
-    let src = match src {
-        PROC_NULL => None,
-        ANY_SOURCE => Some(Src::Any),
-        s if s >= 0 && (s as usize) < c.size() => Some(Src::Rank(s as u32)),
-        s => {
-            return fail(
-                err::RANK,
-                format!(
-                    "source rank {s} is outside the communicator (size {})",
-                    c.size()
-                ),
-            )
-        }
-    };
+    Ok(Some(tag))
+}
+
+/// A receive's or probe's source: `None` for `MPI_PROC_NULL`.
+fn source_sel(c: &super::Comm, src: i32) -> MpiResult<Option<Src>> {
+    match src {
+        PROC_NULL => Ok(None),
+        ANY_SOURCE => Ok(Some(Src::Any)),
+        s if s >= 0 && (s as usize) < c.size() => Ok(Some(Src::Rank(s as u32))),
+        s => fail(
+            err::RANK,
+            format!(
+                "source rank {s} is outside the communicator (size {})",
+                c.size()
+            ),
+        ),
+    }
+}
+
+pub fn recv_op(m: &Mpi, buf: TypedBuf, src: i32, tag: i32, comm: i32) -> MpiResult<Op> {
+    let c = m.tables().comm(comm)?;
+    let tag = tag_sel(tag)?;
+    let src = source_sel(&c, src)?;
     Ok(Op::Recv {
         src,
-        tag: (tag != ANY_TAG).then_some(tag),
+        tag,
         context: c.context,
         layout: Box::new(buf),
     })
@@ -89,6 +101,7 @@ pub fn create_persistent(m: &Mpi, op: Op, comm: i32) -> ReqId {
     id
 }
 
+/// A probe's (context, source, tag), or `None` for `MPI_PROC_NULL`.
 pub fn probe_args(
     m: &Mpi,
     src: i32,
@@ -96,27 +109,8 @@ pub fn probe_args(
     comm: i32,
 ) -> MpiResult<Option<(u32, Src, Option<i32>)>> {
     let c = m.tables().comm(comm)?;
-    if tag != ANY_TAG && !(0..=TAG_UB).contains(&tag) {
-        return fail(
-            err::TAG,
-            format!("tag {tag} is outside 0..={TAG_UB} and not MPI_ANY_TAG"),
-        );
-    }
-    let s = match src {
-        PROC_NULL => return Ok(None),
-        ANY_SOURCE => Src::Any,
-        s if s >= 0 && (s as usize) < c.size() => Src::Rank(s as u32),
-        s => {
-            return fail(
-                err::RANK,
-                format!(
-                    "source rank {s} is outside the communicator (size {})",
-                    c.size()
-                ),
-            )
-        }
-    };
-    Ok(Some((c.context, s, (tag != ANY_TAG).then_some(tag))))
+    let tag = tag_sel(tag)?;
+    Ok(source_sel(&c, src)?.map(|s| (c.context, s, tag)))
 }
 
 /// Status of a probe / receive from `MPI_PROC_NULL`.

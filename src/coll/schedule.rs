@@ -274,6 +274,16 @@ pub fn ring_allreduce(me: usize, n: usize, count: usize, elem: usize) -> Schedul
     s
 }
 
+/// Ranks in the binomial subtree rooted at root-relative rank `r` (the
+/// ranks `r ..` it gathers from or scatters to, itself included).
+fn subtree(r: usize, n: usize) -> usize {
+    let mut m = 1;
+    while m < n && r & m == 0 {
+        m <<= 1;
+    }
+    m.min(n - r)
+}
+
 /// Gather of `len` bytes per rank into `Recv` (rank order) at `root`.
 /// Small totals use a binomial tree (subtrees gathered in `Temp` in
 /// root-relative order), large ones go straight to the root.
@@ -295,13 +305,7 @@ pub fn gather(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     }
     let rel = (me + n - root) % n;
     // Temp holds the blocks of relative ranks rel .. rel + subtree, in order.
-    let subtree = |r: usize| {
-        let mut m = 1;
-        while m < n && r & m == 0 {
-            m <<= 1;
-        }
-        m.min(n - r)
-    };
+    let subtree = |r: usize| subtree(r, n);
     s.temp_len = subtree(rel) * len;
     s.round(vec![copy(at(Buf::Send, 0), at(Buf::Temp, 0), len)]);
     let mut mask = 1;
@@ -359,13 +363,7 @@ pub fn scatter(me: usize, n: usize, root: usize, len: usize) -> Schedule {
         return s;
     }
     let rel = (me + n - root) % n;
-    let subtree = |r: usize| {
-        let mut m = 1;
-        while m < n && r & m == 0 {
-            m <<= 1;
-        }
-        m.min(n - r)
-    };
+    let subtree = |r: usize| subtree(r, n);
     s.temp_len = subtree(rel) * len;
     if me == root {
         let steps = (0..n)
