@@ -272,6 +272,7 @@ fn start() -> MpiResult<Mpi> {
                     fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?
                         .clamp(4096, 16 << 20),
                     bind,
+                    congestion: std::env::var("MPISTAGES_TCP_CC").unwrap_or_else(|_| "reno".into()),
                 },
                 epoll.clone(),
             )

@@ -18,3 +18,18 @@ pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
         Ok(ret)
     }
 }
+
+/// Chooses a socket's TCP congestion control algorithm by name.
+pub fn set_tcp_congestion(fd: std::os::fd::RawFd, name: &str) -> io::Result<()> {
+    // SAFETY: passes a pointer to the name's bytes and their exact length.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr() as *const libc::c_void,
+            name.len() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
