@@ -35,9 +35,17 @@ pub fn locate(exe: &Path) -> Layout {
     } else {
         PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/include"))
     };
+    // `cargo build` puts the library beside the wrappers; `cargo test`
+    // leaves it in deps/.
+    let lib = if !bin.join("libmpistages.so").exists() && bin.join("deps/libmpistages.so").exists()
+    {
+        bin.join("deps")
+    } else {
+        bin.to_path_buf()
+    };
     Layout {
         include,
-        lib: canon(bin.to_path_buf()),
+        lib: canon(lib),
     }
 }
 
