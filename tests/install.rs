@@ -62,7 +62,13 @@ fn installed_prefix_and_cmake() {
     );
 
     if Command::new("cmake").arg("--version").output().is_err() {
-        panic!("cmake is not installed (.ci/run installs it)");
+        // CI installs CMake (.ci/run): there, a missing cmake is a failure.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cmake is not installed (.ci/run installs it)"
+        );
+        println!("SKIPPED: the CMake find_package(MPI) check needs cmake (apt-get install cmake)");
+        return;
     }
     let build = tmp.0.join("cmake-build");
     run(Command::new("cmake")
