@@ -114,7 +114,6 @@ pub struct Core {
     /// Counts request completions and unexpected arrivals: anything a
     /// waiting thread may be waiting for. Waiters are woken when it moves.
     changes: u64,
-    dead: Vec<bool>,
     /// A user thread blocked in a wait is polling the transports itself.
     polling: bool,
     /// Counts the times a user thread became the poller: the progress
@@ -603,9 +602,6 @@ impl Core {
     }
 
     fn on_peer_lost(&mut self, peer: usize) {
-        if let Some(d) = self.dead.get_mut(peer) {
-            *d = true;
-        }
         let mut failed = Vec::new();
         for (i, s) in self.slots.iter().enumerate() {
             let Some(r) = &s.req else { continue };
@@ -748,7 +744,6 @@ impl Engine {
             free: Vec::new(),
             events: Vec::new(),
             changes: 0,
-            dead: vec![false; cfg.size],
             polling: false,
             user_polls: 0,
             handoff_polls: 0,
