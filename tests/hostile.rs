@@ -71,7 +71,7 @@ fn poke(port: u16, bytes: &[u8]) {
 #[test]
 fn garbage_and_forged_handshakes_are_dropped() {
     let exe = common::build("linger.c");
-    let mut child = Command::new(common::bin("mpiexec"))
+    let child = Command::new(common::bin("mpiexec"))
         .args(["-n", "3", exe.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
