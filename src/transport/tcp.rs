@@ -697,3 +697,139 @@ impl Transport for Tcp {
         let _ = self.epoll.delete(self.listener.as_raw_fd());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::frame::flags;
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn transport() -> (Tcp, Arc<Epoll>) {
+        let ep = Arc::new(Epoll::new().unwrap());
+        let cfg = TcpConfig {
+            me: 0,
+            ranks: 2,
+            key: KEY.to_vec(),
+            generation: 0,
+            eager_limit: 1024,
+            fragment_size: 8192,
+            bind: "127.0.0.1:0".parse().unwrap(),
+            congestion: String::new(),
+        };
+        (Tcp::new(cfg, ep.clone()).unwrap(), ep)
+    }
+
+    /// Handles readiness events until `done` says so (or a deadline passes).
+    fn drive(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, done: impl Fn(&[Event]) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done(out) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no progress; events so far: {out:?}"
+            );
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 50).unwrap();
+            for ev in evs {
+                t.handle(ev, out);
+            }
+        }
+    }
+
+    /// Writes bytes one at a time and lets the transport read after each,
+    /// so every parser state sees partial input.
+    fn trickle(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, s: &mut TcpStream, bytes: &[u8]) {
+        for b in bytes {
+            s.write_all(&[*b]).unwrap();
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 1).unwrap();
+            for ev in evs {
+                t.handle(ev, out);
+            }
+        }
+    }
+
+    #[test]
+    fn frames_in_pieces_rendezvous_data_then_a_malformed_header() {
+        let (mut t, ep) = transport();
+        let mut peer = TcpStream::connect(t.local_addr().unwrap()).unwrap();
+        peer.set_nodelay(true).unwrap();
+        let mut hello = Header::new(Kind::Hello);
+        hello.src = 1;
+        hello.len = KEY.len() as u32;
+        peer.write_all(&hello.encode()).unwrap();
+        peer.write_all(KEY).unwrap();
+
+        // An eager frame, byte by byte.
+        let payload: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        let mut h = Header::new(Kind::Eager);
+        h.src = 1;
+        h.tag = 9;
+        h.len = payload.len() as u32;
+        h.flags = flags::SYNC;
+        let mut out = Vec::new();
+        trickle(&mut t, &ep, &mut out, &mut peer, &h.encode());
+        trickle(&mut t, &ep, &mut out, &mut peer, &payload);
+        drive(&mut t, &ep, &mut out, |o| {
+            o.iter().any(|e| matches!(e, Event::Frame { .. }))
+        });
+        match &out[0] {
+            Event::Frame {
+                peer: 1,
+                hdr,
+                payload: p,
+            } => {
+                assert_eq!((hdr.tag, hdr.flags), (9, flags::SYNC));
+                assert_eq!(p, &payload);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+
+        // Rendezvous data into a registered buffer: two fragments, one of
+        // them large enough to be read directly, one trickled.
+        let mut target = vec![0u8; 10_000];
+        // SAFETY (test): `target` outlives the transfer, which completes below.
+        let raw = unsafe { RawBuf::new(target.as_mut_ptr(), target.len()) };
+        t.expect_data(1, 77, raw, 10_000);
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        out.clear();
+        for (off, chunk, slow) in [(0usize, 6000usize, false), (6000, 4000, true)] {
+            let mut d = Header::new(Kind::Data);
+            d.src = 1;
+            d.rdv = 77;
+            d.aux = off as u64;
+            d.len = chunk as u32;
+            let mut bytes = d.encode().to_vec();
+            bytes.extend_from_slice(&data[off..off + chunk]);
+            if slow {
+                trickle(&mut t, &ep, &mut out, &mut peer, &bytes);
+            } else {
+                peer.write_all(&bytes).unwrap();
+            }
+        }
+        drive(&mut t, &ep, &mut out, |o| {
+            o.iter().any(|e| matches!(e, Event::DataDone { .. }))
+        });
+        assert!(matches!(out[0], Event::DataDone { peer: 1, rid: 77 }));
+        assert_eq!(target, data);
+
+        // Garbage where a header should be: the connection is dropped.
+        peer.write_all(&[0xAB; 56]).unwrap();
+        out.clear();
+        drive(&mut t, &ep, &mut out, |o| {
+            o.iter().any(|e| matches!(e, Event::PeerLost { .. }))
+        });
+        match &out[0] {
+            Event::PeerLost { peer: 1, reason } => {
+                assert!(reason.contains("malformed"), "{reason}")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut e = Vec::new();
+        let f = OutFrame::new(&Header::new(Kind::Ack), Payload::None, None);
+        assert!(matches!(
+            t.send(1, f, Class::Urgent, &mut e),
+            Err(TransportError::PeerGone(1))
+        ));
+    }
+}
