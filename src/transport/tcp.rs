@@ -7,7 +7,7 @@
 //! read straight into the receiver's buffer.
 
 use super::frame::{Header, Kind, Limits, HEADER_LEN};
-use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
+use super::{Class, Event, OutFrame, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
@@ -75,8 +75,9 @@ struct Peer {
     lost: bool,
     urgent: VecDeque<OutFrame>,
     bulk: VecDeque<OutFrame>,
-    /// Frames being written; the first has `woff` bytes out already.
-    wire: VecDeque<OutFrame>,
+    /// Frames being written (with their class); the first has `woff`
+    /// bytes out already.
+    wire: VecDeque<(OutFrame, Class)>,
     woff: usize,
     want_write: bool,
     rbuf: Vec<u8>,
@@ -234,42 +235,39 @@ impl Tcp {
             // fragment, so later urgent frames wait for one fragment at most.
             while p.wire.len() < MAX_IOV / 2 {
                 if let Some(f) = p.urgent.pop_front() {
-                    p.wire.push_back(f);
-                } else {
-                    if !p
-                        .wire
-                        .iter()
-                        .any(|f| matches!(f.payload, Payload::Borrowed(_)))
-                        || p.wire.is_empty()
-                    {
-                        if let Some(f) = p.bulk.pop_front() {
-                            p.wire.push_back(f);
-                        }
-                    }
-                    break;
+                    p.wire.push_back((f, Class::Urgent));
+                    continue;
                 }
+                if !p.wire.iter().any(|(_, c)| *c == Class::Bulk) {
+                    if let Some(f) = p.bulk.pop_front() {
+                        p.wire.push_back((f, Class::Bulk));
+                    }
+                }
+                break;
             }
             if p.wire.is_empty() {
                 self.set_write_interest(peer, false);
                 return;
             }
-            let mut iov: Vec<IoSlice> = Vec::with_capacity(MAX_IOV);
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut n_iov = 0;
             let mut skip = p.woff;
-            for f in p.wire.iter() {
+            'frames: for (f, _) in p.wire.iter() {
                 for part in [&f.header[..], f.payload.bytes()] {
                     if skip >= part.len() {
                         skip -= part.len();
                         continue;
                     }
-                    iov.push(IoSlice::new(&part[skip..]));
+                    iov[n_iov] = IoSlice::new(&part[skip..]);
+                    n_iov += 1;
                     skip = 0;
-                }
-                if iov.len() >= MAX_IOV - 1 {
-                    break;
+                    if n_iov == MAX_IOV {
+                        break 'frames;
+                    }
                 }
             }
-            let res = stream.write_vectored(&iov);
-            drop(iov);
+            let iov = &iov[..n_iov];
+            let res = stream.write_vectored(iov);
             match res {
                 Ok(0) => {
                     self.lose(peer, "connection closed while writing".into(), out);
@@ -279,11 +277,11 @@ impl Tcp {
                     budget = budget.saturating_sub(n);
                     let p = &mut self.peers[peer];
                     while n > 0 {
-                        let left = p.wire[0].wire_len() - p.woff;
+                        let left = p.wire[0].0.wire_len() - p.woff;
                         if n >= left {
                             n -= left;
                             p.woff = 0;
-                            let f = p.wire.pop_front().expect("non-empty wire");
+                            let (f, _) = p.wire.pop_front().expect("non-empty wire");
                             if let Some(token) = f.token {
                                 out.push(Event::Sent { token });
                             }
@@ -702,6 +700,7 @@ impl Transport for Tcp {
 mod tests {
     use super::*;
     use crate::transport::frame::flags;
+    use crate::transport::Payload;
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
