@@ -111,6 +111,7 @@ pub struct Core {
     slots: Vec<Slot>,
     free: Vec<u32>,
     events: Vec<Event>,
+    spare_events: Vec<Event>,
     /// Counts request completions and unexpected arrivals: anything a
     /// waiting thread may be waiting for. Waiters are woken when it moves.
     changes: u64,
@@ -624,9 +625,12 @@ impl Core {
 
     /// Handles what the transport reported until nothing is left.
     fn process_events(&mut self) {
+        // Swap between two vectors so neither is reallocated per message:
+        // handling an event may queue new ones into `self.events`.
+        let mut batch = std::mem::take(&mut self.spare_events);
         while !self.events.is_empty() {
-            let events = std::mem::take(&mut self.events);
-            for ev in events {
+            std::mem::swap(&mut batch, &mut self.events);
+            for ev in batch.drain(..) {
                 match ev {
                     Event::Sent { token } => {
                         let id = ReqId::from_wire(token);
@@ -652,6 +656,7 @@ impl Core {
                 }
             }
         }
+        self.spare_events = batch;
     }
 
     fn handle(&mut self, evs: &[epoll::Event], bell: &EventFd) {
@@ -743,6 +748,7 @@ impl Engine {
             slots: Vec::new(),
             free: Vec::new(),
             events: Vec::new(),
+            spare_events: Vec::new(),
             changes: 0,
             polling: false,
             user_polls: 0,
