@@ -34,7 +34,16 @@ pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
     )
 }
 
+/// From this many bytes on (and more than two ranks), Bcast scatters and
+/// rings instead of using the binomial tree.
+const SCATTER_RING_BCAST_MIN: usize = 256 << 10;
+
 pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
+    let n = c.size();
+    if n > 2 && buf.len() >= SCATTER_RING_BCAST_MIN {
+        let s = schedule::bcast_scatter_ring(c.rank, n, root, buf.len());
+        return sched_run(m, c, s, RawBuf::empty(), buf, None);
+    }
     sched_run(
         m,
         c,

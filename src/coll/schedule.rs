@@ -116,6 +116,45 @@ pub fn bcast(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     s
 }
 
+/// Broadcast for large buffers (van de Geijn): the root scatters one
+/// segment to each rank, then a ring allgather completes everyone's copy.
+/// Every byte leaves the root once instead of log2(n) times.
+pub fn bcast_scatter_ring(me: usize, n: usize, root: usize, len: usize) -> Schedule {
+    let chunk = len.div_ceil(n);
+    // Segment of root-relative rank k.
+    let seg = |k: usize| {
+        let off = (k * chunk).min(len);
+        (off, chunk.min(len - off))
+    };
+    let rel = (me + n - root) % n;
+    let mut s = Schedule::default();
+    if me == root {
+        let sends = (1..n)
+            .filter(|&k| seg(k).1 > 0)
+            .map(|k| send((root + k) % n, at(Buf::Recv, seg(k).0), seg(k).1))
+            .collect();
+        s.round(sends);
+    } else if seg(rel).1 > 0 {
+        s.round(vec![recv(root, at(Buf::Recv, seg(rel).0), seg(rel).1)]);
+    }
+    // Ring over root-relative ranks (a rotation keeps the same neighbours).
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    for step in 0..n - 1 {
+        let (so, sl) = seg((rel + n - step) % n);
+        let (ro, rl) = seg((rel + 2 * n - step - 1) % n);
+        let mut steps = Vec::new();
+        if sl > 0 {
+            steps.push(send(right, at(Buf::Recv, so), sl));
+        }
+        if rl > 0 {
+            steps.push(recv(left, at(Buf::Recv, ro), rl));
+        }
+        s.round(steps);
+    }
+    s
+}
+
 /// Reduction to `root` of `count` elements of `elem` bytes (input in `Send`,
 /// result in `Recv` at the root). Rank order is kept for every op: the
 /// binomial tree combines contiguous rank ranges towards rank 0, which then
@@ -804,6 +843,35 @@ mod tests {
                     .collect();
                 for r in &ranks {
                     assert_eq!(r.recv, want, "ring allreduce n={n} count={count}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn large_bcast_reaches_everyone() {
+        for &n in SIZES {
+            for len in [n, n + 3, 1000, 4099] {
+                for root in 0..n {
+                    let want: Vec<u8> = (0..len).map(|i| (i * 13 + root) as u8).collect();
+                    let mut ranks: Vec<Rank> = (0..n)
+                        .map(|r| Rank {
+                            send: vec![],
+                            recv: if r == root {
+                                want.clone()
+                            } else {
+                                vec![0; len]
+                            },
+                        })
+                        .collect();
+                    let sc: Vec<_> = (0..n)
+                        .map(|me| bcast_scatter_ring(me, n, root, len))
+                        .collect();
+                    run(&sc, &mut ranks, &add);
+                    assert!(
+                        ranks.iter().all(|r| r.recv == want),
+                        "bcast n={n} len={len} root={root}"
+                    );
                 }
             }
         }
