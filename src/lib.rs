@@ -5,6 +5,7 @@
 
 pub mod abi;
 pub mod api;
+pub mod checkpoint;
 pub mod coll;
 pub mod progress;
 pub mod runtime;

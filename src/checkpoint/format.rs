@@ -1,0 +1,603 @@
+//! The per-rank checkpoint file: a fixed header, a section table, then the
+//! sections' bytes. Every section has its own CRC32 (of the bytes as
+//! stored) and is optionally zstd-compressed (only when that shrinks it).
+//! Files are written under a temporary name, synced when asked, then
+//! renamed, so a crash mid-write never leaves a half file under the real
+//! name. Reading maps the file and verifies every field, bound and checksum
+//! before returning any byte; malformed input is an error, never a panic.
+//!
+//! ```text
+//! header (56 bytes, little-endian)
+//!   0 magic "MPISTCKP"   8 version u32   12 flags u32 (0)
+//!  16 job u64           24 rank u32     28 size u32
+//!  32 epoch u64         40 generation u32  44 sections u32
+//!  48 table_crc u32 (CRC32 of header bytes 0..48 and the whole table)
+//!  52 reserved u32 (0)
+//! section table entry (40 bytes + name, padded to 8)
+//!   0 kind u16   2 codec u16   4 name_len u32   8 id u64
+//!  16 length u64 (as used)  24 stored u64 (on disk)  32 crc u32  36 reserved u32
+//! then the sections' stored bytes, in table order, each padded to 8
+//! ```
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+pub const MAGIC: &[u8; 8] = b"MPISTCKP";
+pub const VERSION: u32 = 1;
+const HEADER_LEN: usize = 56;
+const ENTRY_LEN: usize = 40;
+/// Limits that keep a corrupt file from asking for absurd allocations.
+const MAX_SECTIONS: u32 = 1 << 20;
+const MAX_NAME: u32 = 4096;
+
+#[repr(u16)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The MPI state of the rank (communicators, groups, handles …).
+    MpiState = 1,
+    /// A region registered with `MPIX_Protect` (id = the region's id).
+    Protected = 2,
+    /// A file routed with `MPIX_Checkpoint_route` (name = its name).
+    File = 3,
+}
+
+impl Kind {
+    fn from_u16(v: u16) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::MpiState,
+            2 => Kind::Protected,
+            3 => Kind::File,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    None = 0,
+    Zstd = 1,
+}
+
+/// Who a checkpoint belongs to; a file for another job, rank or epoch is
+/// refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub job: u64,
+    pub rank: u32,
+    pub size: u32,
+    pub epoch: u64,
+    pub generation: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Section {
+    pub kind: Kind,
+    pub id: u64,
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
+/// Compression applied when writing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    Off,
+    /// zstd at this level; a section is stored compressed only if smaller.
+    Zstd(i32),
+}
+
+#[derive(Debug)]
+pub enum CkptError {
+    Io(io::Error),
+    NotACheckpoint,
+    Version(u32),
+    Truncated { need: u64, have: u64 },
+    Corrupt(String),
+    TableChecksum,
+    SectionChecksum { index: usize, kind: Kind, id: u64 },
+    WrongIdentity { expected: Identity, found: Identity },
+}
+
+impl fmt::Display for CkptError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CkptError::Io(e) => write!(f, "{e}"),
+            CkptError::NotACheckpoint => write!(f, "not an mpistages checkpoint (bad magic)"),
+            CkptError::Version(v) => write!(f, "checkpoint format version {v} is not supported (this build reads {VERSION})"),
+            CkptError::Truncated { need, have } => write!(f, "truncated: needs {need} bytes, has {have}"),
+            CkptError::Corrupt(why) => write!(f, "corrupt: {why}"),
+            CkptError::TableChecksum => write!(f, "header or section table checksum mismatch"),
+            CkptError::SectionChecksum { index, kind, id } => {
+                write!(f, "checksum mismatch in section {index} ({kind:?} {id})")
+            }
+            CkptError::WrongIdentity { expected, found } => write!(
+                f,
+                "belongs to job {} rank {} epoch {} (size {}), expected job {} rank {} epoch {} (size {})",
+                found.job, found.rank, found.epoch, found.size, expected.job, expected.rank, expected.epoch, expected.size
+            ),
+        }
+    }
+}
+
+impl From<io::Error> for CkptError {
+    fn from(e: io::Error) -> Self {
+        CkptError::Io(e)
+    }
+}
+
+fn pad8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+/// What `write` did, for reports and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    pub raw_bytes: u64,
+    pub stored_bytes: u64,
+}
+
+struct Prepared<'a> {
+    section: &'a Section,
+    codec: Codec,
+    stored: std::borrow::Cow<'a, [u8]>,
+    crc: u32,
+}
+
+/// Writes a checkpoint file atomically (temporary name, then rename);
+/// `sync` makes it durable first (fsync of the file and its directory).
+/// On any error the temporary file is removed and `path` is untouched.
+pub fn write(
+    path: &Path,
+    who: &Identity,
+    sections: &[Section],
+    compression: Compression,
+    sync: bool,
+) -> io::Result<WriteStats> {
+    let prepared: Vec<Prepared> = sections
+        .iter()
+        .map(|s| {
+            let (codec, stored) = match compression {
+                Compression::Zstd(level) if !s.data.is_empty() => {
+                    match zstd::bulk::compress(&s.data, level) {
+                        Ok(c) if c.len() < s.data.len() => {
+                            (Codec::Zstd, std::borrow::Cow::Owned(c))
+                        }
+                        _ => (Codec::None, std::borrow::Cow::Borrowed(&s.data[..])),
+                    }
+                }
+                _ => (Codec::None, std::borrow::Cow::Borrowed(&s.data[..])),
+            };
+            let crc = crc32fast::hash(&stored);
+            Prepared {
+                section: s,
+                codec,
+                stored,
+                crc,
+            }
+        })
+        .collect();
+    let mut head = Vec::with_capacity(HEADER_LEN + sections.len() * (ENTRY_LEN + 16));
+    head.extend_from_slice(MAGIC);
+    head.extend_from_slice(&VERSION.to_le_bytes());
+    head.extend_from_slice(&0u32.to_le_bytes());
+    head.extend_from_slice(&who.job.to_le_bytes());
+    head.extend_from_slice(&who.rank.to_le_bytes());
+    head.extend_from_slice(&who.size.to_le_bytes());
+    head.extend_from_slice(&who.epoch.to_le_bytes());
+    head.extend_from_slice(&who.generation.to_le_bytes());
+    head.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    head.extend_from_slice(&[0u8; 8]); // table crc + reserved, filled below
+    for p in &prepared {
+        let name = p.section.name.as_bytes();
+        head.extend_from_slice(&(p.section.kind as u16).to_le_bytes());
+        head.extend_from_slice(&(p.codec as u16).to_le_bytes());
+        head.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        head.extend_from_slice(&p.section.id.to_le_bytes());
+        head.extend_from_slice(&(p.section.data.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(p.stored.len() as u64).to_le_bytes());
+        head.extend_from_slice(&p.crc.to_le_bytes());
+        head.extend_from_slice(&0u32.to_le_bytes());
+        head.extend_from_slice(name);
+        head.resize(pad8(head.len()), 0);
+    }
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head[..48]);
+    crc.update(&head[HEADER_LEN..]);
+    head[48..52].copy_from_slice(&crc.finalize().to_le_bytes());
+
+    let tmp = temp_name(path);
+    let result = (|| -> io::Result<WriteStats> {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(&head)?;
+        let mut stats = WriteStats::default();
+        for p in &prepared {
+            f.write_all(&p.stored)?;
+            let pad = pad8(p.stored.len()) - p.stored.len();
+            f.write_all(&[0u8; 8][..pad])?;
+            stats.raw_bytes += p.section.data.len() as u64;
+            stats.stored_bytes += p.stored.len() as u64;
+        }
+        if sync {
+            f.sync_all()?;
+        }
+        drop(f);
+        fs::rename(&tmp, path)?;
+        if sync {
+            if let Some(dir) = path.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+        }
+        Ok(stats)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(format!(".tmp.{}", std::process::id()));
+    path.with_file_name(name)
+}
+
+/// A verified checkpoint: identity and sections.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub who: Identity,
+    pub sections: Vec<Section>,
+    /// Bytes of section data as stored in the file (after compression).
+    pub stored_bytes: u64,
+}
+
+fn u16_at(b: &[u8], i: usize) -> u16 {
+    u16::from_le_bytes([b[i], b[i + 1]])
+}
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"))
+}
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"))
+}
+
+fn need(bytes: &[u8], end: u64) -> Result<(), CkptError> {
+    if (bytes.len() as u64) < end {
+        return Err(CkptError::Truncated {
+            need: end,
+            have: bytes.len() as u64,
+        });
+    }
+    Ok(())
+}
+
+/// Parses and verifies checkpoint bytes. With `expect`, the identity must
+/// match (the generation is not compared: it only records the writer's).
+pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
+    if bytes.len() < MAGIC.len() || &bytes[..8] != MAGIC {
+        return Err(CkptError::NotACheckpoint);
+    }
+    need(bytes, HEADER_LEN as u64)?;
+    let version = u32_at(bytes, 8);
+    if version != VERSION {
+        return Err(CkptError::Version(version));
+    }
+    if u32_at(bytes, 12) != 0 || u32_at(bytes, 52) != 0 {
+        return Err(CkptError::Corrupt(
+            "reserved header fields are not zero".into(),
+        ));
+    }
+    let who = Identity {
+        job: u64_at(bytes, 16),
+        rank: u32_at(bytes, 24),
+        size: u32_at(bytes, 28),
+        epoch: u64_at(bytes, 32),
+        generation: u32_at(bytes, 40),
+    };
+    let n = u32_at(bytes, 44);
+    if n > MAX_SECTIONS {
+        return Err(CkptError::Corrupt(format!("{n} sections")));
+    }
+    // Walk the table once to find its end, with every read bounds-checked.
+    let mut entries = Vec::with_capacity(n.min(1024) as usize);
+    let mut pos = HEADER_LEN as u64;
+    for _ in 0..n {
+        need(bytes, pos + ENTRY_LEN as u64)?;
+        let e = pos as usize;
+        let name_len = u32_at(bytes, e + 4);
+        if name_len > MAX_NAME {
+            return Err(CkptError::Corrupt(format!(
+                "section name of {name_len} bytes"
+            )));
+        }
+        let name_end = pos + ENTRY_LEN as u64 + name_len as u64;
+        need(bytes, name_end)?;
+        entries.push((e, name_len as usize));
+        pos = pad8(name_end as usize) as u64;
+    }
+    need(bytes, pos)?;
+    let table_end = pos as usize;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&bytes[..48]);
+    crc.update(&bytes[HEADER_LEN..table_end]);
+    if crc.finalize() != u32_at(bytes, 48) {
+        return Err(CkptError::TableChecksum);
+    }
+    if let Some(exp) = expect {
+        if (exp.job, exp.rank, exp.size, exp.epoch) != (who.job, who.rank, who.size, who.epoch) {
+            return Err(CkptError::WrongIdentity {
+                expected: *exp,
+                found: who,
+            });
+        }
+    }
+    let mut data_pos = table_end as u64;
+    let mut sections = Vec::with_capacity(entries.len());
+    let mut stored_bytes = 0;
+    for (index, (e, name_len)) in entries.into_iter().enumerate() {
+        let kind = Kind::from_u16(u16_at(bytes, e))
+            .ok_or_else(|| CkptError::Corrupt(format!("section {index} has an unknown kind")))?;
+        let codec = match u16_at(bytes, e + 2) {
+            0 => Codec::None,
+            1 => Codec::Zstd,
+            c => {
+                return Err(CkptError::Corrupt(format!(
+                    "section {index} has an unknown codec {c}"
+                )))
+            }
+        };
+        let id = u64_at(bytes, e + 8);
+        let length = u64_at(bytes, e + 16);
+        let stored = u64_at(bytes, e + 24);
+        let sum = u32_at(bytes, e + 32);
+        if codec == Codec::None && stored != length {
+            return Err(CkptError::Corrupt(format!(
+                "section {index}: stored {stored} bytes for {length}"
+            )));
+        }
+        let end = data_pos
+            .checked_add(stored)
+            .ok_or_else(|| CkptError::Corrupt("section size overflows".into()))?;
+        need(bytes, end)?;
+        let raw = &bytes[data_pos as usize..end as usize];
+        if crc32fast::hash(raw) != sum {
+            return Err(CkptError::SectionChecksum { index, kind, id });
+        }
+        let data = match codec {
+            Codec::None => raw.to_vec(),
+            Codec::Zstd => {
+                let cap = usize::try_from(length)
+                    .map_err(|_| CkptError::Corrupt("section too large".into()))?;
+                let out = zstd::bulk::decompress(raw, cap)
+                    .map_err(|e| CkptError::Corrupt(format!("section {index}: {e}")))?;
+                if out.len() as u64 != length {
+                    return Err(CkptError::Corrupt(format!(
+                        "section {index} decompressed to {} bytes, not {length}",
+                        out.len()
+                    )));
+                }
+                out
+            }
+        };
+        let name = std::str::from_utf8(&bytes[e + ENTRY_LEN..e + ENTRY_LEN + name_len])
+            .map_err(|_| CkptError::Corrupt(format!("section {index} name is not UTF-8")))?
+            .to_string();
+        stored_bytes += stored;
+        sections.push(Section {
+            kind,
+            id,
+            name,
+            data,
+        });
+        data_pos = pad8(end as usize) as u64;
+    }
+    if data_pos != bytes.len() as u64 && pad8(bytes.len()) as u64 != data_pos {
+        return Err(CkptError::Corrupt(format!(
+            "{} trailing bytes",
+            bytes.len() as u64 - data_pos.min(bytes.len() as u64)
+        )));
+    }
+    Ok(Checkpoint {
+        who,
+        sections,
+        stored_bytes,
+    })
+}
+
+/// Reads and verifies a checkpoint file (mapped, not read into memory).
+pub fn read(path: &Path, expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
+    let f = File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Err(CkptError::Truncated {
+            need: HEADER_LEN as u64,
+            have: 0,
+        });
+    }
+    // SAFETY: the mapping is read-only and private to this call. Checkpoint
+    // files are written under a temporary name and renamed into place, so
+    // no writer modifies a file at this path while we read it; a file
+    // truncated by someone else meanwhile would raise SIGBUS, which is the
+    // documented hazard of mapping files.
+    let map = unsafe { memmap2::Mmap::map(&f)? };
+    parse(&map, expect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn who() -> Identity {
+        Identity {
+            job: 42,
+            rank: 3,
+            size: 8,
+            epoch: 7,
+            generation: 1,
+        }
+    }
+
+    fn sample() -> Vec<Section> {
+        vec![
+            Section {
+                kind: Kind::MpiState,
+                id: 0,
+                name: String::new(),
+                data: b"state".to_vec(),
+            },
+            Section {
+                kind: Kind::Protected,
+                id: 5,
+                name: String::new(),
+                data: (0..5000u32)
+                    .flat_map(|i| (i as f64).sin().to_le_bytes())
+                    .collect(),
+            },
+            Section {
+                kind: Kind::Protected,
+                id: 6,
+                name: String::new(),
+                data: vec![0u8; 10000],
+            },
+            Section {
+                kind: Kind::File,
+                id: 0,
+                name: "fields/u.dat".into(),
+                data: vec![],
+            },
+        ]
+    }
+
+    fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "mpistages-ckpt-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn bytes_of(sections: &[Section], c: Compression) -> Vec<u8> {
+        let d = tempdir();
+        let p = d.join("c");
+        write(&p, &who(), sections, c, false).unwrap();
+        let b = fs::read(&p).unwrap();
+        fs::remove_dir_all(&d).unwrap();
+        b
+    }
+
+    #[test]
+    fn round_trip_with_and_without_compression() {
+        let d = tempdir();
+        for c in [Compression::Off, Compression::Zstd(3)] {
+            let p = d.join(format!("{c:?}"));
+            let stats = write(&p, &who(), &sample(), c, true).unwrap();
+            let ck = read(&p, Some(&who())).unwrap();
+            assert_eq!(ck.sections, sample());
+            assert_eq!(ck.who, who());
+            if c == Compression::Off {
+                assert_eq!(stats.stored_bytes, stats.raw_bytes);
+            } else {
+                assert!(
+                    stats.stored_bytes < stats.raw_bytes,
+                    "zeros compress: {stats:?}"
+                );
+            }
+        }
+        assert_eq!(
+            fs::read_dir(&d).unwrap().count(),
+            2,
+            "no temporary files left"
+        );
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn every_flipped_byte_and_every_truncation_is_detected() {
+        let good = bytes_of(&sample(), Compression::Zstd(1));
+        for i in 0..good.len() {
+            let mut b = good.clone();
+            b[i] ^= 0x5A;
+            // Padding bytes carry no meaning; everything else must be caught.
+            match parse(&b, Some(&who())) {
+                Err(_) => {}
+                Ok(ck) => assert_eq!(
+                    ck.sections,
+                    sample(),
+                    "byte {i} flipped yet different data was accepted"
+                ),
+            }
+        }
+        for len in 0..good.len() - 7 {
+            assert!(
+                parse(&good[..len], Some(&who())).is_err(),
+                "truncated to {len} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_identity_is_refused() {
+        let b = bytes_of(&sample(), Compression::Off);
+        for other in [
+            Identity { rank: 4, ..who() },
+            Identity { epoch: 6, ..who() },
+            Identity { job: 1, ..who() },
+            Identity { size: 9, ..who() },
+        ] {
+            assert!(matches!(
+                parse(&b, Some(&other)),
+                Err(CkptError::WrongIdentity { .. })
+            ));
+        }
+        assert!(parse(
+            &b,
+            Some(&Identity {
+                generation: 9,
+                ..who()
+            })
+        )
+        .is_ok());
+        assert!(matches!(
+            parse(b"hello", None),
+            Err(CkptError::NotACheckpoint)
+        ));
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file() {
+        let d = tempdir();
+        let p = d.join("c");
+        write(&p, &who(), &sample(), Compression::Off, false).unwrap();
+        // A directory in the way of the temporary name makes the write fail.
+        fs::create_dir(temp_name(&p)).unwrap();
+        assert!(write(&p, &who(), &[], Compression::Off, false).is_err());
+        assert_eq!(read(&p, Some(&who())).unwrap().sections, sample());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_parse_or_fail(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let _ = parse(&bytes, None);
+            let mut b = MAGIC.to_vec();
+            b.extend_from_slice(&bytes);
+            let _ = parse(&b, None);
+        }
+
+        #[test]
+        fn round_trips(datas in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..5), z in any::<bool>()) {
+            let sections: Vec<Section> = datas.into_iter().enumerate().map(|(i, data)| Section {
+                kind: Kind::Protected, id: i as u64, name: format!("s{i}"), data,
+            }).collect();
+            let c = if z { Compression::Zstd(1) } else { Compression::Off };
+            let b = bytes_of(&sections, c);
+            prop_assert_eq!(parse(&b, Some(&who())).unwrap().sections, sections);
+        }
+    }
+}
