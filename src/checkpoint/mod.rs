@@ -6,3 +6,4 @@
 //! `MPIX_Checkpoint_*` integration come with the MPI Stages work.
 
 pub mod format;
+pub mod inspect;
