@@ -5,5 +5,7 @@
 //! Storage levels (mem, tmpfs, partner, pfs), asynchronous flush and the
 //! `MPIX_Checkpoint_*` integration come with the MPI Stages work.
 
+pub mod config;
+pub mod dirlevel;
 pub mod format;
 pub mod inspect;

@@ -1,0 +1,172 @@
+//! `MPISTAGES_CKPT` / `mpiexec --ckpt`: which storage levels checkpoints
+//! go to, how many committed epochs each keeps, and compression. Example:
+//! `mem,tmpfs:/dev/shm/mpistages,partner,pfs:/scratch/run1@every=4,keep=3,zstd:3`
+
+use super::format::Compression;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// In-process copy: live ranks roll back with no I/O.
+    Mem,
+    /// Node-local directory (survives a process failure).
+    Tmpfs(PathBuf),
+    /// A copy held by another rank (survives the loss of a node).
+    Partner,
+    /// Durable directory, flushed in the background every `every` checkpoints.
+    Pfs { dir: PathBuf, every: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub levels: Vec<Level>,
+    /// Committed epochs kept per level.
+    pub keep: usize,
+    pub compression: Compression,
+}
+
+pub const DEFAULT_TMPFS: &str = "/dev/shm/mpistages";
+
+impl Default for Config {
+    /// One machine, no configuration: memory plus node-local tmpfs.
+    fn default() -> Config {
+        Config {
+            levels: vec![Level::Mem, Level::Tmpfs(PathBuf::from(DEFAULT_TMPFS))],
+            keep: 2,
+            compression: Compression::Off,
+        }
+    }
+}
+
+fn positive(what: &str, v: &str) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{what} needs a positive number, not '{v}'")),
+    }
+}
+
+/// Parses the configuration string; an empty string gives the default.
+pub fn parse(spec: &str) -> Result<Config, String> {
+    let mut cfg = Config {
+        levels: Vec::new(),
+        ..Config::default()
+    };
+    let spec = spec.trim();
+    if spec.is_empty() {
+        return Ok(Config::default());
+    }
+    for item in spec.split(',').map(str::trim) {
+        let (name, arg) = match item.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (item, None),
+        };
+        let dir = |what: &str| -> Result<PathBuf, String> {
+            match arg {
+                Some(a) if !a.is_empty() => Ok(PathBuf::from(a)),
+                _ => Err(format!("level '{what}' needs a directory ({what}:/path)")),
+            }
+        };
+        let level = match name {
+            "mem" => Some(Level::Mem),
+            "partner" => Some(Level::Partner),
+            "tmpfs" => Some(Level::Tmpfs(dir("tmpfs")?)),
+            "pfs" => {
+                let raw = dir("pfs")?;
+                let s = raw.to_string_lossy().into_owned();
+                let (path, every) = match s.rsplit_once("@every=") {
+                    Some((p, e)) => (p.to_string(), positive("@every=", e)? as u32),
+                    None => (s, 1),
+                };
+                Some(Level::Pfs { dir: PathBuf::from(path), every })
+            }
+            _ if name.starts_with("keep=") => {
+                cfg.keep = positive("keep=", &name["keep=".len()..])? as usize;
+                None
+            }
+            "zstd" => {
+                let lvl: i32 = arg
+                    .unwrap_or("3")
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=19).contains(l))
+                    .ok_or_else(|| format!("zstd level must be 1..19, not '{}'", arg.unwrap_or("")))?;
+                cfg.compression = Compression::Zstd(lvl);
+                None
+            }
+            "off" => {
+                cfg.compression = Compression::Off;
+                None
+            }
+            "" => return Err("empty item in the checkpoint configuration".into()),
+            other => {
+                return Err(format!(
+                    "unknown checkpoint level or option '{other}' (levels: mem, tmpfs:DIR, partner, pfs:DIR[@every=N]; options: keep=N, zstd[:LEVEL], off)"
+                ))
+            }
+        };
+        if let Some(l) = level {
+            if cfg
+                .levels
+                .iter()
+                .any(|x| std::mem::discriminant(x) == std::mem::discriminant(&l))
+            {
+                return Err(format!("level '{name}' is given twice"));
+            }
+            cfg.levels.push(l);
+        }
+    }
+    if cfg.levels.is_empty() {
+        return Err("no storage level given (e.g. mem,tmpfs:/dev/shm/mpistages)".into());
+    }
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_issue_example() {
+        let c =
+            parse("mem,tmpfs:/dev/shm/mpistages,partner,pfs:/scratch/run1@every=4,keep=3,zstd:5")
+                .unwrap();
+        assert_eq!(
+            c.levels,
+            vec![
+                Level::Mem,
+                Level::Tmpfs("/dev/shm/mpistages".into()),
+                Level::Partner,
+                Level::Pfs {
+                    dir: "/scratch/run1".into(),
+                    every: 4
+                }
+            ]
+        );
+        assert_eq!((c.keep, c.compression), (3, Compression::Zstd(5)));
+        assert_eq!(parse("").unwrap(), Config::default());
+        assert_eq!(
+            parse("pfs:/x").unwrap().levels,
+            vec![Level::Pfs {
+                dir: "/x".into(),
+                every: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn mistakes_are_explained() {
+        for (bad, says) in [
+            ("tmpfs", "needs a directory"),
+            ("mem,mem", "twice"),
+            ("mem,keep=0", "positive"),
+            ("pfs:/x@every=no", "positive"),
+            ("zstd:40,mem", "1..19"),
+            ("disk:/x", "unknown"),
+            ("keep=2", "no storage level"),
+            ("mem,,tmpfs:/x", "empty item"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! A storage level kept in a directory (tmpfs or a parallel file system):
+//! `ROOT/epoch-E/rank-R.ckpt`. Each rank writes, reads and removes only its
+//! own files, so ranks sharing a directory never race on each other's.
+
+use super::format::{self, Checkpoint, CkptError, Compression, Identity, Section, WriteStats};
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub struct DirLevel {
+    root: PathBuf,
+    /// fsync files and directories (a durable level); tmpfs needs none.
+    durable: bool,
+    /// Committed epochs kept.
+    keep: usize,
+}
+
+impl DirLevel {
+    pub fn new(root: impl Into<PathBuf>, durable: bool, keep: usize) -> DirLevel {
+        DirLevel {
+            root: root.into(),
+            durable,
+            keep: keep.max(1),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn epoch_dir(&self, epoch: u64) -> PathBuf {
+        self.root.join(format!("epoch-{epoch}"))
+    }
+
+    pub fn path(&self, epoch: u64, rank: u32) -> PathBuf {
+        self.epoch_dir(epoch).join(format!("rank-{rank}.ckpt"))
+    }
+
+    /// Writes this rank's checkpoint for `who.epoch`. On failure (disk full,
+    /// …) nothing is left under the final name and older epochs are intact.
+    pub fn write(
+        &self,
+        who: &Identity,
+        sections: &[Section],
+        compression: Compression,
+    ) -> io::Result<WriteStats> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = self.epoch_dir(who.epoch);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        format::write(
+            &self.path(who.epoch, who.rank),
+            who,
+            sections,
+            compression,
+            self.durable,
+        )
+    }
+
+    pub fn read(&self, who: &Identity) -> Result<Checkpoint, CkptError> {
+        format::read(&self.path(who.epoch, who.rank), Some(who))
+    }
+
+    /// Epochs present in this level (for any rank), ascending.
+    pub fn epochs(&self) -> io::Result<Vec<u64>> {
+        let mut v = Vec::new();
+        match std::fs::read_dir(&self.root) {
+            Ok(entries) => {
+                for e in entries {
+                    let name = e?.file_name();
+                    if let Some(n) = name
+                        .to_string_lossy()
+                        .strip_prefix("epoch-")
+                        .and_then(|n| n.parse().ok())
+                    {
+                        v.push(n);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// Epoch `committed` is complete on every rank: remove this rank's
+    /// files of epochs older than the newest `keep` committed ones (never a
+    /// newer, uncommitted epoch), and epoch directories left empty.
+    pub fn commit(&self, rank: u32, committed: u64) -> io::Result<()> {
+        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
+        for e in self.epochs()? {
+            if e >= oldest_kept {
+                break;
+            }
+            match std::fs::remove_file(self.path(e, rank)) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+            // Other ranks' files may still be there: then it stays.
+            let _ = std::fs::remove_dir(self.epoch_dir(e));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::format::Kind;
+
+    struct Scratch(PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(tag: &str) -> Scratch {
+        let d =
+            std::env::temp_dir().join(format!("mpistages-dirlevel-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Scratch(d)
+    }
+
+    fn who(rank: u32, epoch: u64) -> Identity {
+        Identity {
+            job: 1,
+            rank,
+            size: 2,
+            epoch,
+            generation: 0,
+        }
+    }
+
+    fn data(n: usize, seed: u8) -> Vec<Section> {
+        vec![Section {
+            kind: Kind::Protected,
+            id: 1,
+            name: String::new(),
+            data: (0..n).map(|i| (i as u8).wrapping_mul(seed)).collect(),
+        }]
+    }
+
+    #[test]
+    fn keep_removes_only_old_committed_epochs_of_this_rank() {
+        let s = scratch("keep");
+        let level = DirLevel::new(&s.0, false, 2);
+        for e in 1..=4 {
+            for r in 0..2 {
+                level
+                    .write(&who(r, e), &data(100, e as u8), Compression::Off)
+                    .unwrap();
+            }
+        }
+        // Rank 0 commits epoch 3: epochs 2 and 3 stay, 1 goes; 4 is newer.
+        level.commit(0, 3).unwrap();
+        assert!(!level.path(1, 0).exists());
+        assert!(level.path(1, 1).exists(), "another rank's file was removed");
+        for e in 2..=4 {
+            assert_eq!(level.read(&who(0, e)).unwrap().sections, data(100, e as u8));
+        }
+        level.commit(1, 3).unwrap();
+        assert_eq!(level.epochs().unwrap(), vec![2, 3, 4]);
+    }
+
+    /// A real full disk: a 64 KiB tmpfs. The write fails with an error, the
+    /// failed epoch leaves no file, and the previous one is intact.
+    #[test]
+    fn disk_full_is_an_error_and_keeps_the_previous_checkpoint() {
+        let s = scratch("full");
+        std::fs::create_dir_all(&s.0).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"])
+            .arg(&s.0)
+            .status()
+            .is_ok_and(|st| st.success());
+        if !mounted {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must be able to mount a tmpfs (root)"
+            );
+            println!("SKIPPED: disk-full test needs permission to mount a tmpfs");
+            return;
+        }
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(self.0).status();
+            }
+        }
+        let _unmount = Unmount(&s.0);
+        let level = DirLevel::new(&s.0, true, 2);
+        level
+            .write(&who(0, 1), &data(10_000, 3), Compression::Off)
+            .unwrap();
+        let err = level
+            .write(&who(0, 2), &data(200_000, 5), Compression::Off)
+            .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+        assert!(!level.path(2, 0).exists());
+        let leftovers: Vec<_> = std::fs::read_dir(s.0.join("epoch-2")).unwrap().collect();
+        assert!(
+            leftovers.is_empty(),
+            "temporary file left behind: {leftovers:?}"
+        );
+        assert_eq!(level.read(&who(0, 1)).unwrap().sections, data(10_000, 3));
+    }
+}
