@@ -48,6 +48,41 @@ unsafe fn start_recv(
     Ok(p2p::post(m, p2p::recv_op(m, tb, src, tag, comm)?, comm))
 }
 
+/// Waits for a receive, writes its status, and turns its error into ours.
+///
+/// # Safety
+/// `status` is NULL or a writable `MPI_Status`.
+unsafe fn finish_recv(m: &Mpi, id: ReqId, status: *mut CStatus) -> MpiResult<()> {
+    let st = m.engine.wait(id);
+    m.tables().req_comm.remove(&id.index);
+    // SAFETY: forwarded.
+    unsafe { put_status(status, &st) };
+    st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+}
+
+/// The same send, but from a private copy of the data (buffered sends,
+/// Sendrecv_replace): the user's buffer is free as soon as this returns.
+fn from_copy(op: Op, data: Vec<u8>) -> Op {
+    match op {
+        Op::Send {
+            dest,
+            src,
+            context,
+            tag,
+            mode,
+            ..
+        } => Op::Send {
+            dest,
+            src,
+            context,
+            tag,
+            mode,
+            layout: Box::new(Owned(data)),
+        },
+        recv => recv,
+    }
+}
+
 fn finish(m: &Mpi, id: ReqId) -> MpiResult<Status> {
     let st = m.engine.wait(id);
     m.tables().req_comm.remove(&id.index);
@@ -78,18 +113,10 @@ unsafe fn bsend(
         None => tb.pack(),
     };
     let need = data.len() + BSEND_OVERHEAD as usize;
-    let op = p2p::send_op(m, tb, dest, tag, comm, SendMode::Standard)?;
-    let Op::Send {
-        dest,
-        src,
-        context,
-        tag,
-        mode,
-        ..
-    } = op
-    else {
-        unreachable!()
-    };
+    let op = from_copy(
+        p2p::send_op(m, tb, dest, tag, comm, SendMode::Standard)?,
+        data,
+    );
     {
         let mut t = m.tables();
         let pending = std::mem::take(&mut t.bsend_pending);
@@ -117,14 +144,7 @@ unsafe fn bsend(
             );
         }
     }
-    let id = m.engine.post(Op::Send {
-        dest,
-        src,
-        context,
-        tag,
-        mode,
-        layout: Box::new(Owned(data)),
-    });
+    let id = m.engine.post(op);
     m.engine.free(id);
     m.tables().bsend_pending.push((id, need));
     Ok(())
@@ -216,11 +236,8 @@ mpi_fn!(fn MPI_Recv / PMPI_Recv(buf: *mut c_void, n: c_int, dt: c_int, src: c_in
     let r = mpi().and_then(|m| {
         // SAFETY: the caller's buffer stays valid for this blocking call.
         let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
-        let st = m.engine.wait(id);
-        m.tables().req_comm.remove(&id.index);
         // SAFETY: caller's status pointer or NULL.
-        unsafe { put_status(status, &st) };
-        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+        unsafe { finish_recv(m, id, status) }
     });
     ret("MPI_Recv", comm, r)
 });
@@ -243,12 +260,10 @@ mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, sn: c_int, sdt: c_i
         let rid = unsafe { start_recv(m, rbuf, rn, rdt, src, rtag, comm)? };
         let sid = unsafe { start_send(m, sbuf, sn, sdt, dest, stag, comm, SendMode::Standard) };
         let sres = sid.and_then(|id| finish(m, id));
-        let st = m.engine.wait(rid);
-        m.tables().req_comm.remove(&rid.index);
         // SAFETY: caller's status pointer or NULL.
-        unsafe { put_status(status, &st) };
+        let rres = unsafe { finish_recv(m, rid, status) };
         sres?;
-        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+        rres
     });
     ret("MPI_Sendrecv", comm, r)
 });
@@ -260,17 +275,17 @@ mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, n: c_i
         // data is copied before the receive may overwrite it.
         let tb = unsafe { typed(m, buf, n, dt)? };
         let data = tb.pack();
-        let op = p2p::send_op(m, tb.clone(), dest, stag, comm, SendMode::Standard)?;
-        let Op::Send { dest, src: me, context, tag, mode, .. } = op else { unreachable!() };
+        let send = from_copy(
+            p2p::send_op(m, tb.clone(), dest, stag, comm, SendMode::Standard)?,
+            data,
+        );
         let rid = p2p::post(m, p2p::recv_op(m, tb, src, rtag, comm)?, comm);
-        let sid = m.engine.post(Op::Send { dest, src: me, context, tag, mode, layout: Box::new(Owned(data)) });
+        let sid = m.engine.post(send);
         let sres = finish(m, sid);
-        let st = m.engine.wait(rid);
-        m.tables().req_comm.remove(&rid.index);
         // SAFETY: caller's status pointer or NULL.
-        unsafe { put_status(status, &st) };
+        let rres = unsafe { finish_recv(m, rid, status) };
         sres?;
-        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
+        rres
     });
     ret("MPI_Sendrecv_replace", comm, r)
 });
