@@ -9,3 +9,4 @@ pub mod config;
 pub mod dirlevel;
 pub mod format;
 pub mod inspect;
+pub mod store;

@@ -1,0 +1,295 @@
+//! A rank's checkpoints across its storage levels: `write` puts an epoch on
+//! every level (it counts as written when the first level has it),
+//! `restore` takes it from the fastest level holding a valid copy, falling
+//! back to slower levels and then to older committed epochs — and says why
+//! each copy was skipped. Nothing invalid is ever returned.
+
+use super::config::{Config, Level};
+use super::dirlevel::DirLevel;
+use super::format::{Compression, Identity, Section};
+use std::collections::BTreeMap;
+
+/// Copies in this process's memory: live ranks roll back without I/O.
+#[derive(Default)]
+pub struct MemLevel {
+    epochs: BTreeMap<u64, Vec<Section>>,
+}
+
+/// One configured level and the copies it holds.
+enum Backend {
+    Mem(MemLevel),
+    Dir(DirLevel),
+}
+
+pub struct Store {
+    levels: Vec<(String, Backend)>,
+    job: u64,
+    rank: u32,
+    size: u32,
+    keep: usize,
+    compression: Compression,
+}
+
+/// Where a restore came from, and what was skipped on the way.
+#[derive(Debug)]
+pub struct Restored {
+    pub epoch: u64,
+    pub level: String,
+    pub sections: Vec<Section>,
+    pub skipped: Vec<String>,
+}
+
+impl Store {
+    /// Levels from the configuration. The partner level needs the MPI
+    /// runtime and is refused here with a message.
+    pub fn new(cfg: &Config, job: u64, rank: u32, size: u32) -> Result<Store, String> {
+        let mut levels = Vec::new();
+        for l in &cfg.levels {
+            levels.push(match l {
+                Level::Mem => ("mem".to_string(), Backend::Mem(MemLevel::default())),
+                Level::Tmpfs(d) => (
+                    format!("tmpfs:{}", d.display()),
+                    Backend::Dir(DirLevel::new(d, false, cfg.keep)),
+                ),
+                Level::Pfs { dir, .. } => (
+                    format!("pfs:{}", dir.display()),
+                    Backend::Dir(DirLevel::new(dir, true, cfg.keep)),
+                ),
+                Level::Partner => return Err("the partner level is not available yet".into()),
+            });
+        }
+        Ok(Store {
+            levels,
+            job,
+            rank,
+            size,
+            keep: cfg.keep.max(1),
+            compression: cfg.compression,
+        })
+    }
+
+    fn who(&self, epoch: u64, generation: u32) -> Identity {
+        Identity {
+            job: self.job,
+            rank: self.rank,
+            size: self.size,
+            epoch,
+            generation,
+        }
+    }
+
+    /// Writes `epoch` on every level. Fails only if the first level fails;
+    /// failures of later levels come back as warnings.
+    pub fn write(
+        &mut self,
+        epoch: u64,
+        generation: u32,
+        sections: &[Section],
+    ) -> Result<Vec<String>, String> {
+        let who = self.who(epoch, generation);
+        let compression = self.compression;
+        let mut warnings = Vec::new();
+        for (i, (name, level)) in self.levels.iter_mut().enumerate() {
+            let r = match level {
+                Backend::Mem(m) => {
+                    m.epochs.insert(epoch, sections.to_vec());
+                    Ok(())
+                }
+                Backend::Dir(d) => d.write(&who, sections, compression).map(|_| ()),
+            };
+            if let Err(e) = r {
+                let msg = format!("checkpoint epoch {epoch} on {name}: {e}");
+                if i == 0 {
+                    return Err(msg);
+                }
+                warnings.push(msg);
+            }
+        }
+        Ok(warnings)
+    }
+
+    /// Every rank has `epoch`: drop what no restore can need any more.
+    pub fn commit(&mut self, epoch: u64) -> Vec<String> {
+        let keep = self.keep as u64;
+        let rank = self.rank;
+        let mut warnings = Vec::new();
+        for (name, level) in &mut self.levels {
+            match level {
+                Backend::Mem(m) => m.epochs.retain(|&e, _| e + keep > epoch),
+                Backend::Dir(d) => {
+                    if let Err(e) = d.commit(rank, epoch) {
+                        warnings.push(format!("removing old checkpoints on {name}: {e}"));
+                    }
+                }
+            }
+        }
+        warnings
+    }
+
+    /// Restores the newest valid copy among `epochs` (committed epochs,
+    /// newest first), trying levels fastest first.
+    pub fn restore(&self, epochs: &[u64]) -> Result<Restored, String> {
+        let mut skipped = Vec::new();
+        for &epoch in epochs {
+            for (name, level) in &self.levels {
+                let got = match level {
+                    Backend::Mem(m) => m
+                        .epochs
+                        .get(&epoch)
+                        .cloned()
+                        .ok_or_else(|| "no copy".to_string()),
+                    Backend::Dir(d) => d
+                        .read(&self.who(epoch, 0))
+                        .map(|c| c.sections)
+                        .map_err(|e| e.to_string()),
+                };
+                match got {
+                    Ok(sections) => {
+                        return Ok(Restored {
+                            epoch,
+                            level: name.clone(),
+                            sections,
+                            skipped,
+                        })
+                    }
+                    Err(why) => skipped.push(format!("epoch {epoch} on {name}: {why}")),
+                }
+            }
+        }
+        Err(format!(
+            "rank {}: no valid checkpoint in any level ({})",
+            self.rank,
+            if skipped.is_empty() {
+                "nothing to try".to_string()
+            } else {
+                skipped.join("; ")
+            }
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::config;
+    use crate::checkpoint::format::Kind;
+    use std::path::PathBuf;
+
+    struct Scratch(PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn setup(tag: &str) -> (Scratch, Store) {
+        let root =
+            std::env::temp_dir().join(format!("mpistages-store-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let spec = format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=2", root.display());
+        let store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+        (Scratch(root), store)
+    }
+
+    fn state(epoch: u64) -> Vec<Section> {
+        vec![Section {
+            kind: Kind::Protected,
+            id: 0,
+            name: String::new(),
+            data: vec![epoch as u8; 1000],
+        }]
+    }
+
+    #[test]
+    fn restores_from_the_fastest_valid_level() {
+        let (s, mut store) = setup("fast");
+        store.write(1, 0, &state(1)).unwrap();
+        let r = store.restore(&[1]).unwrap();
+        assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
+
+        // A replacement process has no memory copy: tmpfs is next.
+        let fresh = Store::new(
+            &config::parse(&format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs", s.0.display())).unwrap(),
+            5,
+            1,
+            4,
+        )
+        .unwrap();
+        let r = fresh.restore(&[1]).unwrap();
+        assert!(
+            r.level.starts_with("tmpfs") && r.sections == state(1),
+            "{r:?}"
+        );
+
+        // Node lost: the tmpfs copy is gone, pfs has it.
+        std::fs::remove_file(s.0.join("tmpfs/epoch-1/rank-1.ckpt")).unwrap();
+        let r = fresh.restore(&[1]).unwrap();
+        assert!(
+            r.level.starts_with("pfs") && r.sections == state(1),
+            "{r:?}"
+        );
+        assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn corrupt_newest_copy_falls_back_cleanly() {
+        let (s, mut store) = setup("corrupt");
+        store.write(1, 0, &state(1)).unwrap();
+        store.commit(1);
+        store.write(2, 0, &state(2)).unwrap();
+        store.commit(2);
+        let fresh = Store::new(
+            &config::parse(&format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs", s.0.display())).unwrap(),
+            5,
+            1,
+            4,
+        )
+        .unwrap();
+        // Flip a byte of the newest tmpfs copy: pfs's copy of epoch 2 is used.
+        let p = s.0.join("tmpfs/epoch-2/rank-1.ckpt");
+        let mut b = std::fs::read(&p).unwrap();
+        let i = b.len() - 10;
+        b[i] ^= 0xFF;
+        std::fs::write(&p, b).unwrap();
+        let r = fresh.restore(&[2, 1]).unwrap();
+        assert!(
+            r.epoch == 2 && r.level.starts_with("pfs") && r.sections == state(2),
+            "{r:?}"
+        );
+        assert!(r.skipped[0].contains("checksum"), "{:?}", r.skipped);
+        // Epoch 2 gone from pfs too: the previous committed epoch is used.
+        std::fs::remove_file(s.0.join("pfs/epoch-2/rank-1.ckpt")).unwrap();
+        let r = fresh.restore(&[2, 1]).unwrap();
+        assert!(r.epoch == 1 && r.sections == state(1), "{r:?}");
+        // Nothing valid at all: an error that says what was tried.
+        for lvl in ["tmpfs", "pfs"] {
+            let _ = std::fs::remove_dir_all(s.0.join(lvl));
+        }
+        let e = fresh.restore(&[2, 1]).unwrap_err();
+        assert!(
+            e.contains("no valid checkpoint") && e.contains("epoch 1 on pfs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn failures_of_the_first_level_are_errors_others_warnings() {
+        let root =
+            std::env::temp_dir().join(format!("mpistages-store-fail-{}", std::process::id()));
+        let _s = Scratch(root.clone());
+        std::fs::create_dir_all(&root).unwrap();
+        // A file where the level's directory should be makes writes fail.
+        std::fs::write(root.join("blocked"), b"x").unwrap();
+        let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
+        let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+        assert!(first_fails
+            .write(1, 0, &state(1))
+            .unwrap_err()
+            .contains("tmpfs"));
+        let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
+        let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+        let warnings = later_fails.write(1, 0, &state(1)).unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(Store::new(&config::parse("mem,partner").unwrap(), 5, 1, 4).is_err());
+    }
+}
