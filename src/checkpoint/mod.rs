@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod dirlevel;
+pub mod flush;
 pub mod format;
 pub mod inspect;
 pub mod store;

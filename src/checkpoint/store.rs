@@ -6,6 +6,7 @@
 
 use super::config::{Config, Level};
 use super::dirlevel::DirLevel;
+use super::flush::{FlushStatus, Flusher};
 use super::format::{Compression, Identity, Section};
 use std::collections::BTreeMap;
 
@@ -19,6 +20,13 @@ pub struct MemLevel {
 enum Backend {
     Mem(MemLevel),
     Dir(DirLevel),
+    /// A durable level written every `every` epochs, in the background when
+    /// a node-local level has the file already.
+    Durable {
+        level: DirLevel,
+        every: u64,
+        flusher: Flusher,
+    },
 }
 
 pub struct Store {
@@ -51,9 +59,13 @@ impl Store {
                     format!("tmpfs:{}", d.display()),
                     Backend::Dir(DirLevel::new(d, false, cfg.keep)),
                 ),
-                Level::Pfs { dir, .. } => (
+                Level::Pfs { dir, every } => (
                     format!("pfs:{}", dir.display()),
-                    Backend::Dir(DirLevel::new(dir, true, cfg.keep)),
+                    Backend::Durable {
+                        level: DirLevel::new(dir, true, cfg.keep),
+                        every: (*every).max(1) as u64,
+                        flusher: Flusher::new(),
+                    },
                 ),
                 Level::Partner => return Err("the partner level is not available yet".into()),
             });
@@ -88,14 +100,39 @@ impl Store {
     ) -> Result<Vec<String>, String> {
         let who = self.who(epoch, generation);
         let compression = self.compression;
+        let rank = self.rank;
         let mut warnings = Vec::new();
+        // The newest node-local copy written so far, for background flushes.
+        let mut local_copy: Option<std::path::PathBuf> = None;
         for (i, (name, level)) in self.levels.iter_mut().enumerate() {
             let r = match level {
                 Backend::Mem(m) => {
                     m.epochs.insert(epoch, sections.to_vec());
                     Ok(())
                 }
-                Backend::Dir(d) => d.write(&who, sections, compression).map(|_| ()),
+                Backend::Dir(d) => {
+                    let r = d.write(&who, sections, compression).map(|_| ());
+                    if r.is_ok() {
+                        local_copy = Some(d.path(epoch, rank));
+                    }
+                    r
+                }
+                Backend::Durable {
+                    level,
+                    every,
+                    flusher,
+                } => {
+                    if epoch % *every != 0 {
+                        continue;
+                    }
+                    match &local_copy {
+                        Some(from) => {
+                            flusher.submit(epoch, from.clone(), level.path(epoch, rank));
+                            Ok(())
+                        }
+                        None => level.write(&who, sections, compression).map(|_| ()),
+                    }
+                }
             };
             if let Err(e) = r {
                 let msg = format!("checkpoint epoch {epoch} on {name}: {e}");
@@ -108,6 +145,28 @@ impl Store {
         Ok(warnings)
     }
 
+    /// Progress of background flushes to durable levels, by level name.
+    pub fn flush_status(&self) -> Vec<(String, FlushStatus)> {
+        self.levels
+            .iter()
+            .filter_map(|(name, l)| match l {
+                Backend::Durable { flusher, .. } => Some((name.clone(), flusher.status())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Waits for background flushes (at the end of a job, or in tests).
+    pub fn wait_flushed(&self) -> Vec<(String, FlushStatus)> {
+        self.levels
+            .iter()
+            .filter_map(|(name, l)| match l {
+                Backend::Durable { flusher, .. } => Some((name.clone(), flusher.wait_idle())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every rank has `epoch`: drop what no restore can need any more.
     pub fn commit(&mut self, epoch: u64) -> Vec<String> {
         let keep = self.keep as u64;
@@ -118,6 +177,14 @@ impl Store {
                 Backend::Mem(m) => m.epochs.retain(|&e, _| e + keep > epoch),
                 Backend::Dir(d) => {
                     if let Err(e) = d.commit(rank, epoch) {
+                        warnings.push(format!("removing old checkpoints on {name}: {e}"));
+                    }
+                }
+                Backend::Durable { level, flusher, .. } => {
+                    // Only epochs already durable there count as committed
+                    // on this level.
+                    let durable = flusher.status().flushed.map_or(epoch, |f| f.min(epoch));
+                    if let Err(e) = level.commit(rank, durable) {
                         warnings.push(format!("removing old checkpoints on {name}: {e}"));
                     }
                 }
@@ -138,7 +205,7 @@ impl Store {
                         .get(&epoch)
                         .cloned()
                         .ok_or_else(|| "no copy".to_string()),
-                    Backend::Dir(d) => d
+                    Backend::Dir(d) | Backend::Durable { level: d, .. } => d
                         .read(&self.who(epoch, 0))
                         .map(|c| c.sections)
                         .map_err(|e| e.to_string()),
@@ -172,6 +239,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::checkpoint::config;
+    use crate::checkpoint::dirlevel::DirLevel;
     use crate::checkpoint::format::Kind;
     use std::path::PathBuf;
 
@@ -204,6 +272,7 @@ mod tests {
     fn restores_from_the_fastest_valid_level() {
         let (s, mut store) = setup("fast");
         store.write(1, 0, &state(1)).unwrap();
+        store.wait_flushed();
         let r = store.restore(&[1]).unwrap();
         assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
 
@@ -237,6 +306,7 @@ mod tests {
         store.write(1, 0, &state(1)).unwrap();
         store.commit(1);
         store.write(2, 0, &state(2)).unwrap();
+        store.wait_flushed();
         store.commit(2);
         let fresh = Store::new(
             &config::parse(&format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs", s.0.display())).unwrap(),
@@ -273,6 +343,32 @@ mod tests {
     }
 
     #[test]
+    fn pfs_gets_every_nth_epoch_in_the_background() {
+        let root = std::env::temp_dir().join(format!("mpistages-store-pfs-{}", std::process::id()));
+        let _s = Scratch(root.clone());
+        let _ = std::fs::remove_dir_all(&root);
+        let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
+        let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+        for e in 1..=4 {
+            store.write(e, 0, &state(e)).unwrap();
+        }
+        let st = store.wait_flushed();
+        assert_eq!(st[0].1.flushed, Some(4), "{st:?}");
+        assert!(st[0].1.errors.is_empty(), "{st:?}");
+        let pfs = DirLevel::new(root.join("pfs"), true, 2);
+        assert_eq!(pfs.epochs().unwrap(), vec![2, 4]);
+        // Node lost: restore the newest committed epoch from pfs.
+        std::fs::remove_dir_all(root.join("tmpfs")).unwrap();
+        let r = store.restore(&[4, 3]).unwrap();
+        assert!(
+            r.epoch == 4 && r.level.starts_with("pfs") && r.sections == state(4),
+            "{r:?}"
+        );
+        let e = store.restore(&[3]).unwrap_err();
+        assert!(e.contains("epoch 3 on pfs"), "{e}");
+    }
+
+    #[test]
     fn failures_of_the_first_level_are_errors_others_warnings() {
         let root =
             std::env::temp_dir().join(format!("mpistages-store-fail-{}", std::process::id()));
@@ -288,8 +384,12 @@ mod tests {
             .contains("tmpfs"));
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
         let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
-        let warnings = later_fails.write(1, 0, &state(1)).unwrap();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        // The durable level is written in the background: its failure is
+        // reported by the flush status, and the write itself succeeds.
+        assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());
+        let flushed = later_fails.wait_flushed();
+        assert_eq!(flushed[0].1.errors.len(), 1, "{flushed:?}");
+        assert_eq!(flushed[0].1.flushed, None);
         assert!(Store::new(&config::parse("mem,partner").unwrap(), 5, 1, 4).is_err());
     }
 }
