@@ -122,7 +122,7 @@ impl Store {
                     every,
                     flusher,
                 } => {
-                    if epoch % *every != 0 {
+                    if !epoch.is_multiple_of(*every) {
                         continue;
                     }
                     match &local_copy {
