@@ -110,19 +110,10 @@ impl DirLevel {
 mod tests {
     use super::*;
     use crate::checkpoint::format::Kind;
-
-    struct Scratch(PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::checkpoint::testutil::Scratch;
 
     fn scratch(tag: &str) -> Scratch {
-        let d =
-            std::env::temp_dir().join(format!("mpistages-dirlevel-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        Scratch(d)
+        Scratch::new(&format!("dirlevel-{tag}"))
     }
 
     fn who(rank: u32, epoch: u64) -> Identity {

@@ -150,19 +150,11 @@ impl Drop for Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Scratch(PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::checkpoint::testutil::Scratch;
 
     #[test]
     fn copies_complete_in_the_background_and_errors_are_kept() {
-        let s =
-            Scratch(std::env::temp_dir().join(format!("mpistages-flush-{}", std::process::id())));
-        let _ = std::fs::remove_dir_all(&s.0);
+        let s = Scratch::new("flush");
         std::fs::create_dir_all(s.0.join("fast")).unwrap();
         let f = Flusher::new();
         for e in 1..=3u64 {

@@ -438,6 +438,7 @@ pub fn read(path: &Path, expect: Option<&Identity>) -> Result<Checkpoint, CkptEr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::testutil::Scratch;
     use proptest::prelude::*;
 
     fn who() -> Identity {
@@ -481,22 +482,12 @@ mod tests {
         ]
     }
 
-    /// A scratch directory removed when the test ends, passed or failed.
-    struct Scratch(PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
-
     fn tempdir() -> Scratch {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let k = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let d =
-            std::env::temp_dir().join(format!("mpistages-ckpt-test-{}-{k}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        Scratch(d)
+        let d = Scratch::new(&format!("ckpt-test-{k}"));
+        fs::create_dir_all(&d.0).unwrap();
+        d
     }
 
     fn bytes_of(sections: &[Section], c: Compression) -> Vec<u8> {

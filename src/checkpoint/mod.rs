@@ -11,3 +11,5 @@ pub mod flush;
 pub mod format;
 pub mod inspect;
 pub mod store;
+#[cfg(test)]
+mod testutil;

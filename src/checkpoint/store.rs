@@ -241,22 +241,13 @@ mod tests {
     use crate::checkpoint::config;
     use crate::checkpoint::dirlevel::DirLevel;
     use crate::checkpoint::format::Kind;
-    use std::path::PathBuf;
-
-    struct Scratch(PathBuf);
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::checkpoint::testutil::Scratch;
 
     fn setup(tag: &str) -> (Scratch, Store) {
-        let root =
-            std::env::temp_dir().join(format!("mpistages-store-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let spec = format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=2", root.display());
+        let s = Scratch::new(&format!("store-{tag}"));
+        let spec = format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=2", s.0.display());
         let store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
-        (Scratch(root), store)
+        (s, store)
     }
 
     fn state(epoch: u64) -> Vec<Section> {
@@ -344,8 +335,8 @@ mod tests {
 
     #[test]
     fn pfs_gets_every_nth_epoch_in_the_background() {
-        let root = std::env::temp_dir().join(format!("mpistages-store-pfs-{}", std::process::id()));
-        let _s = Scratch(root.clone());
+        let s = Scratch::new("store-pfs");
+        let root = s.0.clone();
         let _ = std::fs::remove_dir_all(&root);
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
         let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
@@ -370,9 +361,8 @@ mod tests {
 
     #[test]
     fn failures_of_the_first_level_are_errors_others_warnings() {
-        let root =
-            std::env::temp_dir().join(format!("mpistages-store-fail-{}", std::process::id()));
-        let _s = Scratch(root.clone());
+        let s = Scratch::new("store-fail");
+        let root = s.0.clone();
         std::fs::create_dir_all(&root).unwrap();
         // A file where the level's directory should be makes writes fail.
         std::fs::write(root.join("blocked"), b"x").unwrap();
