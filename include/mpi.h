@@ -426,6 +426,34 @@ int PMPI_Group_compare(MPI_Group group1, MPI_Group group2, int *result);
 int MPI_Group_free(MPI_Group *group);
 int PMPI_Group_free(MPI_Group *group);
 
+/* ---- MPI Stages extensions (ExaMPI's names, signatures and values) ----
+ * With `mpiexec --recovery stages`, a failed rank is replaced; every MPI
+ * call on the live ranks then returns MPIX_TRY_RELOAD (whatever the error
+ * handler) until they call MPIX_Checkpoint_read(). */
+#define MPISTAGES_HAVE_STAGES 1
+typedef struct {
+    MPI_Comm *comms;
+    int comm_size;
+    MPI_Group *grps;
+    int group_size;
+} MPIX_Handles;
+typedef void (*MPIX_Serialize_handler)(MPIX_Handles *handles);
+typedef void (*MPIX_Deserialize_handler)(MPIX_Handles handles);
+int MPIX_Checkpoint_write(void);
+int PMPIX_Checkpoint_write(void);
+int MPIX_Checkpoint_read(void);
+int PMPIX_Checkpoint_read(void);
+int MPIX_Get_fault_epoch(int *epoch);
+int PMPIX_Get_fault_epoch(int *epoch);
+int MPIX_Serialize_handles(void);
+int PMPIX_Serialize_handles(void);
+int MPIX_Deserialize_handles(void);
+int PMPIX_Deserialize_handles(void);
+int MPIX_Serialize_handler_register(const MPIX_Serialize_handler handler);
+int PMPIX_Serialize_handler_register(const MPIX_Serialize_handler handler);
+int MPIX_Deserialize_handler_register(const MPIX_Deserialize_handler handler);
+int PMPIX_Deserialize_handler_register(const MPIX_Deserialize_handler handler);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,5 +9,6 @@ pub mod checkpoint;
 pub mod coll;
 pub mod progress;
 pub mod runtime;
+pub mod stages;
 pub mod sys;
 pub mod transport;

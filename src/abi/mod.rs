@@ -11,6 +11,7 @@ pub mod coll;
 pub mod comm;
 pub mod dtype;
 pub mod env;
+pub mod mpix;
 pub mod p2p;
 pub mod request;
 
@@ -34,6 +35,10 @@ macro_rules! mpi_fn {
         /// As for the `PMPI_` function it forwards to.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> ::std::os::raw::c_int {
+            // Fault injection (`mpiexec --inject rank=R,call=NAME:N`).
+            if $crate::stages::counting_calls() {
+                $crate::api::mpix::count_call(stringify!($name));
+            }
             // SAFETY: same contract as the PMPI_ function it forwards to.
             unsafe { $pname($($a),*) }
         }
@@ -172,6 +177,11 @@ pub fn ret(name: &str, comm: i32, r: MpiResult<()>) -> c_int {
 }
 
 pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
+    // Not an error but the signal to roll back (MPI Stages): it reaches the
+    // application whatever the error handler, or no rollback could start.
+    if e.class == err::TRY_RELOAD {
+        return e.class;
+    }
     let (handler, rank) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();

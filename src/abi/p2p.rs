@@ -348,6 +348,9 @@ mpi_fn!(fn MPI_Iprobe / PMPI_Iprobe(src: c_int, tag: c_int, comm: c_int, flag: *
             None => Some(p2p::proc_null_status()),
             Some((ctx, s, t)) => m.engine.iprobe(ctx, s, t),
         };
+        if let Some(e) = found.as_ref().and_then(|st| st.error.as_ref()) {
+            return Err(crate::coll::exec::req_error(e));
+        }
         // SAFETY: caller's pointers.
         unsafe {
             put(flag, found.is_some() as c_int)?;
@@ -366,6 +369,9 @@ mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, comm: c_int, status: *
             None => p2p::proc_null_status(),
             Some((ctx, s, t)) => m.engine.probe(ctx, s, t),
         };
+        if let Some(e) = &st.error {
+            return Err(crate::coll::exec::req_error(e));
+        }
         // SAFETY: caller's status pointer or NULL.
         unsafe { put_status(status, &st) };
         Ok(())

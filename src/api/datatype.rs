@@ -7,7 +7,7 @@ use super::consts::err;
 use super::consts::{dt, UNDEFINED};
 use super::error::{fail, MpiResult};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Basic {
     I8,
     U8,
@@ -58,7 +58,7 @@ impl Basic {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Run {
     pub off: isize,
     pub len: usize,
@@ -66,14 +66,14 @@ pub struct Run {
 }
 
 /// A (value, index) pair type for `MPI_MINLOC` / `MPI_MAXLOC`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pair {
     pub value: Basic,
     pub index: Basic,
     pub index_off: usize,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Datatype {
     pub name: String,
     pub size: usize,
@@ -95,6 +95,21 @@ fn overflow<T>() -> MpiResult<T> {
 }
 
 impl Datatype {
+    /// Whether a datatype read from a checkpoint describes memory the way
+    /// its bounds say (every run inside the true extent, sizes adding up):
+    /// a corrupt one must never steer copies outside a user buffer.
+    pub fn is_consistent(&self) -> bool {
+        let (lo, hi) = (self.true_lb, self.true_lb.saturating_add(self.true_extent));
+        self.runs.len() <= MAX_RUNS
+            && !self.predefined
+            && self.true_extent >= 0
+            && self
+                .runs
+                .iter()
+                .all(|r| r.off >= lo && (r.len as isize) >= 0 && r.off.saturating_add(r.len as isize) <= hi)
+            && self.runs.iter().map(|r| r.len).try_fold(0usize, |a, l| a.checked_add(l)) == Some(self.size)
+    }
+
     fn basic(name: &str, b: Basic) -> Datatype {
         let s = b.size();
         Datatype {

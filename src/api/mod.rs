@@ -8,8 +8,10 @@ pub mod consts;
 pub mod datatype;
 pub mod error;
 pub mod group;
+pub mod mpix;
 pub mod op;
 pub mod p2p;
+pub mod state;
 pub mod usermem;
 
 use crate::progress::{Engine, EngineConfig, ProgressMode};
@@ -157,7 +159,11 @@ pub struct Mpi {
     pub rank: usize,
     pub size: usize,
     pub tables: Mutex<Tables>,
-    pub client: Option<Client>,
+    pub client: Option<Arc<Client>>,
+    /// Fault epoch, checkpoint store, handle registries.
+    pub stages: Mutex<crate::stages::Stages>,
+    /// `--recovery stages`: failures are announced, not fatal.
+    pub resilient: bool,
     pub thread_level: i32,
     pub started: Instant,
 }
@@ -222,7 +228,15 @@ pub fn init(required: i32) -> MpiResult<i32> {
             return Err(e);
         }
     };
+    let replacement = mpi.resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
     let _ = MPI.set(Arc::new(mpi));
+    if replacement {
+        let m = MPI.get().expect("just set");
+        if let Err(e) = mpix::restore_replacement(m) {
+            eprintln!("mpistages: rank {}: {}", m.rank, e.detail);
+            abort(err::OTHER, &format!("replacement rank {} cannot restore: {}", m.rank, e.detail));
+        }
+    }
     Ok(required.clamp(consts::THREAD_SINGLE, consts::THREAD_MULTIPLE))
 }
 
@@ -252,8 +266,11 @@ fn start() -> MpiResult<Mpi> {
         }
     };
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
-    let (rank, size, generation, client, transport) = match job {
-        None => (0, 1, 0, None, None),
+    let resilient = std::env::var(crate::runtime::env::RECOVERY).as_deref() == Ok("stages");
+    let replacement = resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
+    let job_id = std::env::var(crate::runtime::env::JOB_ID).unwrap_or_default();
+    let (rank, size, generation, client, transport, restore_epoch) = match job {
+        None => (0, 1, 0, None, None, 0),
         Some(job) => {
             let bind = std::env::var("MPISTAGES_TCP_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
             let bind = format!("{bind}:0").parse().map_err(|_| {
@@ -278,19 +295,50 @@ fn start() -> MpiResult<Mpi> {
             )
             .map_err(io_err("starting the TCP transport"))?;
             let addr = tcp.local_addr().map_err(io_err("TCP address"))?;
-            let (client, addrs) =
+            let (client, welcome) =
                 Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
-            for (peer, a) in addrs.iter().enumerate().take(job.rank) {
+            tcp.set_generation(welcome.generation);
+            for (peer, a) in welcome.addrs.iter().enumerate() {
+                if !welcome.connects_to(job.rank, peer) {
+                    continue;
+                }
                 let sa = a.parse().map_err(|_| {
                     MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}"))
                 })?;
-                tcp.connect(peer, sa)
-                    .map_err(io_err(&format!("connecting to rank {peer} at {a}")))?;
+                match tcp.connect(peer, sa) {
+                    Ok(()) => {}
+                    // That rank failed meanwhile: mpiexec announces it and
+                    // replaces it, and its replacement connects to us.
+                    Err(_) if resilient => {}
+                    Err(e) => {
+                        return Err(io_err(&format!("connecting to rank {peer} at {a}"))(e))
+                    }
+                }
             }
             let t: Box<dyn crate::transport::Transport> = Box::new(tcp);
-            (job.rank, job.size, job.generation, Some(client), Some(t))
+            (
+                job.rank,
+                job.size,
+                welcome.generation,
+                Some(Arc::new(client)),
+                Some(t),
+                welcome.epoch,
+            )
         }
     };
+    let control = match (&client, resilient) {
+        (Some(c), true) => Some((
+            c.reader().map_err(io_err("watching the control connection"))?,
+            c.clone(),
+        )),
+        _ => None,
+    };
+    let stages = if client.is_some() {
+        crate::stages::Stages::new(&job_id, rank, size)
+    } else {
+        crate::stages::Stages::singleton()
+    }
+    .map_err(|e| MpiError::new(err::ARG, e))?;
     // Polling before sleeping is off by default: measured on 2 cores it
     // starves the kernel's loopback work and the other ranks (bench/README).
     let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", 0)? as u64);
@@ -302,8 +350,27 @@ fn start() -> MpiResult<Mpi> {
         mode,
         epoll,
         transport,
+        control,
+        replacement,
     })
     .map_err(io_err("starting the progress engine"))?;
+    engine.with(|c| c.notices.epoch = restore_epoch);
+    Ok(Mpi {
+        engine,
+        rank,
+        size,
+        tables: Mutex::new(initial_tables(rank, size)),
+        client,
+        stages: Mutex::new(stages),
+        resilient,
+        thread_level: consts::THREAD_MULTIPLE,
+        started: Instant::now(),
+    })
+}
+
+/// The tables right after `MPI_Init`: WORLD, SELF, the predefined
+/// datatypes and operations.
+pub fn initial_tables(rank: usize, size: usize) -> Tables {
     let world = Comm {
         context: 0,
         group: Arc::new(Group {
@@ -329,7 +396,7 @@ fn start() -> MpiResult<Mpi> {
     for o in ops.iter_mut().skip(consts::op::NO_OP as usize + 1) {
         *o = None;
     }
-    let tables = Tables {
+    Tables {
         comms: vec![
             None,
             Some(CommEntry {
@@ -348,16 +415,7 @@ fn start() -> MpiResult<Mpi> {
         max_context: 4,
         bsend: None,
         bsend_pending: Vec::new(),
-    };
-    Ok(Mpi {
-        engine,
-        rank,
-        size,
-        tables: Mutex::new(tables),
-        client,
-        thread_level: consts::THREAD_MULTIPLE,
-        started: Instant::now(),
-    })
+    }
 }
 
 /// `MPI_Finalize`: a barrier so no rank closes connections others still

@@ -27,6 +27,12 @@ pub struct Config {
 
 pub const DEFAULT_TMPFS: &str = "/dev/shm/mpistages";
 
+/// A job's own directory under a node-local level's root: concurrent jobs
+/// never see each other's files, and `mpiexec` removes it at the end.
+pub fn job_dir(root: &std::path::Path, job_id: &str) -> PathBuf {
+    root.join(format!("job-{job_id}"))
+}
+
 impl Default for Config {
     /// One machine, no configuration: memory plus node-local tmpfs.
     fn default() -> Config {

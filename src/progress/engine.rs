@@ -12,6 +12,8 @@
 
 use super::matcher::{Matcher, Src, TagSel};
 use super::request::{Op, ReqError, ReqId, SendMode, Status};
+use crate::runtime::client::{Client, ControlReader};
+use crate::runtime::proto::{ToController, ToRank};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::eventfd::EventFd;
 use crate::sys::timerfd::TimerFd;
@@ -24,6 +26,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const TOKEN_BELL: u64 = u64::MAX;
+/// The control connection to `mpiexec` (failure notices).
+const TOKEN_CONTROL: u64 = u64::MAX - 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressMode {
@@ -43,6 +47,25 @@ pub struct EngineConfig {
     pub epoll: Arc<Epoll>,
     /// `None` for a job of one process.
     pub transport: Option<Box<dyn Transport>>,
+    /// Failure notices from `mpiexec` arrive here (`--recovery stages`).
+    pub control: Option<(ControlReader, Arc<Client>)>,
+    /// A replacement process: halted until the job resumes.
+    pub replacement: bool,
+}
+
+/// What `mpiexec` announced about failures and recoveries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Notices {
+    /// Newest failure generation announced.
+    pub failed: u32,
+    /// The epoch to roll back to for that failure.
+    pub epoch: u64,
+    /// Newest generation at which the job resumed.
+    pub resumed: u32,
+    /// Newest epoch every rank completed.
+    pub committed: u64,
+    /// The control connection is gone (mpiexec ended).
+    pub orphaned: bool,
 }
 
 /// A message the matcher holds until a receive takes it.
@@ -106,6 +129,10 @@ pub struct Core {
     me: usize,
     generation: u32,
     epoch: u32,
+    control: Option<(ControlReader, Arc<Client>)>,
+    /// The epoll sets watching the control connection.
+    control_sets: Vec<Arc<Epoll>>,
+    pub notices: Notices,
     transport: Option<Box<dyn Transport>>,
     matcher: Matcher<ReqId, Msg>,
     slots: Vec<Slot>,
@@ -148,7 +175,7 @@ pub struct Engine {
     /// The progress thread's set while it drives: `main` itself and `wake`.
     outer: Epoll,
     /// The progress thread's set while a user thread polls: `wake` only.
-    standby: Epoll,
+    standby: Arc<Epoll>,
     /// Wakes a user thread sleeping in `main`.
     bell: EventFd,
     /// Wakes the progress thread (shutdown).
@@ -254,6 +281,9 @@ impl Core {
             .transport
             .as_ref()
             .map_or(usize::MAX, |t| t.eager_limit());
+        if self.halted() {
+            return self.fail(id, ReqError::Halted);
+        }
         let Some(r) = self.req_mut(id) else { return };
         let len = match &r.op {
             Op::Send { layout, .. } | Op::Recv { layout, .. } => layout.packed_len(),
@@ -546,8 +576,11 @@ impl Core {
     }
 
     fn on_frame(&mut self, peer: usize, hdr: Header, payload: Vec<u8>) -> Result<(), String> {
-        if hdr.generation != self.generation {
-            // A message of an earlier (or not yet known) generation: fenced off.
+        if hdr.generation != self.generation || self.notices.failed > self.generation {
+            // A message of another generation, or one that arrives after a
+            // failure was announced: fenced off. (Frames of the current
+            // generation that arrive before this rank heard the job resume
+            // are kept: the sender has heard it already.)
             return Ok(());
         }
         let sync = (hdr.flags & flags::SYNC != 0).then_some(hdr.rdv);
@@ -603,6 +636,12 @@ impl Core {
     }
 
     fn on_peer_lost(&mut self, peer: usize) {
+        if self.control.is_some() {
+            // Recovery is on: mpiexec announces the failure to everyone and
+            // the requests are halted then; failing them now would hand the
+            // application an error it cannot roll back from.
+            return;
+        }
         let mut failed = Vec::new();
         for (i, s) in self.slots.iter().enumerate() {
             let Some(r) = &s.req else { continue };
@@ -663,11 +702,132 @@ impl Core {
         for ev in evs {
             if ev.token == TOKEN_BELL {
                 bell.drain();
+            } else if ev.token == TOKEN_CONTROL {
+                self.on_control(bell);
             } else if let Some(t) = self.transport.as_mut() {
                 t.handle(*ev, &mut self.events);
             }
         }
         self.process_events();
+    }
+
+    /// Reads failure notices from mpiexec.
+    fn on_control(&mut self, bell: &EventFd) {
+        let Some((reader, client)) = self.control.as_mut() else {
+            return;
+        };
+        let mut msgs = Vec::new();
+        if reader.read(&mut msgs).is_err() {
+            // mpiexec is gone: the job is over (PDEATHSIG ends this process
+            // soon); stop watching the socket.
+            self.notices.orphaned = true;
+            let fd = reader.fd();
+            for set in &self.control_sets {
+                let _ = set.delete(fd);
+            }
+            self.control = None;
+            self.changes += 1;
+            return;
+        }
+        let client = client.clone();
+        for m in msgs {
+            match m {
+                ToRank::Failure {
+                    generation, epoch, ..
+                } if generation > self.notices.failed => {
+                    self.notices.failed = generation;
+                    self.notices.epoch = epoch;
+                    self.halt();
+                    bell.ring();
+                    let _ = client.send(&ToController::Halted { generation });
+                }
+                ToRank::Resume { generation } => {
+                    self.notices.resumed = self.notices.resumed.max(generation);
+                    self.changes += 1;
+                }
+                ToRank::Committed { epoch } => {
+                    self.notices.committed = self.notices.committed.max(epoch)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Communication is stopped: a failure was announced and this rank has
+    /// not rolled back yet, or it is waiting for the job to resume.
+    pub fn halted(&self) -> bool {
+        self.notices.failed > self.generation || self.notices.resumed < self.generation
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Stages `halt`: every active request fails with `Halted` (the
+    /// application sees MPIX_TRY_RELOAD) and the transport lets go of user
+    /// memory.
+    fn halt(&mut self) {
+        if let Some(t) = self.transport.as_mut() {
+            t.halt();
+        }
+        let active: Vec<ReqId> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s.req, Some(Req { state: State::Active(_), .. })))
+            .map(|(i, s)| ReqId {
+                index: i as u32,
+                serial: s.serial,
+            })
+            .collect();
+        for id in active {
+            self.fail(id, ReqError::Halted);
+        }
+        self.changes += 1;
+    }
+
+    /// Stages `cleanup` at the start of a rollback to `generation`: queues
+    /// are emptied, one-shot requests are gone, persistent requests are
+    /// inactive, and only messages of `generation` are accepted from now on.
+    pub fn cleanup(&mut self, generation: u32) {
+        self.halt();
+        self.matcher.clear();
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            match &mut s.req {
+                Some(r) if r.persistent && !r.freed => {
+                    r.state = State::Inactive;
+                    r.packed = None;
+                    r.bulk = false;
+                }
+                Some(_) => {
+                    s.req = None;
+                    self.free.push(i as u32);
+                }
+                None => {}
+            }
+        }
+        self.bulk_active = 0;
+        if let Some(t) = self.transport.as_mut() {
+            t.cleanup(generation);
+        }
+        self.generation = generation;
+        self.changes += 1;
+    }
+
+    /// Requests that are started or completed but not yet waited for.
+    pub fn pending_requests(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| match &s.req {
+                Some(r) => !matches!(r.state, State::Inactive),
+                None => false,
+            })
+            .count()
+    }
+
+    pub fn set_epoch(&mut self, epoch: u32) {
+        self.epoch = epoch;
     }
 
     // ---- queries used by the API layer while holding the lock ----
@@ -736,13 +896,31 @@ impl Engine {
         outer.add(cfg.epoll.as_raw_fd(), epoll::READABLE, TOKEN_MAIN)?;
         outer.add(wake.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
         let handoff = TimerFd::new()?;
-        let standby = Epoll::new()?;
+        let standby = Arc::new(Epoll::new()?);
         standby.add(wake.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
         standby.add(handoff.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
+        if let Some((reader, _)) = &cfg.control {
+            cfg.epoll
+                .add(reader.fd(), epoll::READABLE, TOKEN_CONTROL)?;
+            // A parked progress thread must see failure notices too.
+            standby.add(reader.fd(), epoll::READABLE, TOKEN_WAKE)?;
+        }
+        let notices = Notices {
+            resumed: if cfg.replacement {
+                cfg.generation.saturating_sub(1)
+            } else {
+                cfg.generation
+            },
+            failed: cfg.generation,
+            ..Notices::default()
+        };
         let core = Core {
             me: cfg.me,
             generation: cfg.generation,
             epoch: 0,
+            control: cfg.control,
+            control_sets: vec![cfg.epoll.clone(), standby.clone()],
+            notices,
             transport: cfg.transport,
             matcher: Matcher::default(),
             slots: Vec::new(),
@@ -822,6 +1000,12 @@ impl Engine {
             seen = core.user_polls;
             parked = users_busy;
             if parked {
+                // Failure notices cannot wait for the user thread.
+                if evs.iter().any(|e| e.token == TOKEN_WAKE) {
+                    let before = core.changes;
+                    core.on_control(&self.bell);
+                    self.after(&core, before, false);
+                }
                 continue;
             }
             evs.clear();
@@ -1019,9 +1203,6 @@ impl Engine {
         self.wait_until(|c| c.probe(ctx, src, tag))
     }
 
-    pub fn set_epoch(&self, epoch: u32) {
-        self.with(|c| c.epoch = epoch)
-    }
 
     /// Waits until every queued frame is written, stops the progress thread
     /// and closes all connections.
@@ -1046,6 +1227,11 @@ impl Engine {
 
 impl Core {
     fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Option<Status> {
+        if self.halted() {
+            let mut st = Status::empty();
+            st.error = Some(ReqError::Halted);
+            return Some(st);
+        }
         let (s, t, m) = self.matcher.peek(ctx, src, tag)?;
         Some(Status {
             source: s as i32,

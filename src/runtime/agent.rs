@@ -71,6 +71,7 @@ impl Launch {
         &self,
         rank: usize,
         generation: u32,
+        extra_env: &[(&str, String)],
     ) -> std::io::Result<(RankProc, Vec<JoinHandle<()>>)> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
@@ -90,6 +91,9 @@ impl Launch {
                 Stdio::null()
             });
         for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in extra_env {
             cmd.env(k, v);
         }
         process::supervise(&mut cmd);

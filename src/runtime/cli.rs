@@ -1,5 +1,7 @@
 //! `mpiexec` command-line options.
 
+use super::inject::Inject;
+
 pub const USAGE: &str = "\
 usage: mpiexec -n N [options] program [args...]
        (also: mpirun; -np N is accepted for -n N)
@@ -11,6 +13,24 @@ options:
                        environment of mpiexec is passed on anyway)
   --kill-grace SECS    after a failure, how long ranks get between SIGTERM
                        and SIGKILL (default 2)
+  --recovery MODE      what a failed rank means: none (default; the job
+                       ends, as in standard MPI) or stages (the rank is
+                       replaced and restores the last committed checkpoint;
+                       live ranks get MPIX_TRY_RELOAD and roll back)
+  --max-restarts N     with --recovery stages: end the job when more than N
+                       ranks had to be replaced (default 8)
+  --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
+                       mem,tmpfs:/dev/shm/mpistages,keep=2
+                       (default: mem,tmpfs:/dev/shm/mpistages)
+  --inject SPEC        kill a rank with SIGKILL at a reproducible point
+                       (repeatable; all times count from the job's start):
+                         rank=R,after=SECS        SECS seconds into the job
+                         rank=R,checkpoint=E      right after rank R completed
+                                                  checkpoint epoch E
+                         rank=R,call=NAME:N       on entering rank R's Nth call
+                                                  of MPI function NAME, e.g.
+                                                  call=MPI_Allreduce:20
+                       Each spec fires once (not again in the replacement).
   -h, --help           this text
   --version            print the version
 
@@ -32,8 +52,27 @@ pub struct Options {
     pub tag_output: bool,
     pub env: Vec<(String, String)>,
     pub kill_grace_secs: f64,
+    pub recovery: Recovery,
+    pub max_restarts: usize,
+    pub inject: Vec<Inject>,
+    pub ckpt: Option<String>,
     pub program: String,
     pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    None,
+    Stages,
+}
+
+impl Recovery {
+    pub fn name(self) -> &'static str {
+        match self {
+            Recovery::None => "none",
+            Recovery::Stages => "stages",
+        }
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -48,6 +87,10 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut tag_output = false;
     let mut env = Vec::new();
     let mut kill_grace_secs = 2.0;
+    let mut recovery = Recovery::None;
+    let mut max_restarts = 8;
+    let mut inject = Vec::new();
+    let mut ckpt = None;
     let mut i = 0;
     let value = |i: usize, name: &str| -> Result<String, String> {
         argv.get(i + 1)
@@ -92,6 +135,35 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                     .ok_or_else(|| format!("--kill-grace needs seconds, not '{v}'"))?;
                 i += 2;
             }
+            "--recovery" => {
+                recovery = match value(i, a)?.as_str() {
+                    "none" => Recovery::None,
+                    "stages" => Recovery::Stages,
+                    other => {
+                        return Err(format!(
+                            "--recovery '{other}': expected none or stages"
+                        ))
+                    }
+                };
+                i += 2;
+            }
+            "--max-restarts" => {
+                let v = value(i, a)?;
+                max_restarts = v
+                    .parse()
+                    .map_err(|_| format!("--max-restarts needs a number, not '{v}'"))?;
+                i += 2;
+            }
+            "--inject" => {
+                inject.push(super::inject::parse(&value(i, a)?)?);
+                i += 2;
+            }
+            "--ckpt" => {
+                let v = value(i, a)?;
+                crate::checkpoint::config::parse(&v).map_err(|e| format!("--ckpt: {e}"))?;
+                ckpt = Some(v);
+                i += 2;
+            }
             "--oversubscribe" => i += 1,
             "-h" | "--help" => return Ok(Parsed::Help),
             "--version" | "-V" => return Ok(Parsed::Version),
@@ -107,11 +179,21 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         return Err("no program given".into());
     };
     let ranks = ranks.ok_or("the number of ranks is missing (-n N)")?;
+    if let Some(bad) = inject.iter().find(|s| s.rank >= ranks) {
+        return Err(format!(
+            "--inject names rank {}, but the job has {ranks} ranks",
+            bad.rank
+        ));
+    }
     Ok(Parsed::Run(Options {
         ranks,
         tag_output,
         env,
         kill_grace_secs,
+        recovery,
+        max_restarts,
+        inject,
+        ckpt,
         program,
         args: argv[i + 1..].to_vec(),
     }))
@@ -141,5 +223,14 @@ mod tests {
         assert!(p("./a").is_err());
         assert!(p("-n 2").is_err());
         assert!(p("--bogus -n 2 ./a").is_err());
+        let Parsed::Run(o) =
+            p("-n 4 --recovery stages --inject rank=3,after=0.5 --max-restarts 2 ./a").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((o.recovery, o.max_restarts, o.inject.len()), (Recovery::Stages, 2, 1));
+        assert!(p("-n 2 --inject rank=2,after=1 ./a").is_err());
+        assert!(p("-n 2 --recovery maybe ./a").is_err());
+        assert!(p("-n 2 --ckpt bogus ./a").is_err());
     }
 }

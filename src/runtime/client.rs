@@ -3,7 +3,7 @@
 
 use super::env;
 use super::proto::{self, ToController, ToRank};
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 
@@ -61,10 +61,30 @@ pub struct Client {
     stream: Mutex<UnixStream>,
 }
 
+/// The bootstrap fence's answer.
+pub struct Welcome {
+    pub addrs: Vec<String>,
+    /// The generation this process belongs to (a replacement may be welcomed
+    /// into a newer one than it was started for).
+    pub generation: u32,
+    /// For a replacement: the epoch to restore.
+    pub epoch: u64,
+    /// Ranks that joined together with this one.
+    pub fresh: Vec<u32>,
+}
+
+impl Welcome {
+    /// Whether this process opens the connection to `peer`: to every rank
+    /// that was there before it, and to lower ranks that joined with it.
+    pub fn connects_to(&self, me: usize, peer: usize) -> bool {
+        peer != me && (peer < me || !self.fresh.contains(&(peer as u32)))
+    }
+}
+
 impl Client {
     /// Says hello with this rank's transport address and waits at the
     /// bootstrap fence for everyone's addresses.
-    pub fn bootstrap(job: &JobInfo, addr: &str) -> io::Result<(Client, Vec<String>)> {
+    pub fn bootstrap(job: &JobInfo, addr: &str) -> io::Result<(Client, Welcome)> {
         let mut stream = UnixStream::connect(&job.control)?;
         proto::send(
             &mut stream,
@@ -75,7 +95,18 @@ impl Client {
                 addr: addr.to_string(),
             },
         )?;
-        let ToRank::Welcome { addrs } = proto::recv(&mut stream)?;
+        let ToRank::Welcome {
+            addrs,
+            generation,
+            epoch,
+            fresh,
+        } = proto::recv(&mut stream)?
+        else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "expected a welcome from mpiexec",
+            ));
+        };
         if addrs.len() != job.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -86,12 +117,75 @@ impl Client {
             Client {
                 stream: Mutex::new(stream),
             },
-            addrs,
+            Welcome {
+                addrs,
+                generation,
+                epoch,
+                fresh,
+            },
         ))
     }
 
+    /// The receiving side, for the progress engine (the socket becomes
+    /// non-blocking for both sides).
+    pub fn reader(&self) -> io::Result<ControlReader> {
+        let s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let stream = s.try_clone()?;
+        stream.set_nonblocking(true)?;
+        Ok(ControlReader {
+            stream,
+            dec: proto::Decoder::default(),
+        })
+    }
+
     pub fn send(&self, msg: &ToController) -> io::Result<()> {
+        let bytes = proto::encode(msg);
         let mut s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
-        proto::send(&mut *s, msg)
+        let mut off = 0;
+        while off < bytes.len() {
+            match s.write(&bytes[off..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => off += n,
+                // Control messages are tiny; a full socket drains quickly.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_micros(100))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads control messages from `mpiexec` without blocking.
+pub struct ControlReader {
+    stream: UnixStream,
+    dec: proto::Decoder,
+}
+
+impl ControlReader {
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.stream.as_raw_fd()
+    }
+
+    /// Appends every complete message available now. `Err` when the
+    /// connection is closed or carries garbage.
+    pub fn read(&mut self, out: &mut Vec<ToRank>) -> io::Result<()> {
+        let mut buf = [0u8; 1024];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => self.dec.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        while let Some(m) = self.dec.next_message::<ToRank>()? {
+            out.push(m);
+        }
+        Ok(())
     }
 }

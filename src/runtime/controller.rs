@@ -1,9 +1,12 @@
 //! `mpiexec`: starts the job through the node agent, runs the bootstrap
-//! fence, watches every rank, and decides what a failure means (with
-//! `--recovery none`, the standard: the job ends).
+//! fence, watches every rank, and decides what a failure means: with
+//! `--recovery none` (the standard) the job ends; with `--recovery stages`
+//! the failed rank is replaced and every rank rolls back to the committed
+//! epoch (see `recovery` for the protocol).
 
 use super::agent::{Launch, RankProc};
-use super::cli::{self, Parsed, USAGE};
+use super::cli::{self, Parsed, Recovery, USAGE};
+use super::inject::{self, Trigger};
 use super::proto::{self, Decoder, ToController, ToRank};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::process::{self, Exit, SignalFd};
@@ -47,15 +50,41 @@ fn hex(b: &[u8]) -> String {
 #[derive(Default)]
 struct RankState {
     proc: Option<RankProc>,
+    /// Transport address of the current process, once it said hello.
     hello: Option<String>,
+    /// Control connection of the current process.
+    conn: Option<usize>,
     finalizing: bool,
     exit: Option<Exit>,
+    /// The current process got its Welcome (it is part of the job).
+    welcomed: bool,
+    /// Newest checkpoint epoch the rank completed.
+    epoch: u64,
+    /// Generation at which the rank reported itself halted / ready.
+    halted: Option<u32>,
+    ready: Option<u32>,
+    /// When fault injection killed the current process.
+    killed_at: Option<Instant>,
 }
 
 struct Conn {
     stream: UnixStream,
     dec: Decoder,
     rank: Option<usize>,
+}
+
+/// A recovery in progress (`--recovery stages`), with its timeline.
+struct Recovering {
+    number: usize,
+    failed: Vec<usize>,
+    /// The epoch every rank rolls back to.
+    epoch: u64,
+    /// Kill time when known (injected), else detection.
+    start: Instant,
+    detected: Instant,
+    propagated: Option<Instant>,
+    spawned: Option<Instant>,
+    restored: Option<Instant>,
 }
 
 /// Why the job ended early.
@@ -77,6 +106,20 @@ struct Job {
     failure: Option<Failure>,
     teardown: Option<Instant>,
     killed: bool,
+    launch: Launch,
+    forwarders: Vec<std::thread::JoinHandle<()>>,
+    started: Instant,
+    /// Every rank got its first Welcome.
+    bootstrapped: bool,
+    /// Bumped at each failure; messages of older generations are fenced off.
+    generation: u32,
+    /// Newest epoch every rank completed.
+    committed: u64,
+    restarts: usize,
+    recoveries: usize,
+    recovering: Option<Recovering>,
+    /// Which `--inject` specs fired.
+    fired: Vec<bool>,
 }
 
 pub fn main() -> ! {
@@ -127,9 +170,11 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         job_id: std::process::id().to_string(),
         tag_output: opts.tag_output,
     };
+    let ckpt_dirs = node_local_ckpt_dirs(&opts, &launch.job_id);
     let mut job = Job {
         key: launch.key.clone(),
         ranks: (0..opts.ranks).map(|_| RankState::default()).collect(),
+        fired: vec![false; opts.inject.len()],
         opts,
         epoll,
         listener,
@@ -138,31 +183,59 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         failure: None,
         teardown: None,
         killed: false,
+        launch,
+        forwarders: Vec::new(),
+        started: Instant::now(),
+        bootstrapped: false,
+        generation: 0,
+        committed: 0,
+        restarts: 0,
+        recoveries: 0,
+        recovering: None,
     };
-    let mut forwarders = Vec::new();
     for r in 0..job.opts.ranks {
-        match launch.spawn(r, 0) {
-            Ok((p, f)) => {
-                job.ranks[r].proc = Some(p);
-                forwarders.extend(f);
-            }
-            Err(e) => {
-                eprintln!("mpiexec: cannot start '{}': {e}", job.opts.program);
-                job.fail(Failure::Launch);
-                break;
-            }
+        if let Err(e) = job.spawn(r) {
+            eprintln!("mpiexec: cannot start '{}': {e}", job.opts.program);
+            job.fail(Failure::Launch);
+            break;
         }
     }
     job.event_loop();
     // Output of the last lines may still be in flight; give it a moment.
     let deadline = Instant::now() + Duration::from_secs(2);
-    for f in forwarders {
+    for f in std::mem::take(&mut job.forwarders) {
         while !f.is_finished() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
     drop(dir);
+    // Node-local checkpoints belong to this job only.
+    for d in ckpt_dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
     Ok(job.exit_code())
+}
+
+/// The job's directories on node-local checkpoint levels (removed at the end;
+/// durable levels are the user's).
+fn node_local_ckpt_dirs(opts: &cli::Options, job_id: &str) -> Vec<PathBuf> {
+    let spec = opts
+        .ckpt
+        .clone()
+        .or_else(|| std::env::var(super::env::CKPT).ok())
+        .unwrap_or_default();
+    let Ok(cfg) = crate::checkpoint::config::parse(&spec) else {
+        return Vec::new();
+    };
+    cfg.levels
+        .iter()
+        .filter_map(|l| match l {
+            crate::checkpoint::config::Level::Tmpfs(d) => {
+                Some(crate::checkpoint::config::job_dir(d, job_id))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 impl Job {
@@ -180,9 +253,12 @@ impl Job {
             .iter()
             .any(|r| r.proc.is_some() && r.exit.is_none())
         {
-            let timeout = match self.teardown {
-                Some(t) if !self.killed => {
+            let timeout = match (self.teardown, self.next_timed_injection()) {
+                (Some(t), _) if !self.killed => {
                     t.saturating_duration_since(Instant::now()).as_millis() as i32
+                }
+                (None, Some(t)) => {
+                    (t.saturating_duration_since(Instant::now()).as_micros() as i32 + 999) / 1000
                 }
                 _ => -1,
             };
@@ -196,6 +272,7 @@ impl Job {
                     _ => {}
                 }
             }
+            self.fire_timed_injections();
             if let Some(t) = self.teardown {
                 if !self.killed && Instant::now() >= t {
                     for p in self.live() {
@@ -254,6 +331,12 @@ impl Job {
     fn close(&mut self, slot: usize) {
         if let Some(c) = self.conns[slot].take() {
             let _ = self.epoll.delete(c.stream.as_raw_fd());
+        }
+        // The slot may be reused by another process's connection.
+        for r in &mut self.ranks {
+            if r.conn == Some(slot) {
+                r.conn = None;
+            }
         }
     }
 
@@ -326,12 +409,11 @@ impl Job {
                     return Err(format!("unexpected hello from rank {rank}"));
                 }
                 self.ranks[rank].hello = Some(addr);
+                self.ranks[rank].conn = Some(slot);
                 if let Some(c) = self.conns[slot].as_mut() {
                     c.rank = Some(rank);
                 }
-                if self.ranks.iter().all(|r| r.hello.is_some()) {
-                    self.welcome();
-                }
+                self.welcome();
             }
             (ToController::Finalizing, Some(r)) => self.ranks[r].finalizing = true,
             (ToController::Abort { code, message }, Some(r)) => {
@@ -345,6 +427,21 @@ impl Job {
                 }
                 self.fail(Failure::Abort { code });
             }
+            (ToController::Checkpoint { epoch }, Some(r)) => self.on_checkpoint(r, epoch),
+            (ToController::Halted { generation }, Some(r)) => {
+                self.ranks[r].halted = Some(generation);
+                self.check_recovery();
+            }
+            (ToController::Ready { generation }, Some(r)) => {
+                self.ranks[r].ready = Some(generation);
+                self.check_recovery();
+            }
+            (ToController::Injecting { spec }, Some(r)) => {
+                if let Some(f) = self.fired.get_mut(spec) {
+                    *f = true;
+                }
+                self.ranks[r].killed_at = Some(Instant::now());
+            }
             (_, None) => return Err("message before hello".into()),
             (ToController::Hello { .. }, Some(r)) => {
                 return Err(format!("second hello from rank {r}"))
@@ -353,20 +450,261 @@ impl Job {
         Ok(())
     }
 
-    /// The bootstrap fence: every rank said hello, tell everyone everything.
+    /// Sends a message to a rank's current process (small: a blocking write
+    /// is brief). A rank that is gone is skipped: its exit is handled apart.
+    fn send_to(&mut self, rank: usize, msg: &ToRank) {
+        let Some(slot) = self.ranks[rank].conn else {
+            return;
+        };
+        if let Some(c) = self.conns[slot].as_mut() {
+            let bytes = proto::encode(msg);
+            let _ = c.stream.set_nonblocking(false);
+            let _ = c.stream.write_all(&bytes);
+            let _ = c.stream.set_nonblocking(true);
+        }
+    }
+
+    /// The bootstrap fence, also for replacements: once every process not
+    /// yet welcomed has said hello, each of them gets everyone's address.
     fn welcome(&mut self) {
-        let addrs: Vec<String> = self
-            .ranks
-            .iter()
-            .map(|r| r.hello.clone().unwrap_or_default())
+        let pending: Vec<usize> = (0..self.ranks.len())
+            .filter(|&r| !self.ranks[r].welcomed)
             .collect();
-        let bytes = proto::encode(&ToRank::Welcome { addrs });
-        for c in self.conns.iter_mut().flatten() {
-            if c.rank.is_some() {
-                // The message is small; a blocking write is brief.
-                let _ = c.stream.set_nonblocking(false);
-                let _ = c.stream.write_all(&bytes);
-                let _ = c.stream.set_nonblocking(true);
+        if pending.is_empty() || pending.iter().any(|&r| self.ranks[r].hello.is_none()) {
+            return;
+        }
+        let msg = ToRank::Welcome {
+            addrs: self
+                .ranks
+                .iter()
+                .map(|r| r.hello.clone().unwrap_or_default())
+                .collect(),
+            generation: self.generation,
+            epoch: self.recovering.as_ref().map_or(0, |r| r.epoch),
+            fresh: pending.iter().map(|&r| r as u32).collect(),
+        };
+        for &r in &pending {
+            self.send_to(r, &msg);
+            self.ranks[r].welcomed = true;
+        }
+        self.bootstrapped = true;
+    }
+
+    fn on_checkpoint(&mut self, rank: usize, epoch: u64) {
+        // During a recovery the epoch to restore is fixed; reports from
+        // ranks that had not stopped yet are for epochs being rolled back.
+        if self.recovering.is_some() {
+            return;
+        }
+        let st = &mut self.ranks[rank];
+        st.epoch = st.epoch.max(epoch);
+        let committed = self.ranks.iter().map(|r| r.epoch).min().unwrap_or(0);
+        if committed > self.committed {
+            self.committed = committed;
+            for r in 0..self.ranks.len() {
+                self.send_to(r, &ToRank::Committed { epoch: committed });
+            }
+        }
+    }
+
+    /// A rank's process ended abnormally under `--recovery stages`: replace
+    /// it, or say why the job cannot recover.
+    fn recover(&mut self, rank: usize, what: &str) {
+        let pid = self.ranks[rank].proc.as_ref().map_or(0, |p| p.pid);
+        let refuse = if !self.bootstrapped {
+            Some("it failed during start-up, before every rank joined".to_string())
+        } else if let Some(q) = self.ranks.iter().position(|r| r.finalizing) {
+            Some(format!(
+                "rank {q} has already called MPI_Finalize and a finalized rank cannot take part in a recovery"
+            ))
+        } else if self.restarts >= self.opts.max_restarts {
+            Some(format!(
+                "the restart budget is spent ({} replacements, --max-restarts {})",
+                self.restarts, self.opts.max_restarts
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refuse {
+            eprintln!(
+                "mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {why}; terminating the job"
+            );
+            let exit = self.ranks[rank].exit.unwrap_or(Exit::Code(1));
+            self.fail(Failure::Rank { exit });
+            return;
+        }
+        let now = Instant::now();
+        self.restarts += 1;
+        self.generation += 1;
+        let start = self.ranks[rank].killed_at.unwrap_or(now);
+        let rec = self.recovering.get_or_insert_with(|| {
+            self.recoveries += 1;
+            Recovering {
+                number: self.recoveries,
+                failed: Vec::new(),
+                epoch: self.committed,
+                start,
+                detected: now,
+                propagated: None,
+                spawned: None,
+                restored: None,
+            }
+        });
+        rec.failed.push(rank);
+        rec.propagated = None;
+        rec.restored = None;
+        let (number, epoch, failed) = (rec.number, rec.epoch, rec.failed.clone());
+        eprintln!(
+            "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it (generation {}), every rank rolls back to epoch {epoch}",
+            self.generation
+        );
+        let st = &mut self.ranks[rank];
+        if let Some(slot) = st.conn.take() {
+            self.close(slot);
+        }
+        let st = &mut self.ranks[rank];
+        st.hello = None;
+        st.welcomed = false;
+        st.epoch = epoch;
+        let notice = ToRank::Failure {
+            generation: self.generation,
+            epoch,
+            failed: failed.iter().map(|&r| r as u32).collect(),
+        };
+        for r in 0..self.ranks.len() {
+            if self.ranks[r].welcomed {
+                self.send_to(r, &notice);
+            }
+        }
+        match self.spawn(rank) {
+            Ok(()) => {
+                if let Some(rec) = self.recovering.as_mut() {
+                    rec.spawned = Some(Instant::now());
+                }
+            }
+            Err(e) => {
+                eprintln!("mpiexec: cannot start a replacement for rank {rank}: {e}; terminating the job");
+                self.fail(Failure::Launch);
+            }
+        }
+    }
+
+    /// Advances the recovery timeline; resumes the job when every rank is
+    /// ready at the current generation.
+    fn check_recovery(&mut self) {
+        let g = self.generation;
+        let Some(rec) = self.recovering.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let replaced = |r: usize| rec.failed.contains(&r);
+        if rec.propagated.is_none()
+            && (0..self.ranks.len())
+                .all(|r| replaced(r) || self.ranks[r].halted == Some(g) || self.ranks[r].ready == Some(g))
+        {
+            rec.propagated = Some(now);
+        }
+        if rec.restored.is_none()
+            && rec
+                .failed
+                .iter()
+                .all(|&r| self.ranks[r].ready == Some(g))
+        {
+            rec.restored = Some(now);
+        }
+        if !self.ranks.iter().all(|r| r.ready == Some(g)) {
+            return;
+        }
+        let rec = self.recovering.take().expect("checked above");
+        for r in 0..self.ranks.len() {
+            self.ranks[r].epoch = rec.epoch;
+            self.send_to(r, &ToRank::Resume { generation: g });
+        }
+        let ms = |t: Option<Instant>| {
+            t.map_or("-".to_string(), |t| {
+                format!("{:.1}", t.saturating_duration_since(rec.start).as_secs_f64() * 1e3)
+            })
+        };
+        eprintln!(
+            "mpiexec: recovery {} done: ranks {:?} replaced, epoch {} restored, generation {g}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}",
+            rec.number,
+            rec.failed,
+            rec.epoch,
+            ms(Some(rec.detected)),
+            ms(rec.propagated),
+            ms(rec.spawned),
+            ms(rec.restored),
+            ms(Some(now)),
+        );
+    }
+
+    /// Starts (or restarts) a rank's process with the injection specs that
+    /// concern it and have not fired.
+    fn spawn(&mut self, rank: usize) -> std::io::Result<()> {
+        let specs: Vec<(usize, &inject::Inject)> = self
+            .opts
+            .inject
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| s.rank == rank && !self.fired[*i])
+            .collect();
+        let mut env = vec![(super::env::RECOVERY, self.opts.recovery.name().to_string())];
+        let injected = inject::encode_for_rank(&specs);
+        if !injected.is_empty() {
+            env.push((inject::ENV, injected));
+        }
+        if let Some(c) = &self.opts.ckpt {
+            env.push((super::env::CKPT, c.clone()));
+        }
+        if let Some(rec) = &self.recovering {
+            env.push((super::env::RESTART_EPOCH, rec.epoch.to_string()));
+        }
+        let (p, f) = self.launch.spawn(rank, self.generation, &env)?;
+        let st = &mut self.ranks[rank];
+        st.proc = Some(p);
+        st.exit = None;
+        st.killed_at = None;
+        st.halted = None;
+        st.ready = None;
+        self.forwarders.extend(f);
+        Ok(())
+    }
+
+    fn next_timed_injection(&self) -> Option<Instant> {
+        self.opts
+            .inject
+            .iter()
+            .zip(&self.fired)
+            .filter(|(_, f)| !**f)
+            .filter_map(|(s, _)| match s.trigger {
+                Trigger::After(d) => Some(self.started + d),
+                _ => None,
+            })
+            .min()
+    }
+
+    fn fire_timed_injections(&mut self) {
+        if self.failure.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        for i in 0..self.opts.inject.len() {
+            let s = &self.opts.inject[i];
+            let Trigger::After(d) = s.trigger else {
+                continue;
+            };
+            if self.fired[i] || now < self.started + d {
+                continue;
+            }
+            self.fired[i] = true;
+            let st = &mut self.ranks[s.rank];
+            if let (Some(p), None) = (&st.proc, st.exit) {
+                eprintln!(
+                    "mpiexec: injecting a failure: SIGKILL to rank {} (pid {})",
+                    s.rank, p.pid
+                );
+                p.signal(libc::SIGKILL);
+                st.killed_at = Some(now);
             }
         }
     }
@@ -414,6 +752,10 @@ impl Job {
                 Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
                 Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
             };
+            if self.opts.recovery == Recovery::Stages && !st.finalizing {
+                self.recover(r, &what);
+                continue;
+            }
             eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
             self.fail(Failure::Rank { exit });
         }

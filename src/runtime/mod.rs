@@ -9,6 +9,7 @@ pub mod agent;
 pub mod cli;
 pub mod client;
 pub mod controller;
+pub mod inject;
 pub mod proto;
 pub mod wrapper;
 
@@ -20,4 +21,10 @@ pub mod env {
     pub const KEY: &str = "MPISTAGES_JOB_KEY";
     pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
     pub const GENERATION: &str = "MPISTAGES_GENERATION";
+    /// `none` or `stages`: how the job reacts to a failed rank.
+    pub const RECOVERY: &str = "MPISTAGES_RECOVERY";
+    /// Set in a replacement process: the epoch it restores.
+    pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
+    /// The checkpoint configuration (see `checkpoint::config`).
+    pub const CKPT: &str = "MPISTAGES_CKPT";
 }

@@ -21,12 +21,40 @@ pub enum ToController {
     Finalizing,
     /// `MPI_Abort` was called.
     Abort { code: i32, message: String },
+    /// `MPIX_Checkpoint_write` made this epoch complete on the first level.
+    Checkpoint { epoch: u64 },
+    /// The rank saw the failure notice of `generation` and stopped (for the
+    /// propagation timing).
+    Halted { generation: u32 },
+    /// The rank is cleaned up (a live rank in `MPIX_Checkpoint_read`) or
+    /// restored (a replacement in `MPI_Init`) at `generation`, and waits.
+    Ready { generation: u32 },
+    /// Fault injection: the rank is about to SIGKILL itself.
+    Injecting { spec: usize },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum ToRank {
-    /// Every rank has said hello: the address of each rank, by rank.
-    Welcome { addrs: Vec<String> },
+    /// Every rank has said hello: the address of each rank, by rank. A
+    /// replacement also learns the generation it belongs to, the epoch to
+    /// restore, and which ranks are new with it (it connects to every rank
+    /// except newer ones above it, which connect to it).
+    Welcome {
+        addrs: Vec<String>,
+        generation: u32,
+        epoch: u64,
+        fresh: Vec<u32>,
+    },
+    /// Ranks failed: stop, and roll back to `epoch` at `generation`.
+    Failure {
+        generation: u32,
+        epoch: u64,
+        failed: Vec<u32>,
+    },
+    /// Every rank is ready at `generation`: go on.
+    Resume { generation: u32 },
+    /// Every rank has completed `epoch`.
+    Committed { epoch: u64 },
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {

@@ -183,4 +183,12 @@ pub trait Transport: Send {
     fn has_backlog(&self) -> bool;
     /// Closes every connection (after a final flush attempt).
     fn close_all(&mut self);
+    /// Stages `halt`: a failure stops all communication. Queued frames are
+    /// dropped; a frame partly written keeps going (the stream must stay
+    /// whole) from a private copy; incoming rendezvous data is read and
+    /// dropped. Afterwards no user memory is referenced.
+    fn halt(&mut self);
+    /// Stages `cleanup`: forget transfers, and from now on treat DATA of
+    /// other generations as stale (read and dropped).
+    fn cleanup(&mut self, generation: u32);
 }

@@ -7,7 +7,7 @@
 //! read straight into the receiver's buffer.
 
 use super::frame::{Header, Kind, Limits, HEADER_LEN};
-use super::{Class, Event, OutFrame, RawBuf, Transport, TransportError};
+use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
@@ -117,6 +117,9 @@ struct Handshake {
 
 pub struct Tcp {
     cfg: TcpConfig,
+    /// Current generation: DATA frames of other generations for transfers
+    /// we do not know are stale and dropped, not a protocol error.
+    generation: u32,
     limits: Limits,
     epoll: Arc<Epoll>,
     listener: TcpListener,
@@ -139,6 +142,7 @@ impl Tcp {
         };
         let peers = (0..cfg.ranks).map(|_| Peer::new()).collect();
         Ok(Tcp {
+            generation: cfg.generation,
             cfg,
             limits,
             epoll,
@@ -146,6 +150,13 @@ impl Tcp {
             peers,
             handshakes: Vec::new(),
         })
+    }
+
+    /// The generation this process joins the job at (known after the
+    /// bootstrap fence), announced in handshakes and frames.
+    pub fn set_generation(&mut self, generation: u32) {
+        self.cfg.generation = generation;
+        self.generation = generation;
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -327,6 +338,17 @@ impl Tcp {
                     match hdr.kind {
                         Kind::Data => {
                             let Some(t) = p.targets.get(&hdr.rdv) else {
+                                if hdr.generation != self.generation {
+                                    // Stale data of a transfer a recovery
+                                    // cancelled: read past it.
+                                    p.rstate = ReadState::Data {
+                                        rid: hdr.rdv,
+                                        pos: 0,
+                                        end: hdr.len as u64,
+                                        len: hdr.len as u64,
+                                    };
+                                    continue;
+                                }
                                 self.lose(
                                     peer,
                                     format!("data for unknown transfer {}", hdr.rdv),
@@ -382,9 +404,10 @@ impl Tcp {
                     if n == 0 {
                         return true;
                     }
-                    let t = p.targets.get_mut(rid).expect("checked at header");
-                    let cap = t.buf.len() as u64;
+                    // No target: stale data being dropped.
+                    let cap = p.targets.get(rid).map_or(0, |t| t.buf.len() as u64);
                     if *pos < cap {
+                        let t = &p.targets[rid];
                         let k = (cap - *pos).min(n as u64) as usize;
                         let dst = t.buf.sub(*pos as usize, k).expect("bounded by cap");
                         dst.as_mut_slice()
@@ -471,7 +494,7 @@ impl Tcp {
                 }
                 ReadState::Data { rid, pos, end, .. }
                     if staged_empty && {
-                        let cap = targets[rid].buf.len() as u64;
+                        let cap = targets.get(rid).map_or(0, |t| t.buf.len() as u64);
                         (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
                     } =>
                 {
@@ -683,6 +706,38 @@ impl Transport for Tcp {
 
     fn has_backlog(&self) -> bool {
         self.peers.iter().any(|p| p.stream.is_some() && p.backlog())
+    }
+
+    fn halt(&mut self) {
+        for p in self.peers.iter_mut() {
+            p.urgent.clear();
+            p.bulk.clear();
+            if p.woff > 0 {
+                let (mut f, class) = p.wire.pop_front().expect("woff > 0: a frame is on the wire");
+                f.payload = Payload::Owned(f.payload.bytes().to_vec());
+                f.token = None;
+                p.wire.clear();
+                p.wire.push_back((f, class));
+            } else {
+                p.wire.clear();
+            }
+            for t in p.targets.values_mut() {
+                t.buf = RawBuf::empty();
+            }
+        }
+    }
+
+    fn cleanup(&mut self, generation: u32) {
+        self.generation = generation;
+        for p in self.peers.iter_mut() {
+            // A transfer being read keeps its (empty) target until its
+            // frame ends; every byte of it is dropped.
+            let reading = match p.rstate {
+                ReadState::Data { rid, .. } => Some(rid),
+                _ => None,
+            };
+            p.targets.retain(|rid, _| Some(*rid) == reading);
+        }
     }
 
     fn close_all(&mut self) {

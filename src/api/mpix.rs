@@ -1,0 +1,201 @@
+//! The MPI Stages extensions at the API level: checkpoint write / read,
+//! the fault epoch, handle (de)serialization, and rank-side fault
+//! injection. The protocol itself lives in `crate::stages`.
+
+use super::consts::err;
+use super::error::{fail, MpiError, MpiResult};
+use super::{state, Mpi};
+use crate::stages::{self, CHandles, DeserializeFn, LibraryHandles, SerializeFn, Stages};
+use std::sync::MutexGuard;
+
+impl Mpi {
+    pub fn stages(&self) -> MutexGuard<'_, Stages> {
+        self.stages.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn reload() -> MpiError {
+    MpiError::new(
+        err::TRY_RELOAD,
+        "a process failed: call MPIX_Checkpoint_read() to roll back",
+    )
+}
+
+/// `MPIX_TRY_RELOAD` while communication is halted for a recovery.
+pub fn check_running(m: &Mpi) -> MpiResult<()> {
+    if m.engine.with(|c| c.halted()) {
+        return Err(reload());
+    }
+    Ok(())
+}
+
+/// `MPIX_Checkpoint_write`: saves this rank's MPI state as its next epoch.
+pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
+    check_running(m)?;
+    let pending = m.engine.with(|c| c.pending_requests());
+    if pending > 0 {
+        return fail(
+            err::OTHER,
+            format!("MPIX_Checkpoint_write: {pending} requests are still pending on this rank (complete them first); nothing was written"),
+        );
+    }
+    let mut st = m.stages();
+    let (generation, committed) = m.engine.with(|c| (c.generation(), c.notices.committed));
+    let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
+    let epoch = st
+        .write(&saved, generation, m.client.as_deref(), committed)
+        .map_err(|e| MpiError::new(err::OTHER, format!("MPIX_Checkpoint_write: {e}")))?;
+    if let Some(spec) = st.after_checkpoint(epoch) {
+        stages::kill_self(m.client.as_deref(), spec);
+    }
+    Ok(())
+}
+
+/// `MPIX_Checkpoint_read`: after a failure, cleans up, waits until every
+/// rank (the replacement included) is ready, and restores the MPI state of
+/// the committed epoch. Without a failure to recover from it does nothing.
+pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
+    if !m.engine.with(|c| c.halted()) {
+        return Ok(());
+    }
+    let Some(client) = m.client.as_deref() else {
+        return Ok(());
+    };
+    let (_, epoch) = stages::rejoin(&m.engine, client).map_err(|_| {
+        MpiError::new(
+            err::OTHER,
+            "MPIX_Checkpoint_read: mpiexec is gone; the job is over",
+        )
+    })?;
+    restore(m, epoch)
+}
+
+/// Puts the MPI state of `epoch` into the tables (epoch 0: the state right
+/// after `MPI_Init`).
+pub fn restore(m: &Mpi, epoch: u64) -> MpiResult<()> {
+    let mut st = m.stages();
+    let saved = st
+        .read(epoch, m.size)
+        .map_err(|e| MpiError::new(err::OTHER, format!("restoring MPI state: {e}")))?;
+    let mut t = m.tables();
+    match saved {
+        Some(s) => {
+            state::load(&mut t, &s, m.rank)
+                .map_err(|e| MpiError::new(err::OTHER, format!("restoring MPI state: {e}")))?;
+            st.library = s.library;
+        }
+        None => {
+            let fresh = super::initial_tables(m.rank, m.size);
+            t.comms = fresh.comms;
+            t.groups = fresh.groups;
+            t.types = fresh.types;
+            t.max_context = fresh.max_context;
+            t.req_comm.clear();
+            t.bsend_pending.clear();
+            st.library.clear();
+        }
+    }
+    st.epoch = epoch;
+    Ok(())
+}
+
+/// A replacement's `MPI_Init`: restore, then join the rejoin barrier.
+pub fn restore_replacement(m: &Mpi) -> MpiResult<()> {
+    let epoch = m.engine.with(|c| c.notices.epoch);
+    restore(m, epoch)?;
+    let Some(client) = m.client.as_deref() else {
+        return Ok(());
+    };
+    stages::rejoin(&m.engine, client)
+        .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
+    Ok(())
+}
+
+pub fn fault_epoch(m: &Mpi) -> u64 {
+    m.stages().epoch
+}
+
+pub fn register_serializer(m: &Mpi, f: SerializeFn) {
+    m.stages().serializers.push(f);
+}
+
+pub fn register_deserializer(m: &Mpi, f: DeserializeFn) {
+    m.stages().deserializers.push(f);
+}
+
+/// `MPIX_Serialize_handles`: each serialize handler, in registration
+/// order, names the communicators and groups it needs; they are saved with
+/// the next checkpoint.
+pub fn serialize_handles(m: &Mpi) -> MpiResult<()> {
+    check_running(m)?;
+    let handlers = m.stages().serializers.clone();
+    let mut library = Vec::with_capacity(handlers.len());
+    for h in handlers {
+        let mut ch = CHandles {
+            comms: std::ptr::null_mut(),
+            comm_size: 0,
+            grps: std::ptr::null_mut(),
+            group_size: 0,
+        };
+        // SAFETY: a handler registered by the application, called with a
+        // valid MPIX_Handles as its documented contract says.
+        unsafe { h(&mut ch) };
+        let read = |p: *mut i32, n: i32| -> MpiResult<Vec<i32>> {
+            if n <= 0 {
+                return Ok(Vec::new());
+            }
+            if p.is_null() {
+                return fail(err::ARG, "a serialize handler returned a NULL array with a positive size");
+            }
+            // SAFETY: the handler promises `n` readable handles at `p`.
+            Ok(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec())
+        };
+        let lib = LibraryHandles {
+            comms: read(ch.comms, ch.comm_size)?,
+            groups: read(ch.grps, ch.group_size)?,
+        };
+        {
+            let t = m.tables();
+            for &c in &lib.comms {
+                t.comm(c)?;
+            }
+            for &g in &lib.groups {
+                t.group(g)?;
+            }
+        }
+        library.push(lib);
+    }
+    m.stages().library = library;
+    Ok(())
+}
+
+/// `MPIX_Deserialize_handles`: hands each deserialize handler, in
+/// registration order, the handles its serialize handler saved.
+pub fn deserialize_handles(m: &Mpi) -> MpiResult<()> {
+    check_running(m)?;
+    let (handlers, library) = {
+        let st = m.stages();
+        (st.deserializers.clone(), st.library.clone())
+    };
+    for (i, h) in handlers.into_iter().enumerate() {
+        let mut lib = library.get(i).cloned().unwrap_or_default();
+        let ch = CHandles {
+            comms: lib.comms.as_mut_ptr(),
+            comm_size: lib.comms.len() as i32,
+            grps: lib.groups.as_mut_ptr(),
+            group_size: lib.groups.len() as i32,
+        };
+        // SAFETY: as in serialize_handles; the arrays live across the call.
+        unsafe { h(ch) };
+    }
+    Ok(())
+}
+
+/// Counts an MPI call for `--inject rank=R,call=NAME:N`.
+pub fn count_call(name: &str) {
+    let Ok(m) = super::mpi() else { return };
+    let fire = m.stages().count_call(name);
+    if let Some(spec) = fire {
+        stages::kill_self(m.client.as_deref(), spec);
+    }
+}

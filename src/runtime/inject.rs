@@ -1,0 +1,168 @@
+//! Fault injection: `mpiexec --inject rank=R,WHEN` kills rank R with
+//! SIGKILL at a reproducible point. `WHEN` is one of
+//! - `after=SECS`: SECS seconds after the job started (mpiexec kills it);
+//! - `checkpoint=E`: right after the rank completed checkpoint epoch E;
+//! - `call=NAME:N`: on entering its Nth call of the MPI function NAME
+//!   (counted in this process, e.g. `call=MPI_Allreduce:20`).
+//!
+//! The last two fire inside the rank, which SIGKILLs itself; mpiexec hands
+//! each rank the specs that concern it through `MPISTAGES_INJECT`, and a
+//! spec that fired is not handed to the replacement.
+
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Trigger {
+    After(Duration),
+    Checkpoint(u64),
+    Call { name: String, nth: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inject {
+    pub rank: usize,
+    pub trigger: Trigger,
+}
+
+pub const ENV: &str = "MPISTAGES_INJECT";
+
+pub fn parse(spec: &str) -> Result<Inject, String> {
+    let mut rank = None;
+    let mut trigger = None;
+    let bad = |why: String| format!("--inject '{spec}': {why}");
+    for item in spec.split(',').map(str::trim) {
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(bad(format!("expected KEY=VALUE, not '{item}'")));
+        };
+        let t = match k {
+            "rank" => {
+                rank = Some(
+                    v.parse::<usize>()
+                        .map_err(|_| bad(format!("rank '{v}' is not a number")))?,
+                );
+                continue;
+            }
+            "after" => {
+                let s: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| bad(format!("after needs seconds, not '{v}'")))?;
+                Trigger::After(Duration::from_secs_f64(s))
+            }
+            "checkpoint" => Trigger::Checkpoint(
+                v.parse()
+                    .map_err(|_| bad(format!("checkpoint needs an epoch number, not '{v}'")))?,
+            ),
+            "call" => {
+                let (name, n) = v
+                    .rsplit_once(':')
+                    .ok_or_else(|| bad("call needs NAME:N, e.g. MPI_Recv:3".into()))?;
+                let nth: u64 = n
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad(format!("call count '{n}' is not a positive number")))?;
+                if !(name.starts_with("MPI_") || name.starts_with("MPIX_")) {
+                    return Err(bad(format!("'{name}' is not an MPI function name")));
+                }
+                Trigger::Call {
+                    name: name.to_string(),
+                    nth,
+                }
+            }
+            _ => return Err(bad(format!("unknown key '{k}'"))),
+        };
+        if trigger.replace(t).is_some() {
+            return Err(bad("give one of after=, checkpoint=, call=".into()));
+        }
+    }
+    Ok(Inject {
+        rank: rank.ok_or_else(|| bad("rank=R is missing".into()))?,
+        trigger: trigger.ok_or_else(|| bad("give one of after=, checkpoint=, call=".into()))?,
+    })
+}
+
+/// The rank-side specs as passed in the environment: `INDEX=TRIGGER;…`.
+pub fn encode_for_rank(specs: &[(usize, &Inject)]) -> String {
+    specs
+        .iter()
+        .filter_map(|(i, s)| match &s.trigger {
+            Trigger::After(_) => None,
+            Trigger::Checkpoint(e) => Some(format!("{i}=checkpoint:{e}")),
+            Trigger::Call { name, nth } => Some(format!("{i}=call:{name}:{nth}")),
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Parses what `encode_for_rank` produced; malformed items are skipped.
+pub fn decode_for_rank(s: &str) -> Vec<(usize, Trigger)> {
+    let mut out = Vec::new();
+    for item in s.split(';').filter(|i| !i.is_empty()) {
+        let Some((i, t)) = item.split_once('=') else {
+            continue;
+        };
+        let Ok(i) = i.parse() else { continue };
+        let t = if let Some(e) = t.strip_prefix("checkpoint:") {
+            match e.parse() {
+                Ok(e) => Trigger::Checkpoint(e),
+                Err(_) => continue,
+            }
+        } else if let Some(c) = t.strip_prefix("call:") {
+            match c.rsplit_once(':').map(|(n, k)| (n, k.parse())) {
+                Some((name, Ok(nth))) => Trigger::Call {
+                    name: name.to_string(),
+                    nth,
+                },
+                _ => continue,
+            }
+        } else {
+            continue;
+        };
+        out.push((i, t));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        assert_eq!(
+            parse("rank=3,after=1.5").unwrap(),
+            Inject {
+                rank: 3,
+                trigger: Trigger::After(Duration::from_millis(1500))
+            }
+        );
+        let c = parse("rank=0, call=MPI_Recv:4").unwrap();
+        assert_eq!(
+            c.trigger,
+            Trigger::Call {
+                name: "MPI_Recv".into(),
+                nth: 4
+            }
+        );
+        let e = parse("checkpoint=2,rank=1").unwrap();
+        let enc = encode_for_rank(&[(0, &c), (5, &e)]);
+        assert_eq!(
+            decode_for_rank(&enc),
+            vec![(0, c.trigger.clone()), (5, Trigger::Checkpoint(2))]
+        );
+        for bad in [
+            "rank=1",
+            "after=1",
+            "rank=x,after=1",
+            "rank=1,after=-1",
+            "rank=1,call=Recv:1",
+            "rank=1,call=MPI_Recv:0",
+            "rank=1,after=1,checkpoint=2",
+            "rank=1,when=2",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}
