@@ -201,6 +201,9 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
         Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, None),
     };
     if handler == ERRORS_RETURN {
+        if std::env::var_os("MPISTAGES_DEBUG").is_some() {
+            eprintln!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
+        }
         return e.class;
     }
     let who = rank.map_or(String::new(), |r| format!("rank {r}: "));

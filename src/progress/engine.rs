@@ -414,6 +414,15 @@ impl Core {
             OutFrame::new(&hdr, Payload::None, None)
         };
         if let Err(e) = self.transmit(dest, frame, Class::Urgent) {
+            self.unsent(id, e);
+        }
+    }
+
+    /// A frame could not be handed to a lost peer. With recovery on, the
+    /// request stays pending: mpiexec announces the failure and the halt
+    /// fails it with `Halted`, which the application can roll back from.
+    fn unsent(&mut self, id: ReqId, e: ReqError) {
+        if self.control.is_none() {
             self.fail(id, e);
         }
     }
@@ -494,7 +503,7 @@ impl Core {
                     OutFrame::new(&cts, Payload::None, None),
                     Class::Urgent,
                 ) {
-                    self.fail(id, e);
+                    self.unsent(id, e);
                 }
             }
         }
@@ -567,7 +576,7 @@ impl Core {
                 last.then(|| sender.to_wire()),
             );
             if let Err(e) = self.transmit(peer, frame, Class::Bulk) {
-                self.fail(sender, e);
+                self.unsent(sender, e);
                 return Ok(());
             }
             off += n;
@@ -733,10 +742,16 @@ impl Core {
         for m in msgs {
             match m {
                 ToRank::Failure {
-                    generation, epoch, ..
+                    generation,
+                    epoch,
+                    failed,
                 } if generation > self.notices.failed => {
                     self.notices.failed = generation;
                     self.notices.epoch = epoch;
+                    if let Some(t) = self.transport.as_mut() {
+                        let failed: Vec<usize> = failed.iter().map(|&r| r as usize).collect();
+                        t.forget_peers(&failed, generation);
+                    }
                     self.halt();
                     bell.ring();
                     let _ = client.send(&ToController::Halted { generation });
@@ -744,6 +759,9 @@ impl Core {
                 ToRank::Resume { generation } => {
                     self.notices.resumed = self.notices.resumed.max(generation);
                     self.changes += 1;
+                    // A user thread may be asleep in the main epoll set
+                    // (the progress thread read the socket): wake it.
+                    bell.ring();
                 }
                 ToRank::Committed { epoch } => {
                     self.notices.committed = self.notices.committed.max(epoch)

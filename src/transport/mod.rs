@@ -191,4 +191,8 @@ pub trait Transport: Send {
     /// Stages `cleanup`: forget transfers, and from now on treat DATA of
     /// other generations as stale (read and dropped).
     fn cleanup(&mut self, generation: u32);
+    /// These peers failed (announced with `generation`): drop connections
+    /// their old processes made; frames to them wait for their replacements
+    /// to connect. A connection a replacement already made is kept.
+    fn forget_peers(&mut self, failed: &[usize], generation: u32);
 }

@@ -72,6 +72,9 @@ enum ReadState {
 
 struct Peer {
     stream: Option<TcpStream>,
+    /// Generation at which the connection was made (a replacement's
+    /// connection is newer than the failure that replaced it).
+    conn_generation: u32,
     lost: bool,
     urgent: VecDeque<OutFrame>,
     bulk: VecDeque<OutFrame>,
@@ -91,6 +94,7 @@ impl Peer {
     fn new() -> Peer {
         Peer {
             stream: None,
+            conn_generation: 0,
             lost: false,
             urgent: VecDeque::new(),
             bulk: VecDeque::new(),
@@ -174,10 +178,10 @@ impl Tcp {
         stream.write_all(&hello.encode())?;
         stream.write_all(&self.cfg.key)?;
         stream.set_nonblocking(true)?;
-        self.attach(peer, stream)
+        self.attach(peer, stream, self.cfg.generation)
     }
 
-    fn attach(&mut self, peer: usize, stream: TcpStream) -> io::Result<()> {
+    fn attach(&mut self, peer: usize, stream: TcpStream, generation: u32) -> io::Result<()> {
         if !self.cfg.congestion.is_empty() {
             // Best effort: an algorithm the kernel refuses leaves its default.
             let _ = crate::sys::set_tcp_congestion(stream.as_raw_fd(), &self.cfg.congestion);
@@ -189,6 +193,7 @@ impl Tcp {
         self.epoll
             .add(stream.as_raw_fd(), epoll::READABLE, peer as u64)?;
         p.stream = Some(stream);
+        p.conn_generation = generation;
         p.lost = false;
         p.want_write = false;
         p.rstate = ReadState::Header;
@@ -615,7 +620,7 @@ impl Tcp {
                         && h.src as usize != self.cfg.me
                         && constant_time_eq(&hs.buf[HEADER_LEN..want], &self.cfg.key) =>
                 {
-                    Ok(h.src as usize)
+                    Ok((h.src as usize, h.generation))
                 }
                 Ok(_) => Err("handshake rejected".to_string()),
                 Err(e) => Err(format!("malformed handshake: {e}")),
@@ -625,8 +630,8 @@ impl Tcp {
         let hs = self.handshakes[slot].take().expect("slot checked above");
         let _ = self.epoll.delete(hs.stream.as_raw_fd());
         match peer {
-            Ok(peer) => {
-                if self.attach(peer, hs.stream).is_ok() {
+            Ok((peer, generation)) => {
+                if self.attach(peer, hs.stream, generation).is_ok() {
                     self.flush(peer, out);
                 }
             }
@@ -724,6 +729,30 @@ impl Transport for Tcp {
             for t in p.targets.values_mut() {
                 t.buf = RawBuf::empty();
             }
+        }
+    }
+
+    fn forget_peers(&mut self, failed: &[usize], generation: u32) {
+        for &r in failed {
+            let Some(p) = self.peers.get_mut(r) else {
+                continue;
+            };
+            if p.stream.is_some() && p.conn_generation >= generation {
+                continue;
+            }
+            if let Some(s) = p.stream.take() {
+                let _ = self.epoll.delete(s.as_raw_fd());
+            }
+            p.lost = false;
+            p.want_write = false;
+            p.urgent.clear();
+            p.bulk.clear();
+            p.wire.clear();
+            p.woff = 0;
+            p.targets.clear();
+            p.rstate = ReadState::Header;
+            p.rhead = 0;
+            p.rtail = 0;
         }
     }
 
