@@ -178,6 +178,13 @@ unsafe fn statuses_arg<'a>(p: *mut CStatus, n: usize) -> Option<&'a mut [CStatus
 }
 
 fn finish_many(name: &str, m: &Mpi, done: &[(usize, ReqId, Status)]) -> c_int {
+    // A halt is not a per-request error: the whole call says roll back.
+    if done
+        .iter()
+        .any(|(_, _, s)| s.error == Some(crate::progress::ReqError::Halted))
+    {
+        return err::TRY_RELOAD;
+    }
     if let Some((_, id, st)) = done.iter().find(|(_, _, s)| s.error.is_some()) {
         let r = status_result(name, m, *id, st);
         return if r == err::SUCCESS { r } else { err::IN_STATUS };

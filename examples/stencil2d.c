@@ -1,0 +1,178 @@
+/* A 2D heat stencil (Jacobi) on a px x py grid of ranks, with halo
+ * exchange by Isend/Irecv/Waitall and an Allreduce of the residual, in the
+ * resilient-loop shape of the MPI Stages paper (Listing 5.4): every K
+ * iterations the rank saves its block (epoch e+1) and calls
+ * MPIX_Checkpoint_write; on MPIX_TRY_RELOAD it calls MPIX_Checkpoint_read
+ * and restarts from MPIX_Get_fault_epoch.
+ *
+ *   mpiexec -n 4 --recovery stages ./stencil2d [N] [ITERS] [K] [DIR]
+ *
+ * Prints a checksum that is identical with and without failures. */
+#include <mpi.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "appckpt.h"
+
+static int rank, size, px, py, cx, cy, nx, ny, n = 256, iters = 200, every = 10;
+static const char *dir = ".";
+
+#define U(a, i, j) (a)[(size_t)(i) * (nx + 2) + (j)]
+
+struct header {
+    int iter;
+    int nx, ny;
+};
+
+static int neighbour(int dx, int dy)
+{
+    int x = cx + dx, y = cy + dy;
+    if (x < 0 || x >= px || y < 0 || y >= py) return MPI_PROC_NULL;
+    return y * px + x;
+}
+
+/* Fixed boundary: the global top edge is hot (1.0), the others cold. */
+static void set_boundary(double *u)
+{
+    if (cy == 0)
+        for (int j = 0; j < nx + 2; j++) U(u, 0, j) = 1.0;
+}
+
+static int exchange(double *u, double *sendbuf, double *recvbuf)
+{
+    /* Rows are contiguous; columns are packed by hand. */
+    MPI_Request req[8];
+    int k = 0, rc;
+    int up = neighbour(0, -1), down = neighbour(0, 1), left = neighbour(-1, 0), right = neighbour(1, 0);
+    double *sl = sendbuf, *sr = sendbuf + ny, *rl = recvbuf, *rr = recvbuf + ny;
+    for (int i = 0; i < ny; i++) {
+        sl[i] = U(u, i + 1, 1);
+        sr[i] = U(u, i + 1, nx);
+    }
+    if ((rc = MPI_Irecv(&U(u, 0, 1), nx, MPI_DOUBLE, up, 1, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Irecv(&U(u, ny + 1, 1), nx, MPI_DOUBLE, down, 0, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Irecv(rl, ny, MPI_DOUBLE, left, 3, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Irecv(rr, ny, MPI_DOUBLE, right, 2, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Isend(&U(u, 1, 1), nx, MPI_DOUBLE, up, 0, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Isend(&U(u, ny, 1), nx, MPI_DOUBLE, down, 1, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Isend(sl, ny, MPI_DOUBLE, left, 2, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Isend(sr, ny, MPI_DOUBLE, right, 3, MPI_COMM_WORLD, &req[k++]))) return rc;
+    if ((rc = MPI_Waitall(k, req, MPI_STATUSES_IGNORE))) return rc;
+    if (left != MPI_PROC_NULL)
+        for (int i = 0; i < ny; i++) U(u, i + 1, 0) = rl[i];
+    if (right != MPI_PROC_NULL)
+        for (int i = 0; i < ny; i++) U(u, i + 1, nx + 1) = rr[i];
+    return MPI_SUCCESS;
+}
+
+static int main_loop(int epoch, double result[3])
+{
+    size_t cells = (size_t)(nx + 2) * (ny + 2);
+    size_t bytes = sizeof(struct header) + cells * sizeof(double);
+    char *blob = calloc(1, bytes);
+    double *u = (double *)(blob + sizeof(struct header)), *v = calloc(cells, sizeof(double));
+    double *sendbuf = calloc(2 * (size_t)ny, sizeof(double)), *recvbuf = calloc(2 * (size_t)ny, sizeof(double));
+    struct header *h = (struct header *)blob;
+    int rc = MPI_SUCCESS;
+    h->iter = 0;
+    h->nx = nx;
+    h->ny = ny;
+    if (epoch > 0 && (appckpt_load(dir, "stencil2d", rank, epoch, blob, bytes) != 0 || h->nx != nx || h->ny != ny)) {
+        fprintf(stderr, "stencil2d: rank %d cannot read its data for epoch %d\n", rank, epoch);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    set_boundary(u);
+    double residual = 0;
+    for (int it = h->iter; it < iters; it++) {
+        if ((rc = exchange(u, sendbuf, recvbuf))) goto out;
+        memcpy(v, u, cells * sizeof(double));
+        double local = 0;
+        for (int i = 1; i <= ny; i++)
+            for (int j = 1; j <= nx; j++) {
+                double x = 0.25 * (U(u, i - 1, j) + U(u, i + 1, j) + U(u, i, j - 1) + U(u, i, j + 1));
+                local += (x - U(u, i, j)) * (x - U(u, i, j));
+                U(v, i, j) = x;
+            }
+        memcpy(u, v, cells * sizeof(double));
+        if ((rc = MPI_Allreduce(&local, &residual, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD))) goto out;
+        if ((it + 1) % every == 0) {
+            int e;
+            h->iter = it + 1;
+            MPIX_Get_fault_epoch(&e);
+            if (appckpt_save(dir, "stencil2d", rank, e + 1, blob, bytes) != 0) {
+                fprintf(stderr, "stencil2d: rank %d cannot write its data\n", rank);
+                MPI_Abort(MPI_COMM_WORLD, 3);
+            }
+            if ((rc = MPIX_Checkpoint_write())) goto out;
+        }
+    }
+    double local[2] = {0, 0}, global[2];
+    for (int i = 1; i <= ny; i++)
+        for (int j = 1; j <= nx; j++) {
+            local[0] += U(u, i, j);
+            local[1] += U(u, i, j) * ((cy * ny + i) * 7 + (cx * nx + j));
+        }
+    if ((rc = MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD))) goto out;
+    if ((rc = MPI_Barrier(MPI_COMM_WORLD))) goto out;
+    result[0] = global[0];
+    result[1] = global[1];
+    result[2] = sqrt(residual);
+out:
+    free(blob);
+    free(v);
+    free(sendbuf);
+    free(recvbuf);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) n = atoi(argv[1]);
+    if (argc > 2) iters = atoi(argv[2]);
+    if (argc > 3) every = atoi(argv[3]);
+    if (argc > 4) dir = argv[4];
+    if (every < 1) every = 1;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (px = (int)sqrt((double)size); size % px; px--)
+        ;
+    py = size / px;
+    cx = rank % px;
+    cy = rank / px;
+    nx = n / px;
+    ny = n / py;
+    if (nx < 1 || ny < 1 || nx * px != n || ny * py != n) {
+        if (rank == 0) fprintf(stderr, "stencil2d: N=%d does not split over a %dx%d grid\n", n, px, py);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double result[3];
+    int code = MPI_SUCCESS, epoch = 0, rollbacks = 0;
+    for (;;) { /* the resilient loop */
+        if (code == MPIX_TRY_RELOAD) {
+            rollbacks++;
+            code = MPIX_Checkpoint_read();
+            if (code == MPIX_TRY_RELOAD) continue;
+        }
+        if (code != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len;
+            MPI_Error_string(code, msg, &len);
+            fprintf(stderr, "stencil2d: rank %d: %s\n", rank, msg);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        MPIX_Get_fault_epoch(&epoch);
+        code = main_loop(epoch, result);
+        if (code == MPI_SUCCESS) break;
+    }
+    if (rank == 0)
+        printf("stencil2d: %d ranks (%dx%d), N=%d, %d iterations, checksum %.15e %.15e residual %.6e\n", size, px, py, n,
+               iters, result[0], result[1], result[2]);
+    if (rollbacks) fprintf(stderr, "stencil2d: rank %d rolled back %d time(s)\n", rank, rollbacks);
+    MPIX_Get_fault_epoch(&epoch);
+    appckpt_clean(dir, "stencil2d", rank, epoch);
+    MPI_Finalize();
+    return 0;
+}
