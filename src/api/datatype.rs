@@ -103,11 +103,15 @@ impl Datatype {
         self.runs.len() <= MAX_RUNS
             && !self.predefined
             && self.true_extent >= 0
+            && self.runs.iter().all(|r| {
+                r.off >= lo && (r.len as isize) >= 0 && r.off.saturating_add(r.len as isize) <= hi
+            })
             && self
                 .runs
                 .iter()
-                .all(|r| r.off >= lo && (r.len as isize) >= 0 && r.off.saturating_add(r.len as isize) <= hi)
-            && self.runs.iter().map(|r| r.len).try_fold(0usize, |a, l| a.checked_add(l)) == Some(self.size)
+                .map(|r| r.len)
+                .try_fold(0usize, |a, l| a.checked_add(l))
+                == Some(self.size)
     }
 
     fn basic(name: &str, b: Basic) -> Datatype {

@@ -228,13 +228,17 @@ pub fn init(required: i32) -> MpiResult<i32> {
             return Err(e);
         }
     };
-    let replacement = mpi.resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
+    let replacement =
+        mpi.resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
     let _ = MPI.set(Arc::new(mpi));
     if replacement {
         let m = MPI.get().expect("just set");
         if let Err(e) = mpix::restore_replacement(m) {
             eprintln!("mpistages: rank {}: {}", m.rank, e.detail);
-            abort(err::OTHER, &format!("replacement rank {} cannot restore: {}", m.rank, e.detail));
+            abort(
+                err::OTHER,
+                &format!("replacement rank {} cannot restore: {}", m.rank, e.detail),
+            );
         }
     }
     Ok(required.clamp(consts::THREAD_SINGLE, consts::THREAD_MULTIPLE))
@@ -310,9 +314,7 @@ fn start() -> MpiResult<Mpi> {
                     // That rank failed meanwhile: mpiexec announces it and
                     // replaces it, and its replacement connects to us.
                     Err(_) if resilient => {}
-                    Err(e) => {
-                        return Err(io_err(&format!("connecting to rank {peer} at {a}"))(e))
-                    }
+                    Err(e) => return Err(io_err(&format!("connecting to rank {peer} at {a}"))(e)),
                 }
             }
             let t: Box<dyn crate::transport::Transport> = Box::new(tcp);
@@ -328,7 +330,8 @@ fn start() -> MpiResult<Mpi> {
     };
     let control = match (&client, resilient) {
         (Some(c), true) => Some((
-            c.reader().map_err(io_err("watching the control connection"))?,
+            c.reader()
+                .map_err(io_err("watching the control connection"))?,
             c.clone(),
         )),
         _ => None,

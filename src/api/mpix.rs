@@ -145,7 +145,10 @@ pub fn serialize_handles(m: &Mpi) -> MpiResult<()> {
                 return Ok(Vec::new());
             }
             if p.is_null() {
-                return fail(err::ARG, "a serialize handler returned a NULL array with a positive size");
+                return fail(
+                    err::ARG,
+                    "a serialize handler returned a NULL array with a positive size",
+                );
             }
             // SAFETY: the handler promises `n` readable handles at `p`.
             Ok(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec())

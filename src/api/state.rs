@@ -11,7 +11,13 @@ use super::{Comm, CommEntry, Tables};
 use crate::stages::state::{CommState, LibraryHandles, MpiState, STATE_VERSION};
 use std::sync::Arc;
 
-pub fn save(t: &Tables, rank: usize, size: usize, epoch: u64, library: &[LibraryHandles]) -> MpiState {
+pub fn save(
+    t: &Tables,
+    rank: usize,
+    size: usize,
+    epoch: u64,
+    library: &[LibraryHandles],
+) -> MpiState {
     MpiState {
         version: STATE_VERSION,
         rank: rank as u32,
@@ -104,8 +110,8 @@ pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> Result<(), String> {
             .ok()
             .filter(|&h| h >= dt::FIRST_DERIVED as usize && h < 1 << 20)
             .ok_or("a saved datatype has an invalid handle")?;
-        let ty: Datatype =
-            postcard::from_bytes(bytes).map_err(|e| format!("a saved datatype is malformed: {e}"))?;
+        let ty: Datatype = postcard::from_bytes(bytes)
+            .map_err(|e| format!("a saved datatype is malformed: {e}"))?;
         if !ty.is_consistent() {
             return Err(format!("saved datatype {} is inconsistent", ty.name));
         }

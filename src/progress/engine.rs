@@ -792,7 +792,15 @@ impl Core {
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| matches!(s.req, Some(Req { state: State::Active(_), .. })))
+            .filter(|(_, s)| {
+                matches!(
+                    s.req,
+                    Some(Req {
+                        state: State::Active(_),
+                        ..
+                    })
+                )
+            })
             .map(|(i, s)| ReqId {
                 index: i as u32,
                 serial: s.serial,
@@ -918,8 +926,7 @@ impl Engine {
         standby.add(wake.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
         standby.add(handoff.as_raw_fd(), epoll::READABLE, TOKEN_WAKE)?;
         if let Some((reader, _)) = &cfg.control {
-            cfg.epoll
-                .add(reader.fd(), epoll::READABLE, TOKEN_CONTROL)?;
+            cfg.epoll.add(reader.fd(), epoll::READABLE, TOKEN_CONTROL)?;
             // A parked progress thread must see failure notices too.
             standby.add(reader.fd(), epoll::READABLE, TOKEN_WAKE)?;
         }
@@ -1220,7 +1227,6 @@ impl Engine {
     pub fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Status {
         self.wait_until(|c| c.probe(ctx, src, tag))
     }
-
 
     /// Waits until every queued frame is written, stops the progress thread
     /// and closes all connections.

@@ -139,11 +139,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 recovery = match value(i, a)?.as_str() {
                     "none" => Recovery::None,
                     "stages" => Recovery::Stages,
-                    other => {
-                        return Err(format!(
-                            "--recovery '{other}': expected none or stages"
-                        ))
-                    }
+                    other => return Err(format!("--recovery '{other}': expected none or stages")),
                 };
                 i += 2;
             }
@@ -228,7 +224,10 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((o.recovery, o.max_restarts, o.inject.len()), (Recovery::Stages, 2, 1));
+        assert_eq!(
+            (o.recovery, o.max_restarts, o.inject.len()),
+            (Recovery::Stages, 2, 1)
+        );
         assert!(p("-n 2 --inject rank=2,after=1 ./a").is_err());
         assert!(p("-n 2 --recovery maybe ./a").is_err());
         assert!(p("-n 2 --ckpt bogus ./a").is_err());

@@ -583,7 +583,9 @@ impl Job {
                 }
             }
             Err(e) => {
-                eprintln!("mpiexec: cannot start a replacement for rank {rank}: {e}; terminating the job");
+                eprintln!(
+                    "mpiexec: cannot start a replacement for rank {rank}: {e}; terminating the job"
+                );
                 self.fail(Failure::Launch);
             }
         }
@@ -599,17 +601,13 @@ impl Job {
         let now = Instant::now();
         let replaced = |r: usize| rec.failed.contains(&r);
         if rec.propagated.is_none()
-            && (0..self.ranks.len())
-                .all(|r| replaced(r) || self.ranks[r].halted == Some(g) || self.ranks[r].ready == Some(g))
+            && (0..self.ranks.len()).all(|r| {
+                replaced(r) || self.ranks[r].halted == Some(g) || self.ranks[r].ready == Some(g)
+            })
         {
             rec.propagated = Some(now);
         }
-        if rec.restored.is_none()
-            && rec
-                .failed
-                .iter()
-                .all(|&r| self.ranks[r].ready == Some(g))
-        {
+        if rec.restored.is_none() && rec.failed.iter().all(|&r| self.ranks[r].ready == Some(g)) {
             rec.restored = Some(now);
         }
         if !self.ranks.iter().all(|r| r.ready == Some(g)) {
@@ -622,7 +620,10 @@ impl Job {
         }
         let ms = |t: Option<Instant>| {
             t.map_or("-".to_string(), |t| {
-                format!("{:.1}", t.saturating_duration_since(rec.start).as_secs_f64() * 1e3)
+                format!(
+                    "{:.1}",
+                    t.saturating_duration_since(rec.start).as_secs_f64() * 1e3
+                )
             })
         };
         eprintln!(

@@ -80,9 +80,7 @@ impl Stages {
         }
         let job = job_id.parse::<u64>().unwrap_or(0);
         let store = Store::new(&cfg, job, rank as u32, size as u32)?;
-        let injections = inject::decode_for_rank(
-            &std::env::var(inject::ENV).unwrap_or_default(),
-        );
+        let injections = inject::decode_for_rank(&std::env::var(inject::ENV).unwrap_or_default());
         let counted = injections
             .iter()
             .filter(|(_, t)| matches!(t, Trigger::Call { .. }))

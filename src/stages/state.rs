@@ -61,7 +61,9 @@ impl MpiState {
                 st.rank, st.size
             ));
         }
-        if st.comms.len() > MAX_HANDLES || st.groups.len() > MAX_HANDLES || st.types.len() > MAX_HANDLES
+        if st.comms.len() > MAX_HANDLES
+            || st.groups.len() > MAX_HANDLES
+            || st.types.len() > MAX_HANDLES
         {
             return Err("MPI state has absurdly many handles".into());
         }
@@ -119,7 +121,11 @@ mod tests {
     fn round_trip_and_checks() {
         let s = sample();
         let b = s.encode();
-        assert!(b.len() < 128, "a WORLD-only state is tiny: {} bytes", b.len());
+        assert!(
+            b.len() < 128,
+            "a WORLD-only state is tiny: {} bytes",
+            b.len()
+        );
         assert_eq!(MpiState::decode(&b, 4).unwrap(), s);
         assert!(MpiState::decode(&b, 5).is_err());
         let mut bad = s.clone();

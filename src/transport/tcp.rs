@@ -718,7 +718,10 @@ impl Transport for Tcp {
             p.urgent.clear();
             p.bulk.clear();
             if p.woff > 0 {
-                let (mut f, class) = p.wire.pop_front().expect("woff > 0: a frame is on the wire");
+                let (mut f, class) = p
+                    .wire
+                    .pop_front()
+                    .expect("woff > 0: a frame is on the wire");
                 f.payload = Payload::Owned(f.payload.bytes().to_vec());
                 f.token = None;
                 p.wire.clear();

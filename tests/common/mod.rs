@@ -26,14 +26,22 @@ fn out_dir() -> PathBuf {
 
 /// Compiles `tests/c/<name>` once per test process; returns the executable.
 pub fn build(name: &str) -> PathBuf {
+    build_from("tests/c", name)
+}
+
+/// Compiles `examples/<name>` once per test process.
+pub fn build_example(name: &str) -> PathBuf {
+    build_from("examples", name)
+}
+
+fn build_from(dir: &str, name: &str) -> PathBuf {
     static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+    let key = format!("{dir}/{name}");
+    if let Some((_, p)) = built.iter().find(|(n, _)| *n == key) {
         return p.clone();
     }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
     let stem = src.file_stem().unwrap().to_string_lossy().into_owned();
     let exe = out_dir().join(&stem);
     let wrapper = if name.ends_with(".cpp") {
@@ -45,7 +53,7 @@ pub fn build(name: &str) -> PathBuf {
         .args(["-O1", "-g", "-Wall", "-o"])
         .arg(&exe)
         .arg(&src)
-        .arg("-lpthread")
+        .args(["-lpthread", "-lm"])
         .output()
         .expect("run the compiler wrapper");
     assert!(
@@ -53,7 +61,7 @@ pub fn build(name: &str) -> PathBuf {
         "compiling {name} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    built.push((name.to_string(), exe.clone()));
+    built.push((key, exe.clone()));
     exe
 }
 

@@ -1,0 +1,347 @@
+//! MPI Stages recovery end to end: real ranks, real SIGKILLs from
+//! `mpiexec --inject`, and the examples' checksums compared with a
+//! failure-free run of the same job. Also generation fencing (stale
+//! messages), the finalize race, the restart budget, handle values across
+//! a rollback, and the MPI-state checkpoint size.
+
+mod common;
+use common::{build, build_example, mpiexec, Run};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// A directory for the applications' own checkpoint files, removed when
+/// the test ends (also when it fails).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("stages-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run_app(exe: &str, np: usize, args: &[&str], injects: &[&str], extra: &[&str]) -> Run {
+    let n = np.to_string();
+    let mut a = vec!["-n", n.as_str(), "--recovery", "stages"];
+    for i in injects {
+        a.extend(["--inject", i]);
+    }
+    a.extend(extra);
+    a.push(exe);
+    a.extend(args);
+    mpiexec(&a, &[], LIMIT)
+}
+
+fn checksum(r: &Run) -> String {
+    r.stdout
+        .lines()
+        .find(|l| l.contains("checksum"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no checksum line\nstdout:\n{}\nstderr:\n{}",
+                r.stdout, r.stderr
+            )
+        })
+        .to_string()
+}
+
+fn recoveries(r: &Run) -> usize {
+    r.stderr
+        .lines()
+        .filter(|l| l.contains(" done: ranks"))
+        .count()
+}
+
+/// Runs `app` failure-free and with the injections; both must finish with
+/// the same checksum, and at least one recovery must have happened.
+fn survives(app: &str, np: usize, args: &[&str], injects: &[&str]) -> Run {
+    let exe = build_example(app);
+    let exe = exe.to_str().unwrap();
+    let dir = Scratch::new(&format!(
+        "{}-{np}-{}",
+        app.trim_end_matches(".c"),
+        injects.join("+").replace([',', '=', ':', '.'], "_")
+    ));
+    let mut full: Vec<&str> = args.to_vec();
+    full.push(dir.path());
+    let clean = run_app(exe, np, &full, &[], &[]);
+    assert!(clean.ok(), "failure-free run failed:\n{}", clean.stderr);
+    assert_eq!(recoveries(&clean), 0);
+    let hurt = run_app(exe, np, &full, injects, &[]);
+    assert!(
+        hurt.ok(),
+        "{app} at {np} ranks with {injects:?} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        hurt.status,
+        hurt.stdout,
+        hurt.stderr
+    );
+    assert!(
+        recoveries(&hurt) >= 1,
+        "no recovery happened:\n{}",
+        hurt.stderr
+    );
+    assert_eq!(
+        checksum(&clean),
+        checksum(&hurt),
+        "stderr:\n{}",
+        hurt.stderr
+    );
+    assert!(hurt.stderr.contains("rolled back"), "{}", hurt.stderr);
+    // The application's files are cleaned up by the application itself.
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "files left: {left:?}");
+    hurt
+}
+
+#[test]
+fn ring_kill_during_compute() {
+    survives("ring.c", 4, &["80", "10"], &["rank=1,after=0.4"]);
+}
+
+#[test]
+fn ring_kill_while_others_block_in_recv() {
+    survives("ring.c", 4, &["30", "0"], &["rank=2,call=MPI_Recv:5"]);
+}
+
+#[test]
+fn ring_two_ranks_at_once() {
+    let r = survives(
+        "ring.c",
+        4,
+        &["80", "10"],
+        &["rank=1,after=0.4", "rank=2,after=0.4"],
+    );
+    assert!(
+        r.stderr.contains("rank 1 (pid") && r.stderr.contains("rank 2 (pid"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn stencil_two_ranks_in_collective() {
+    survives(
+        "stencil2d.c",
+        2,
+        &["64", "200", "10"],
+        &["rank=1,call=MPI_Allreduce:30"],
+    );
+}
+
+#[test]
+fn stencil_kill_while_others_wait() {
+    survives(
+        "stencil2d.c",
+        4,
+        &["128", "200", "10"],
+        &["rank=1,call=MPI_Waitall:30"],
+    );
+}
+
+#[test]
+fn stencil_kill_inside_collective() {
+    survives(
+        "stencil2d.c",
+        4,
+        &["128", "200", "10"],
+        &["rank=3,call=MPI_Allreduce:55"],
+    );
+}
+
+#[test]
+fn stencil_kill_during_checkpoint_write() {
+    survives(
+        "stencil2d.c",
+        4,
+        &["128", "200", "10"],
+        &["rank=2,call=MPIX_Checkpoint_write:4"],
+    );
+}
+
+#[test]
+fn stencil_second_failure_during_checkpoint_read() {
+    let r = survives(
+        "stencil2d.c",
+        4,
+        &["128", "200", "10"],
+        &[
+            "rank=0,call=MPI_Waitall:40",
+            "rank=3,call=MPIX_Checkpoint_read:1",
+        ],
+    );
+    assert!(
+        r.stderr.contains("rank 0 (pid") && r.stderr.contains("rank 3 (pid"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn stencil_rank_zero_then_last_rank_at_8() {
+    let r = survives(
+        "stencil2d.c",
+        8,
+        &["128", "200", "10"],
+        &["rank=0,call=MPI_Waitall:20", "rank=7,checkpoint=12"],
+    );
+    assert_eq!(recoveries(&r), 2, "{}", r.stderr);
+}
+
+#[test]
+fn library_communicator_survives() {
+    survives(
+        "matmul_lib.c",
+        4,
+        &["64", "40"],
+        &["rank=1,call=MPI_Allgather:10", "rank=3,checkpoint=25"],
+    );
+}
+
+fn stages_mode(
+    np: usize,
+    mode: &str,
+    injects: &[&str],
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Run {
+    let exe = build("stages.c");
+    let n = np.to_string();
+    let mut a = vec!["-n", n.as_str(), "--recovery", "stages"];
+    for i in injects {
+        a.extend(["--inject", i]);
+    }
+    a.extend(extra);
+    let exe = exe.to_str().unwrap().to_string();
+    a.extend([exe.as_str(), mode]);
+    mpiexec(&a, env, LIMIT)
+}
+
+#[test]
+fn no_stale_message_after_recovery() {
+    let r = stages_mode(3, "stale", &["rank=2,call=MPI_Barrier:1"], &[], &[]);
+    assert!(
+        r.ok() && r.stdout.contains("OK stages-stale"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(recoveries(&r), 1);
+}
+
+#[test]
+fn handles_keep_their_values_across_a_rollback() {
+    let r = stages_mode(4, "handles", &["rank=2,call=MPI_Allreduce:1"], &[], &[]);
+    assert!(
+        r.ok() && r.stdout.contains("OK stages-handles"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(recoveries(&r), 1);
+}
+
+#[test]
+fn epochs_and_mpi_state_size() {
+    let dir = Scratch::new("epochs");
+    let ckpt = format!("mem,tmpfs:{}", dir.path());
+    let r = stages_mode(
+        2,
+        "epochs",
+        &[],
+        &[("STAGES_TEST_TMPFS", dir.path())],
+        &["--ckpt", &ckpt],
+    );
+    assert!(
+        r.ok() && r.stdout.contains("OK stages-epochs"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("MPI-state checkpoint:"))
+        .expect("size line");
+    let bytes: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(
+        bytes > 0 && bytes < 4096,
+        "MPI-state checkpoint of {bytes} bytes"
+    );
+    // mpiexec removed the job's node-local directory.
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn failure_after_a_rank_finalized_ends_the_job() {
+    let r = stages_mode(3, "finalize", &["rank=1,call=MPI_Comm_rank:2"], &[], &[]);
+    assert_eq!(r.code(), Some(137), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("has already called MPI_Finalize"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn restart_budget_stops_a_crash_loop() {
+    let exe = build_example("ring.c");
+    let dir = Scratch::new("budget");
+    let r = run_app(
+        exe.to_str().unwrap(),
+        3,
+        &["30", "0", dir.path()],
+        &["rank=1,call=MPI_Recv:3", "rank=2,call=MPI_Recv:6"],
+        &["--max-restarts", "1"],
+    );
+    assert!(!r.ok(), "{}", r.stderr);
+    assert!(r.stderr.contains("restart budget is spent"), "{}", r.stderr);
+}
+
+#[test]
+fn without_recovery_a_failure_ends_the_job() {
+    let exe = build_example("ring.c");
+    let dir = Scratch::new("none");
+    let r = mpiexec(
+        &[
+            "-n",
+            "3",
+            "--inject",
+            "rank=1,call=MPI_Recv:3",
+            exe.to_str().unwrap(),
+            "30",
+            "0",
+            dir.path(),
+        ],
+        &[],
+        LIMIT,
+    );
+    // Either the killed rank's exit or a survivor's MPI_Abort (its
+    // connection broke) is reported first; both end the job.
+    assert!(!r.ok(), "{}", r.stderr);
+    assert!(r.stderr.contains("terminating the job"), "{}", r.stderr);
+    assert_eq!(recoveries(&r), 0);
+    assert!(!r.stdout.contains("checksum"), "{}", r.stdout);
+}
