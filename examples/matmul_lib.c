@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "appckpt.h"
+#include "resilient.h"
 
 /* ---------------- the library ---------------- */
 static MPI_Comm mm_comm = MPI_COMM_NULL;
@@ -71,8 +72,9 @@ struct head {
     int n;
 };
 
-static int main_loop(int epoch, double result[2])
+static int main_loop(int epoch, void *ctx)
 {
+    double *result = ctx;
     int rows = n / size, rc;
     size_t cnt = (size_t)rows * n;
     size_t bytes = sizeof(struct head) + cnt * sizeof(double);
@@ -142,26 +144,9 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     double result[2];
-    int code = MPI_SUCCESS, epoch, rollbacks = 0;
-    for (;;) {
-        if (code == MPIX_TRY_RELOAD) {
-            rollbacks++;
-            code = MPIX_Checkpoint_read();
-            if (code == MPIX_TRY_RELOAD) continue;
-        }
-        if (code != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len;
-            MPI_Error_string(code, msg, &len);
-            fprintf(stderr, "matmul_lib: rank %d: %s\n", rank, msg);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        MPIX_Get_fault_epoch(&epoch);
-        code = main_loop(epoch, result);
-        if (code == MPI_SUCCESS) break;
-    }
+    int epoch;
+    resilient_run("matmul_lib", main_loop, result);
     if (rank == 0) printf("matmul_lib: %d ranks, N=%d, %d iterations, checksum %.15e %.15e\n", size, n, iters, result[0], result[1]);
-    if (rollbacks) fprintf(stderr, "matmul_lib: rank %d rolled back %d time(s)\n", rank, rollbacks);
     MPIX_Get_fault_epoch(&epoch);
     appckpt_clean(dir, "matmul", rank, epoch);
     MPI_Finalize();

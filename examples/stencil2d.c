@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "appckpt.h"
+#include "resilient.h"
 
 static int rank, size, px, py, cx, cy, nx, ny, n = 256, iters = 200, every = 10;
 static const char *dir = ".";
@@ -66,8 +67,9 @@ static int exchange(double *u, double *sendbuf, double *recvbuf)
     return MPI_SUCCESS;
 }
 
-static int main_loop(int epoch, double result[3])
+static int main_loop(int epoch, void *ctx)
 {
+    double *result = ctx;
     size_t cells = (size_t)(nx + 2) * (ny + 2);
     size_t bytes = sizeof(struct header) + cells * sizeof(double);
     char *blob = calloc(1, bytes);
@@ -149,28 +151,11 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     double result[3];
-    int code = MPI_SUCCESS, epoch = 0, rollbacks = 0;
-    for (;;) { /* the resilient loop */
-        if (code == MPIX_TRY_RELOAD) {
-            rollbacks++;
-            code = MPIX_Checkpoint_read();
-            if (code == MPIX_TRY_RELOAD) continue;
-        }
-        if (code != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len;
-            MPI_Error_string(code, msg, &len);
-            fprintf(stderr, "stencil2d: rank %d: %s\n", rank, msg);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        MPIX_Get_fault_epoch(&epoch);
-        code = main_loop(epoch, result);
-        if (code == MPI_SUCCESS) break;
-    }
+    int epoch;
+    resilient_run("stencil2d", main_loop, result);
     if (rank == 0)
         printf("stencil2d: %d ranks (%dx%d), N=%d, %d iterations, checksum %.15e %.15e residual %.6e\n", size, px, py, n,
                iters, result[0], result[1], result[2]);
-    if (rollbacks) fprintf(stderr, "stencil2d: rank %d rolled back %d time(s)\n", rank, rollbacks);
     MPIX_Get_fault_epoch(&epoch);
     appckpt_clean(dir, "stencil2d", rank, epoch);
     MPI_Finalize();

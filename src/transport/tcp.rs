@@ -205,17 +205,27 @@ impl Tcp {
         Ok(())
     }
 
-    fn lose(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
+    /// Closes the connection to `peer` and drops everything queued for it
+    /// or expected from it.
+    fn disconnect(&mut self, peer: usize) {
         let p = &mut self.peers[peer];
         if let Some(s) = p.stream.take() {
             let _ = self.epoll.delete(s.as_raw_fd());
         }
-        p.lost = true;
+        p.want_write = false;
         p.urgent.clear();
         p.bulk.clear();
         p.wire.clear();
         p.woff = 0;
         p.targets.clear();
+        p.rstate = ReadState::Header;
+        p.rhead = 0;
+        p.rtail = 0;
+    }
+
+    fn lose(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
+        self.disconnect(peer);
+        self.peers[peer].lost = true;
         out.push(Event::PeerLost { peer, reason });
     }
 
@@ -737,25 +747,14 @@ impl Transport for Tcp {
 
     fn forget_peers(&mut self, failed: &[usize], generation: u32) {
         for &r in failed {
-            let Some(p) = self.peers.get_mut(r) else {
+            let Some(p) = self.peers.get(r) else {
                 continue;
             };
             if p.stream.is_some() && p.conn_generation >= generation {
                 continue;
             }
-            if let Some(s) = p.stream.take() {
-                let _ = self.epoll.delete(s.as_raw_fd());
-            }
-            p.lost = false;
-            p.want_write = false;
-            p.urgent.clear();
-            p.bulk.clear();
-            p.wire.clear();
-            p.woff = 0;
-            p.targets.clear();
-            p.rstate = ReadState::Header;
-            p.rhead = 0;
-            p.rtail = 0;
+            self.disconnect(r);
+            self.peers[r].lost = false;
         }
     }
 
