@@ -211,7 +211,17 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     drop(dir);
     // Node-local checkpoints belong to this job only.
     for d in ckpt_dirs {
-        let _ = std::fs::remove_dir_all(d);
+        let _ = std::fs::remove_dir_all(&d);
+        // The default root too (a directory the user named is theirs),
+        // unless another job still uses it: then it is not empty and stays.
+        match d.parent() {
+            Some(root)
+                if root == std::path::Path::new(crate::checkpoint::config::DEFAULT_TMPFS) =>
+            {
+                let _ = std::fs::remove_dir(root);
+            }
+            _ => {}
+        }
     }
     Ok(job.exit_code())
 }
