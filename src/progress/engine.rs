@@ -852,10 +852,6 @@ impl Core {
             .count()
     }
 
-    pub fn set_epoch(&mut self, epoch: u32) {
-        self.epoch = epoch;
-    }
-
     // ---- queries used by the API layer while holding the lock ----
 
     pub fn is_done(&self, id: ReqId) -> bool {

@@ -86,7 +86,11 @@ impl Stages {
             .filter(|(_, t)| matches!(t, Trigger::Call { .. }))
             .count();
         CALL_TRIGGERS.store(counted as u64, Ordering::Relaxed);
-        Ok(Stages {
+        Ok(Stages::with(store, injections))
+    }
+
+    fn with(store: Store, injections: Vec<(usize, Trigger)>) -> Stages {
+        Stages {
             epoch: 0,
             store,
             serializers: Vec::new(),
@@ -95,7 +99,7 @@ impl Stages {
             committed: 0,
             injections,
             calls: HashMap::new(),
-        })
+        }
     }
 
     /// A process started without mpiexec: checkpoints stay in memory.
@@ -104,16 +108,7 @@ impl Stages {
             levels: vec![Level::Mem],
             ..Config::default()
         };
-        Ok(Stages {
-            epoch: 0,
-            store: Store::new(&cfg, 0, 0, 1)?,
-            serializers: Vec::new(),
-            deserializers: Vec::new(),
-            library: Vec::new(),
-            committed: 0,
-            injections: Vec::new(),
-            calls: HashMap::new(),
-        })
+        Ok(Stages::with(Store::new(&cfg, 0, 0, 1)?, Vec::new()))
     }
 
     /// Saves `state` as the next epoch. The epoch counts as written once the
