@@ -454,6 +454,34 @@ int PMPIX_Serialize_handler_register(const MPIX_Serialize_handler handler);
 int MPIX_Deserialize_handler_register(const MPIX_Deserialize_handler handler);
 int PMPIX_Deserialize_handler_register(const MPIX_Deserialize_handler handler);
 
+/* ---- Application data in checkpoints (mpistages) ----
+ * MPIX_Checkpoint_write() saves, as one checkpoint, the MPI state, every
+ * protected region and every file routed since the last checkpoint, on the
+ * levels MPISTAGES_CKPT (or mpiexec --ckpt) names.
+ *
+ * MPIX_Protect registers `count` elements of `datatype` at `ptr` under `id`
+ * (0 or more; registering an id again replaces it). The memory must stay
+ * valid until MPIX_Unprotect(id) or MPI_Finalize.
+ * MPIX_Checkpoint_restore copies the fault epoch's data back into every
+ * registered region; if a region is missing from that checkpoint or its
+ * size differs, it fails with MPI_ERR_ARG and writes nothing.
+ * MPIX_Checkpoint_route returns in `path` (NUL-terminated, `pathlen` bytes
+ * available) where to write the file `name` (a plain file name) so that it
+ * joins the next checkpoint; MPIX_Checkpoint_locate returns a path holding
+ * the fault epoch's copy of `name`. With a `partner` level,
+ * MPIX_Checkpoint_write is collective over MPI_COMM_WORLD. */
+#define MPISTAGES_HAVE_PROTECT 1
+int MPIX_Protect(int id, void *ptr, MPI_Count count, MPI_Datatype datatype);
+int PMPIX_Protect(int id, void *ptr, MPI_Count count, MPI_Datatype datatype);
+int MPIX_Unprotect(int id);
+int PMPIX_Unprotect(int id);
+int MPIX_Checkpoint_restore(void);
+int PMPIX_Checkpoint_restore(void);
+int MPIX_Checkpoint_route(const char *name, char *path, int pathlen);
+int PMPIX_Checkpoint_route(const char *name, char *path, int pathlen);
+int MPIX_Checkpoint_locate(const char *name, char *path, int pathlen);
+int PMPIX_Checkpoint_locate(const char *name, char *path, int pathlen);
+
 #ifdef __cplusplus
 }
 #endif

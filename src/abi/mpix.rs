@@ -2,10 +2,12 @@
 
 use super::{mpi, mpi_fn, put, ret};
 use crate::api::consts::{err, COMM_WORLD};
-use crate::api::error::fail;
-use crate::api::mpix;
+use crate::api::error::{fail, MpiResult};
+use crate::api::usermem::TypedBuf;
+use crate::api::{mpix, protect};
 use crate::stages::{DeserializeFn, SerializeFn};
-use std::os::raw::c_int;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
 
 mpi_fn!(fn MPIX_Checkpoint_write / PMPIX_Checkpoint_write() {
     ret("MPIX_Checkpoint_write", COMM_WORLD, mpi().and_then(mpix::checkpoint_write))
@@ -53,4 +55,87 @@ mpi_fn!(fn MPIX_Deserialize_handler_register / PMPIX_Deserialize_handler_registe
         None => fail(err::ARG, "the deserialize handler is NULL"),
     });
     ret("MPIX_Deserialize_handler_register", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPIX_Protect / PMPIX_Protect(id: c_int, ptr: *mut c_void, count: i64, datatype: c_int) {
+    let r = mpi().and_then(|m| {
+        let n = usize::try_from(count).or_else(|_| fail(err::COUNT, format!("count {count} is negative")))?;
+        let t = m.tables().dtype(datatype)?;
+        if ptr.is_null() && n > 0 && t.size > 0 && t.true_lb == 0 {
+            return fail(err::BUFFER, "the region is NULL but the count is not 0");
+        }
+        if n.checked_mul(t.size).is_none_or(|b| b > isize::MAX as usize) {
+            return fail(err::COUNT, format!("{count} elements of {} do not fit in memory", t.name));
+        }
+        // SAFETY: MPIX_Protect's contract (mpi.h): the region stays valid
+        // until it is unprotected or MPI is finalized.
+        let buf = unsafe { TypedBuf::new(ptr as *mut u8, n, t) };
+        protect::protect(m, id, buf)
+    });
+    ret("MPIX_Protect", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPIX_Unprotect / PMPIX_Unprotect(id: c_int) {
+    ret("MPIX_Unprotect", COMM_WORLD, mpi().and_then(|m| protect::unprotect(m, id)))
+});
+
+mpi_fn!(fn MPIX_Checkpoint_restore / PMPIX_Checkpoint_restore() {
+    ret("MPIX_Checkpoint_restore", COMM_WORLD, mpi().and_then(protect::restore))
+});
+
+/// A C string argument as UTF-8.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string.
+unsafe fn c_str<'a>(p: *const c_char, what: &str) -> MpiResult<&'a str> {
+    if p.is_null() {
+        return fail(err::ARG, format!("{what} is NULL"));
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .or_else(|_| fail(err::ARG, format!("{what} is not valid UTF-8")))
+}
+
+/// Copies `path` with its NUL into the caller's `out` of `cap` bytes.
+///
+/// # Safety
+/// `out` is NULL or valid for `cap` bytes of writes.
+unsafe fn put_path(path: &std::path::Path, out: *mut c_char, cap: c_int) -> MpiResult<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let b = path.as_os_str().as_bytes();
+    if out.is_null() {
+        return fail(err::ARG, "the path buffer is NULL");
+    }
+    if cap < 0 || (cap as usize) < b.len() + 1 {
+        return fail(err::ARG, format!("the path buffer of {cap} bytes is too small for '{}' ({} bytes with its NUL)", path.display(), b.len() + 1));
+    }
+    // SAFETY: `out` holds at least b.len() + 1 bytes (checked above).
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr() as *const c_char, out, b.len());
+        *out.add(b.len()) = 0;
+    }
+    Ok(())
+}
+
+mpi_fn!(fn MPIX_Checkpoint_route / PMPIX_Checkpoint_route(name: *const c_char, path: *mut c_char, pathlen: c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: C string and output buffer as mpi.h documents them.
+        let n = unsafe { c_str(name, "the file name") }?;
+        let p = protect::route(m, n)?;
+        // SAFETY: as above.
+        unsafe { put_path(&p, path, pathlen) }
+    });
+    ret("MPIX_Checkpoint_route", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPIX_Checkpoint_locate / PMPIX_Checkpoint_locate(name: *const c_char, path: *mut c_char, pathlen: c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: C string and output buffer as mpi.h documents them.
+        let n = unsafe { c_str(name, "the file name") }?;
+        let p = protect::locate(m, n)?;
+        // SAFETY: as above.
+        unsafe { put_path(&p, path, pathlen) }
+    });
+    ret("MPIX_Checkpoint_locate", COMM_WORLD, r)
 });

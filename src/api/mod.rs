@@ -11,6 +11,8 @@ pub mod group;
 pub mod mpix;
 pub mod op;
 pub mod p2p;
+pub mod protect;
+pub mod recovery;
 pub mod state;
 pub mod usermem;
 
@@ -162,6 +164,8 @@ pub struct Mpi {
     pub client: Option<Arc<Client>>,
     /// Fault epoch, checkpoint store, handle registries.
     pub stages: Mutex<crate::stages::Stages>,
+    /// Regions registered with `MPIX_Protect`.
+    pub regions: protect::Regions,
     /// `--recovery stages`: failures are announced, not fatal.
     pub resilient: bool,
     pub thread_level: i32,
@@ -365,6 +369,7 @@ fn start() -> MpiResult<Mpi> {
         tables: Mutex::new(initial_tables(rank, size)),
         client,
         stages: Mutex::new(stages),
+        regions: Default::default(),
         resilient,
         thread_level: consts::THREAD_MULTIPLE,
         started: Instant::now(),
@@ -415,7 +420,8 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
         types,
         ops,
         req_comm: Default::default(),
-        max_context: 4,
+        // Contexts 4 and 5 are the internal communicator's (api::recovery).
+        max_context: recovery::STAGES_CONTEXT + 2,
         bsend: None,
         bsend_pending: Vec::new(),
     }
@@ -431,6 +437,7 @@ pub fn finalize() -> MpiResult<()> {
     let world = m.tables().comm(consts::COMM_WORLD)?;
     crate::coll::barrier(m, &world)?;
     m.engine.shutdown();
+    m.stages().finalize();
     STATE.store(FINALIZED, Ordering::Release);
     Ok(())
 }

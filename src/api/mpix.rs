@@ -4,7 +4,7 @@
 
 use super::consts::err;
 use super::error::{fail, MpiError, MpiResult};
-use super::{state, Mpi};
+use super::{protect, recovery, state, Mpi};
 use crate::stages::{self, CHandles, DeserializeFn, LibraryHandles, SerializeFn, Stages};
 use std::sync::MutexGuard;
 
@@ -29,7 +29,8 @@ pub fn check_running(m: &Mpi) -> MpiResult<()> {
     Ok(())
 }
 
-/// `MPIX_Checkpoint_write`: saves this rank's MPI state as its next epoch.
+/// `MPIX_Checkpoint_write`: saves this rank's MPI state, protected
+/// regions and routed files as its next epoch, on every level.
 pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     check_running(m)?;
     let pending = m.engine.with(|c| c.pending_requests());
@@ -39,21 +40,53 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             format!("MPIX_Checkpoint_write: {pending} requests are still pending on this rank (complete them first); nothing was written"),
         );
     }
+    let failed = |e: String| MpiError::new(err::OTHER, format!("MPIX_Checkpoint_write: {e}"));
+    let generation = m.engine.with(|c| c.generation());
+    let protected = protect::sections(m);
+    let (epoch, copy) = {
+        let mut st = m.stages();
+        let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
+        let (epoch, sections) = st.write(&saved, protected, generation).map_err(failed)?;
+        let copy = st
+            .partner()
+            .then(|| st.partner_copy(epoch, generation, &sections));
+        (epoch, copy)
+    };
+    if let Some(copy) = copy {
+        let held = recovery::exchange_partner_copies(m, &copy)?;
+        m.stages().hold(epoch, held);
+    }
+    let committed = m.engine.with(|c| c.notices.committed);
     let mut st = m.stages();
-    let (generation, committed) = m.engine.with(|c| (c.generation(), c.notices.committed));
-    let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
-    let epoch = st
-        .write(&saved, generation, m.client.as_deref(), committed)
-        .map_err(|e| MpiError::new(err::OTHER, format!("MPIX_Checkpoint_write: {e}")))?;
+    st.report(epoch, m.client.as_deref(), committed)
+        .map_err(failed)?;
     if let Some(spec) = st.after_checkpoint(epoch) {
         stages::kill_self(m.client.as_deref(), spec);
     }
     Ok(())
 }
 
+/// The rejoin barrier and the restore after it, again if another failure
+/// interrupts the restore. A restore that cannot succeed ends the job.
+fn rejoin_and_restore(m: &Mpi, client: &crate::runtime::client::Client) -> MpiResult<()> {
+    loop {
+        let (_, epoch) = stages::rejoin(&m.engine, client)
+            .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
+        match restore(m, epoch) {
+            Err(e) if e.class == err::TRY_RELOAD => continue,
+            Err(e) => super::abort(
+                err::OTHER,
+                &format!("rank {} cannot roll back: {}", m.rank, e.detail),
+            ),
+            Ok(()) => return Ok(()),
+        }
+    }
+}
+
 /// `MPIX_Checkpoint_read`: after a failure, cleans up, waits until every
 /// rank (the replacement included) is ready, and restores the MPI state of
-/// the committed epoch. Without a failure to recover from it does nothing.
+/// the epoch every rank holds (the committed one unless copies were lost).
+/// Without a failure to recover from it does nothing.
 pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     if !m.engine.with(|c| c.halted()) {
         return Ok(());
@@ -61,54 +94,44 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     let Some(client) = m.client.as_deref() else {
         return Ok(());
     };
-    let (_, epoch) = stages::rejoin(&m.engine, client).map_err(|_| {
-        MpiError::new(
-            err::OTHER,
-            "MPIX_Checkpoint_read: mpiexec is gone; the job is over",
-        )
-    })?;
-    restore(m, epoch)
+    rejoin_and_restore(m, client)
 }
 
 /// Puts the MPI state of `epoch` into the tables (epoch 0: the state right
-/// after `MPI_Init`).
+/// after `MPI_Init`). Collective: every rank restores the same epoch.
 pub fn restore(m: &Mpi, epoch: u64) -> MpiResult<()> {
-    let mut st = m.stages();
-    let saved = st
-        .read(epoch, m.size)
-        .map_err(|e| MpiError::new(err::OTHER, format!("restoring MPI state: {e}")))?;
-    let mut t = m.tables();
-    match saved {
-        Some(s) => {
-            state::load(&mut t, &s, m.rank)
-                .map_err(|e| MpiError::new(err::OTHER, format!("restoring MPI state: {e}")))?;
-            st.library = s.library;
-        }
-        None => {
-            let fresh = super::initial_tables(m.rank, m.size);
-            t.comms = fresh.comms;
-            t.groups = fresh.groups;
-            t.types = fresh.types;
-            t.max_context = fresh.max_context;
-            t.req_comm.clear();
-            t.bsend_pending.clear();
-            st.library.clear();
-        }
+    let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
+    if epoch == 0 {
+        let fresh = super::initial_tables(m.rank, m.size);
+        let mut t = m.tables();
+        t.comms = fresh.comms;
+        t.groups = fresh.groups;
+        t.types = fresh.types;
+        t.max_context = fresh.max_context;
+        t.req_comm.clear();
+        t.bsend_pending.clear();
+        let mut st = m.stages();
+        st.library.clear();
+        st.epoch = 0;
+        st.files.clear();
+        return Ok(());
     }
-    st.epoch = epoch;
+    let copy = recovery::agree_on_copy(m, epoch)?;
+    let saved = Stages::mpi_state(&copy.sections, copy.epoch, m.size).map_err(failed)?;
+    state::load(&mut m.tables(), &saved, m.rank).map_err(failed)?;
+    let mut st = m.stages();
+    st.library = saved.library;
+    st.set_restored(copy);
     Ok(())
 }
 
-/// A replacement's `MPI_Init`: restore, then join the rejoin barrier.
+/// A replacement's `MPI_Init`: join the rejoin barrier, then restore with
+/// the other ranks.
 pub fn restore_replacement(m: &Mpi) -> MpiResult<()> {
-    let epoch = m.engine.with(|c| c.notices.epoch);
-    restore(m, epoch)?;
-    let Some(client) = m.client.as_deref() else {
-        return Ok(());
-    };
-    stages::rejoin(&m.engine, client)
-        .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
-    Ok(())
+    match m.client.as_deref() {
+        Some(client) => rejoin_and_restore(m, client),
+        None => Ok(()),
+    }
 }
 
 pub fn fault_epoch(m: &Mpi) -> u64 {

@@ -33,6 +33,20 @@ pub fn job_dir(root: &std::path::Path, job_id: &str) -> PathBuf {
     root.join(format!("job-{job_id}"))
 }
 
+impl Config {
+    /// The node-local directory for files that are not checkpoints (routed
+    /// files): the first tmpfs level's root, or the default one.
+    pub fn node_local_root(&self) -> PathBuf {
+        self.levels
+            .iter()
+            .find_map(|l| match l {
+                Level::Tmpfs(d) => Some(d.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_TMPFS))
+    }
+}
+
 impl Default for Config {
     /// One machine, no configuration: memory plus node-local tmpfs.
     fn default() -> Config {

@@ -144,16 +144,14 @@ struct Prepared<'a> {
     crc: u32,
 }
 
-/// Writes a checkpoint file atomically (temporary name, then rename);
-/// `sync` makes it durable first (fsync of the file and its directory).
-/// On any error the temporary file is removed and `path` is untouched.
-pub fn write(
-    path: &Path,
-    who: &Identity,
-    sections: &[Section],
-    compression: Compression,
-    sync: bool,
-) -> io::Result<WriteStats> {
+/// Sections prepared for storage (compressed where that shrinks them,
+/// checksummed) and the header + section table that describes them.
+struct Layout<'a> {
+    head: Vec<u8>,
+    prepared: Vec<Prepared<'a>>,
+}
+
+fn layout<'a>(who: &Identity, sections: &'a [Section], compression: Compression) -> Layout<'a> {
     let prepared: Vec<Prepared> = sections
         .iter()
         .map(|s| {
@@ -205,7 +203,33 @@ pub fn write(
     crc.update(&head[..48]);
     crc.update(&head[HEADER_LEN..]);
     head[48..52].copy_from_slice(&crc.finalize().to_le_bytes());
+    Layout { head, prepared }
+}
 
+/// The bytes of a checkpoint file, in memory (for the partner level).
+pub fn encode(who: &Identity, sections: &[Section], compression: Compression) -> Vec<u8> {
+    let l = layout(who, sections, compression);
+    let body: usize = l.prepared.iter().map(|p| pad8(p.stored.len())).sum();
+    let mut out = Vec::with_capacity(l.head.len() + body);
+    out.extend_from_slice(&l.head);
+    for p in &l.prepared {
+        out.extend_from_slice(&p.stored);
+        out.resize(pad8(out.len()), 0);
+    }
+    out
+}
+
+/// Writes a checkpoint file atomically (temporary name, then rename);
+/// `sync` makes it durable first (fsync of the file and its directory).
+/// On any error the temporary file is removed and `path` is untouched.
+pub fn write(
+    path: &Path,
+    who: &Identity,
+    sections: &[Section],
+    compression: Compression,
+    sync: bool,
+) -> io::Result<WriteStats> {
+    let Layout { head, prepared } = layout(who, sections, compression);
     let tmp = temp_name(path);
     let result = (|| -> io::Result<WriteStats> {
         let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
@@ -596,6 +620,8 @@ mod tests {
             }).collect();
             let c = if z { Compression::Zstd(1) } else { Compression::Off };
             let b = bytes_of(&sections, c);
+            // In memory (the partner level) the bytes are the file's.
+            prop_assert_eq!(&encode(&who(), &sections, c), &b);
             prop_assert_eq!(parse(&b, Some(&who())).unwrap().sections, sections);
         }
     }

@@ -2,8 +2,9 @@
 //! checkpoint file format (`format.rs`). Must not touch: MPI semantics or
 //! the engine; callers hand it sections of bytes.
 //!
-//! Storage levels (mem, tmpfs, partner, pfs), asynchronous flush and the
-//! `MPIX_Checkpoint_*` integration come with the MPI Stages work.
+//! Levels: `mem`, `tmpfs` and `pfs` live here (`store.rs`, `dirlevel.rs`,
+//! `flush.rs`); the partner level's copies are held here too, but moving
+//! them between ranks is the MPI layer's (`api::recovery`).
 
 pub mod config;
 pub mod dirlevel;
@@ -12,4 +13,4 @@ pub mod format;
 pub mod inspect;
 pub mod store;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;

@@ -7,19 +7,30 @@
 use super::config::{Config, Level};
 use super::dirlevel::DirLevel;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{Compression, Identity, Section};
+use super::format::{self, Compression, Identity, Section};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Copies in this process's memory: live ranks roll back without I/O.
 #[derive(Default)]
 pub struct MemLevel {
-    epochs: BTreeMap<u64, Vec<Section>>,
+    epochs: BTreeMap<u64, Arc<Vec<Section>>>,
+}
+
+/// The partner level as seen from one process: the encoded checkpoints it
+/// holds *for its partner's client* (another rank). This rank's own partner
+/// copies live in another process; the MPI layer moves them over the
+/// transport (`stages::partner`).
+#[derive(Default)]
+pub struct PartnerLevel {
+    held: BTreeMap<u64, Arc<Vec<u8>>>,
 }
 
 /// One configured level and the copies it holds.
 enum Backend {
     Mem(MemLevel),
     Dir(DirLevel),
+    Partner(PartnerLevel),
     /// A durable level written every `every` epochs, in the background when
     /// a node-local level has the file already.
     Durable {
@@ -43,13 +54,12 @@ pub struct Store {
 pub struct Restored {
     pub epoch: u64,
     pub level: String,
-    pub sections: Vec<Section>,
+    pub sections: Arc<Vec<Section>>,
     pub skipped: Vec<String>,
 }
 
 impl Store {
-    /// Levels from the configuration. The partner level needs the MPI
-    /// runtime and is refused here with a message.
+    /// Levels from the configuration.
     pub fn new(cfg: &Config, job: u64, rank: u32, size: u32) -> Result<Store, String> {
         let mut levels = Vec::new();
         for l in &cfg.levels {
@@ -67,7 +77,7 @@ impl Store {
                         flusher: Flusher::new(),
                     },
                 ),
-                Level::Partner => return Err("the partner level is not available yet".into()),
+                Level::Partner => ("partner".to_string(), Backend::Partner(PartnerLevel::default())),
             });
         }
         Ok(Store {
@@ -90,13 +100,74 @@ impl Store {
         }
     }
 
-    /// Writes `epoch` on every level. Fails only if the first level fails;
-    /// failures of later levels come back as warnings.
+    /// Whether a partner level is configured (the MPI layer then exchanges
+    /// copies with the partner ranks).
+    pub fn has_partner(&self) -> bool {
+        self.levels
+            .iter()
+            .any(|(_, l)| matches!(l, Backend::Partner(_)))
+    }
+
+    /// This rank's checkpoint of `epoch` as the bytes of a checkpoint file,
+    /// for its partner to hold.
+    pub fn encode(&self, epoch: u64, generation: u32, sections: &[Section]) -> Vec<u8> {
+        format::encode(&self.who(epoch, generation), sections, self.compression)
+    }
+
+    /// Keeps a copy of `epoch` for the rank this one is partner of.
+    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) {
+        for (_, l) in &mut self.levels {
+            if let Backend::Partner(p) = l {
+                p.held.insert(epoch, Arc::new(bytes));
+                return;
+            }
+        }
+    }
+
+    /// The copy of `epoch` held for the partner's client, if any.
+    pub fn held(&self, epoch: u64) -> Option<Arc<Vec<u8>>> {
+        self.levels.iter().find_map(|(_, l)| match l {
+            Backend::Partner(p) => p.held.get(&epoch).cloned(),
+            _ => None,
+        })
+    }
+
+    /// Verifies a copy of this rank's `epoch` that came back from the
+    /// partner: a copy of another rank, job or epoch is refused.
+    pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Vec<Section>, String> {
+        format::parse(bytes, Some(&self.who(epoch, 0)))
+            .map(|c| c.sections)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Epochs of this rank present on some local level (not verified).
+    pub fn local_epochs(&self) -> Vec<u64> {
+        let mut v = Vec::new();
+        for (_, l) in &self.levels {
+            match l {
+                Backend::Mem(m) => v.extend(m.epochs.keys().copied()),
+                Backend::Dir(d) | Backend::Durable { level: d, .. } => v.extend(
+                    d.epochs()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|&e| d.path(e, self.rank).exists()),
+                ),
+                Backend::Partner(_) => {}
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Writes `epoch` on every local level (the partner copy is the MPI
+    /// layer's). Fails only if the first level fails; failures of later
+    /// levels come back as warnings.
     pub fn write(
         &mut self,
         epoch: u64,
         generation: u32,
-        sections: &[Section],
+        sections: Arc<Vec<Section>>,
     ) -> Result<Vec<String>, String> {
         let who = self.who(epoch, generation);
         let compression = self.compression;
@@ -107,11 +178,12 @@ impl Store {
         for (i, (name, level)) in self.levels.iter_mut().enumerate() {
             let r = match level {
                 Backend::Mem(m) => {
-                    m.epochs.insert(epoch, sections.to_vec());
+                    m.epochs.insert(epoch, sections.clone());
                     Ok(())
                 }
+                Backend::Partner(_) => continue,
                 Backend::Dir(d) => {
-                    let r = d.write(&who, sections, compression).map(|_| ());
+                    let r = d.write(&who, &sections, compression).map(|_| ());
                     if r.is_ok() {
                         local_copy = Some(d.path(epoch, rank));
                     }
@@ -130,7 +202,7 @@ impl Store {
                             flusher.submit(epoch, from.clone(), level.path(epoch, rank));
                             Ok(())
                         }
-                        None => level.write(&who, sections, compression).map(|_| ()),
+                        None => level.write(&who, &sections, compression).map(|_| ()),
                     }
                 }
             };
@@ -175,6 +247,7 @@ impl Store {
         for (name, level) in &mut self.levels {
             match level {
                 Backend::Mem(m) => m.epochs.retain(|&e, _| e + keep > epoch),
+                Backend::Partner(p) => p.held.retain(|&e, _| e + keep > epoch),
                 Backend::Dir(d) => {
                     if let Err(e) = d.commit(rank, epoch) {
                         warnings.push(format!("removing old checkpoints on {name}: {e}"));
@@ -193,34 +266,44 @@ impl Store {
         warnings
     }
 
-    /// Restores the newest valid copy among `epochs` (committed epochs,
-    /// newest first), trying levels fastest first.
+    /// The copy of `epoch` from the fastest local level holding a valid
+    /// one; `skipped` collects why each level was passed over.
+    pub fn restore_local(&self, epoch: u64, skipped: &mut Vec<String>) -> Option<Restored> {
+        for (name, level) in &self.levels {
+            let got = match level {
+                Backend::Mem(m) => m
+                    .epochs
+                    .get(&epoch)
+                    .cloned()
+                    .ok_or_else(|| "no copy".to_string()),
+                Backend::Dir(d) | Backend::Durable { level: d, .. } => d
+                    .read(&self.who(epoch, 0))
+                    .map(|c| Arc::new(c.sections))
+                    .map_err(|e| e.to_string()),
+                Backend::Partner(_) => continue,
+            };
+            match got {
+                Ok(sections) => {
+                    return Some(Restored {
+                        epoch,
+                        level: name.clone(),
+                        sections,
+                        skipped: std::mem::take(skipped),
+                    })
+                }
+                Err(why) => skipped.push(format!("epoch {epoch} on {name}: {why}")),
+            }
+        }
+        None
+    }
+
+    /// Restores the newest valid local copy among `epochs` (committed
+    /// epochs, newest first), trying levels fastest first.
     pub fn restore(&self, epochs: &[u64]) -> Result<Restored, String> {
         let mut skipped = Vec::new();
         for &epoch in epochs {
-            for (name, level) in &self.levels {
-                let got = match level {
-                    Backend::Mem(m) => m
-                        .epochs
-                        .get(&epoch)
-                        .cloned()
-                        .ok_or_else(|| "no copy".to_string()),
-                    Backend::Dir(d) | Backend::Durable { level: d, .. } => d
-                        .read(&self.who(epoch, 0))
-                        .map(|c| c.sections)
-                        .map_err(|e| e.to_string()),
-                };
-                match got {
-                    Ok(sections) => {
-                        return Ok(Restored {
-                            epoch,
-                            level: name.clone(),
-                            sections,
-                            skipped,
-                        })
-                    }
-                    Err(why) => skipped.push(format!("epoch {epoch} on {name}: {why}")),
-                }
+            if let Some(r) = self.restore_local(epoch, &mut skipped) {
+                return Ok(r);
             }
         }
         Err(format!(
@@ -250,19 +333,19 @@ mod tests {
         (s, store)
     }
 
-    fn state(epoch: u64) -> Vec<Section> {
-        vec![Section {
+    fn state(epoch: u64) -> Arc<Vec<Section>> {
+        Arc::new(vec![Section {
             kind: Kind::Protected,
             id: 0,
             name: String::new(),
             data: vec![epoch as u8; 1000],
-        }]
+        }])
     }
 
     #[test]
     fn restores_from_the_fastest_valid_level() {
         let (s, mut store) = setup("fast");
-        store.write(1, 0, &state(1)).unwrap();
+        store.write(1, 0, state(1)).unwrap();
         store.wait_flushed();
         let r = store.restore(&[1]).unwrap();
         assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
@@ -294,9 +377,9 @@ mod tests {
     #[test]
     fn corrupt_newest_copy_falls_back_cleanly() {
         let (s, mut store) = setup("corrupt");
-        store.write(1, 0, &state(1)).unwrap();
+        store.write(1, 0, state(1)).unwrap();
         store.commit(1);
-        store.write(2, 0, &state(2)).unwrap();
+        store.write(2, 0, state(2)).unwrap();
         store.wait_flushed();
         store.commit(2);
         let fresh = Store::new(
@@ -341,7 +424,7 @@ mod tests {
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
         let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         for e in 1..=4 {
-            store.write(e, 0, &state(e)).unwrap();
+            store.write(e, 0, state(e)).unwrap();
         }
         let st = store.wait_flushed();
         assert_eq!(st[0].1.flushed, Some(4), "{st:?}");
@@ -369,17 +452,16 @@ mod tests {
         let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
         let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         assert!(first_fails
-            .write(1, 0, &state(1))
+            .write(1, 0, state(1))
             .unwrap_err()
             .contains("tmpfs"));
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
         let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         // The durable level is written in the background: its failure is
         // reported by the flush status, and the write itself succeeds.
-        assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());
+        assert!(later_fails.write(1, 0, state(1)).unwrap().is_empty());
         let flushed = later_fails.wait_flushed();
         assert_eq!(flushed[0].1.errors.len(), 1, "{flushed:?}");
         assert_eq!(flushed[0].1.flushed, None);
-        assert!(Store::new(&config::parse("mem,partner").unwrap(), 5, 1, 4).is_err());
     }
 }

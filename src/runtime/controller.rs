@@ -237,15 +237,19 @@ fn node_local_ckpt_dirs(opts: &cli::Options, job_id: &str) -> Vec<PathBuf> {
     let Ok(cfg) = crate::checkpoint::config::parse(&spec) else {
         return Vec::new();
     };
-    cfg.levels
+    let mut dirs: Vec<PathBuf> = cfg
+        .levels
         .iter()
         .filter_map(|l| match l {
-            crate::checkpoint::config::Level::Tmpfs(d) => {
-                Some(crate::checkpoint::config::job_dir(d, job_id))
-            }
+            crate::checkpoint::config::Level::Tmpfs(d) => Some(d.clone()),
             _ => None,
         })
-        .collect()
+        .chain([cfg.node_local_root()])
+        .map(|d| crate::checkpoint::config::job_dir(&d, job_id))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 impl Job {

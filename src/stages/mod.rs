@@ -16,11 +16,12 @@
 //! - cleanup: `MPIX_Checkpoint_read` empties queues and moves the engine to
 //!   the new generation before the rejoin barrier.
 
+pub mod files;
 pub mod state;
 
 use crate::checkpoint::config::{self, Config, Level};
 use crate::checkpoint::format::{Kind, Section};
-use crate::checkpoint::store::Store;
+use crate::checkpoint::store::{Restored, Store};
 use crate::progress::Engine;
 use crate::runtime::client::Client;
 use crate::runtime::inject::{self, Trigger};
@@ -29,6 +30,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use files::RoutedFiles;
 pub use state::{LibraryHandles, MpiState};
 
 /// C handler types of `MPIX_Serialize_handler_register` and
@@ -61,6 +63,14 @@ pub struct Stages {
     /// Rank-side fault injection (`mpiexec --inject`).
     injections: Vec<(usize, Trigger)>,
     calls: HashMap<String, u64>,
+    /// Files routed into the next checkpoint, and located from the last.
+    pub files: RoutedFiles,
+    /// The sections of the fault epoch, once read or written.
+    restored: Option<(u64, Arc<Vec<Section>>)>,
+    /// Partner copies are exchanged (a partner level and more than one rank).
+    partner: bool,
+    /// Not started by mpiexec: nobody else removes the files directory.
+    singleton: bool,
 }
 
 /// How many injection triggers count calls: MPI entry points skip the
@@ -73,6 +83,9 @@ impl Stages {
     pub fn new(job_id: &str, rank: usize, size: usize) -> Result<Stages, String> {
         let spec = std::env::var(crate::runtime::env::CKPT).unwrap_or_default();
         let mut cfg: Config = config::parse(&spec).map_err(|e| format!("MPISTAGES_CKPT: {e}"))?;
+        let files = config::job_dir(&cfg.node_local_root(), job_id)
+            .join("files")
+            .join(format!("rank-{rank}"));
         for l in &mut cfg.levels {
             if let Level::Tmpfs(d) = l {
                 *d = config::job_dir(d, job_id);
@@ -80,17 +93,31 @@ impl Stages {
         }
         let job = job_id.parse::<u64>().unwrap_or(0);
         let store = Store::new(&cfg, job, rank as u32, size as u32)?;
+        let partner = store.has_partner() && size > 1;
+        if store.has_partner() && size == 1 && rank == 0 {
+            eprintln!("mpistages: warning: the partner level needs at least two ranks; it is ignored");
+        }
         let injections = inject::decode_for_rank(&std::env::var(inject::ENV).unwrap_or_default());
         let counted = injections
             .iter()
             .filter(|(_, t)| matches!(t, Trigger::Call { .. }))
             .count();
         CALL_TRIGGERS.store(counted as u64, Ordering::Relaxed);
-        Ok(Stages::with(store, injections))
+        Ok(Stages::with(store, injections, RoutedFiles::new(files), partner, false))
     }
 
-    fn with(store: Store, injections: Vec<(usize, Trigger)>) -> Stages {
+    fn with(
+        store: Store,
+        injections: Vec<(usize, Trigger)>,
+        files: RoutedFiles,
+        partner: bool,
+        singleton: bool,
+    ) -> Stages {
         Stages {
+            files,
+            restored: None,
+            partner,
+            singleton,
             epoch: 0,
             store,
             serializers: Vec::new(),
@@ -108,30 +135,141 @@ impl Stages {
             levels: vec![Level::Mem],
             ..Config::default()
         };
-        Ok(Stages::with(Store::new(&cfg, 0, 0, 1)?, Vec::new()))
+        let files = std::path::Path::new(config::DEFAULT_TMPFS)
+            .join(format!("single-{}", std::process::id()));
+        Ok(Stages::with(
+            Store::new(&cfg, 0, 0, 1)?,
+            Vec::new(),
+            RoutedFiles::new(files),
+            false,
+            true,
+        ))
     }
 
-    /// Saves `state` as the next epoch. The epoch counts as written once the
-    /// first level has it; then mpiexec is told.
+    /// At `MPI_Finalize`: a process without mpiexec removes its own files.
+    pub fn finalize(&self) {
+        if self.singleton {
+            self.files.remove_all();
+            let _ = std::fs::remove_dir(config::DEFAULT_TMPFS);
+        }
+    }
+
+    /// Saves `state`, the protected regions and the routed files as the
+    /// next epoch on every local level. The epoch counts as written once the
+    /// first level has it; `report` then tells mpiexec (after the partner
+    /// copy, if any, is across).
     pub fn write(
         &mut self,
         state: &MpiState,
+        protected: Vec<Section>,
         generation: u32,
-        client: Option<&Client>,
-        committed: u64,
-    ) -> Result<u64, String> {
+    ) -> Result<(u64, Arc<Vec<Section>>), String> {
         let epoch = self.epoch + 1;
-        let data = state.encode();
-        let sections = [Section {
+        let mut sections = vec![Section {
             kind: Kind::MpiState,
             id: 0,
             name: String::new(),
-            data,
+            data: state.encode(),
         }];
-        for w in self.store.write(epoch, generation, &sections)? {
+        sections.extend(protected);
+        sections.extend(self.files.collect()?);
+        let sections = Arc::new(sections);
+        for w in self.store.write(epoch, generation, sections.clone())? {
             eprintln!("mpistages: warning: {w}");
         }
         self.epoch = epoch;
+        self.files.clear();
+        self.restored = Some((epoch, sections.clone()));
+        Ok((epoch, sections))
+    }
+
+    /// Whether checkpoints are copied to a partner rank.
+    pub fn partner(&self) -> bool {
+        self.partner
+    }
+
+    /// This rank's checkpoint as file bytes, for its partner.
+    pub fn partner_copy(&self, epoch: u64, generation: u32, sections: &[Section]) -> Vec<u8> {
+        self.store.encode(epoch, generation, sections)
+    }
+
+    /// Keeps the copy of `epoch` received from the rank this one is partner of.
+    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) {
+        self.store.hold(epoch, bytes)
+    }
+
+    /// The held copy of the newest epoch at most `epoch`, with its epoch.
+    pub fn held_at_most(&self, epoch: u64) -> Option<(u64, Arc<Vec<u8>>)> {
+        (1..=epoch)
+            .rev()
+            .take(64)
+            .find_map(|e| self.store.held(e).map(|b| (e, b)))
+    }
+
+    /// Verifies this rank's copy of `epoch` that came back from its partner.
+    pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Restored, String> {
+        let sections = self.store.from_partner(epoch, bytes)?;
+        Ok(Restored {
+            epoch,
+            level: "partner".into(),
+            sections: Arc::new(sections),
+            skipped: Vec::new(),
+        })
+    }
+
+    /// The newest valid local copy of an epoch at most `at_most`. Copies
+    /// that were there but invalid are reported on stderr.
+    pub fn newest_local(&self, at_most: u64) -> Option<Restored> {
+        let mut skipped = Vec::new();
+        let mut found = None;
+        for e in self.store.local_epochs().into_iter().rev() {
+            if e > at_most {
+                continue;
+            }
+            if let Some(r) = self.store.restore_local(e, &mut skipped) {
+                found = Some(r);
+                break;
+            }
+        }
+        let skipped = found.as_ref().map_or(&skipped, |r| &r.skipped);
+        // A level without a copy is normal (a new process has nothing in
+        // memory); a copy that was there but invalid is worth a line.
+        for why in skipped.iter().filter(|w| !w.ends_with("no copy")) {
+            eprintln!("mpistages: checkpoint copy skipped: {why}");
+        }
+        found
+    }
+
+    /// Makes `r` the fault epoch: its sections are what restore, locate and
+    /// the MPI-state load use. Files routed since are discarded.
+    pub fn set_restored(&mut self, r: Restored) {
+        self.epoch = r.epoch;
+        self.files.clear();
+        self.files.forget_located(r.epoch);
+        self.restored = Some((r.epoch, r.sections));
+    }
+
+    /// The fault epoch's sections (from memory when a level holds them).
+    pub fn fault_sections(&mut self) -> Result<Arc<Vec<Section>>, String> {
+        let epoch = self.epoch;
+        if epoch == 0 {
+            return Err("no checkpoint has been written or restored yet (fault epoch 0)".into());
+        }
+        if let Some((e, s)) = &self.restored {
+            if *e == epoch {
+                return Ok(s.clone());
+            }
+        }
+        let mut skipped = Vec::new();
+        let r = self.store.restore_local(epoch, &mut skipped).ok_or_else(|| {
+            format!("no valid copy of checkpoint epoch {epoch}: {}", skipped.join("; "))
+        })?;
+        self.restored = Some((epoch, r.sections.clone()));
+        Ok(r.sections)
+    }
+
+    /// Tells mpiexec that `epoch` is complete on this rank.
+    pub fn report(&mut self, epoch: u64, client: Option<&Client>, committed: u64) -> Result<(), String> {
         match client {
             Some(c) => c
                 .send(&ToController::Checkpoint { epoch })
@@ -140,7 +278,7 @@ impl Stages {
             None => self.apply_committed(epoch),
         }
         self.apply_committed(committed);
-        Ok(epoch)
+        Ok(())
     }
 
     /// Old epochs go once a newer one is complete on every rank.
@@ -153,26 +291,13 @@ impl Stages {
         }
     }
 
-    /// The MPI state of `epoch` (None for epoch 0: the state after
-    /// `MPI_Init`), from the fastest level holding a valid copy.
-    pub fn read(&mut self, epoch: u64, size: usize) -> Result<Option<MpiState>, String> {
-        if epoch == 0 {
-            return Ok(None);
-        }
-        let r = self.store.restore(&[epoch])?;
-        // A level without a copy is normal (a new process has nothing in
-        // memory); a copy that was there but invalid is worth a line.
-        for why in r.skipped.iter().filter(|w| !w.ends_with("no copy")) {
-            eprintln!("mpistages: checkpoint copy skipped: {why}");
-        }
-        let sec = r
-            .sections
+    /// The MPI state among a checkpoint's sections.
+    pub fn mpi_state(sections: &[Section], epoch: u64, size: usize) -> Result<MpiState, String> {
+        let sec = sections
             .iter()
             .find(|s| s.kind == Kind::MpiState)
             .ok_or_else(|| format!("checkpoint epoch {epoch} holds no MPI state"))?;
-        let st = MpiState::decode(&sec.data, size)?;
-        self.epoch = epoch;
-        Ok(Some(st))
+        MpiState::decode(&sec.data, size)
     }
 
     /// Counts a call of `name` and returns true when an injection says this

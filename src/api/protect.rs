@@ -1,0 +1,138 @@
+//! Application data in checkpoints: regions registered with
+//! `MPIX_Protect` (FTI / VeloC style) and files routed with
+//! `MPIX_Checkpoint_route` (SCR style). Both are saved by
+//! `MPIX_Checkpoint_write` with the MPI state; `MPIX_Checkpoint_restore`
+//! and `MPIX_Checkpoint_locate` give back the fault epoch's copies.
+
+use super::consts::err;
+use super::error::{fail, MpiError, MpiResult};
+use super::mpix::check_running;
+use super::usermem::TypedBuf;
+use super::Mpi;
+use crate::checkpoint::format::{Kind, Section};
+use crate::progress::Layout;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+/// The registered regions by id.
+#[derive(Default)]
+pub struct Regions(Mutex<BTreeMap<i32, TypedBuf>>);
+
+impl Regions {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<i32, TypedBuf>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn check_id(id: i32) -> MpiResult<()> {
+    if id < 0 {
+        return fail(
+            err::ARG,
+            format!("region id {id} is negative (ids are 0 or more)"),
+        );
+    }
+    Ok(())
+}
+
+/// `MPIX_Protect`: registers `buf` under `id`, replacing an earlier
+/// registration of the same id.
+pub fn protect(m: &Mpi, id: i32, buf: TypedBuf) -> MpiResult<()> {
+    check_id(id)?;
+    m.regions.lock().insert(id, buf);
+    Ok(())
+}
+
+/// `MPIX_Unprotect`.
+pub fn unprotect(m: &Mpi, id: i32) -> MpiResult<()> {
+    check_id(id)?;
+    match m.regions.lock().remove(&id) {
+        Some(_) => Ok(()),
+        None => fail(err::ARG, format!("no region is protected with id {id}")),
+    }
+}
+
+/// The regions' current contents, one section each (packed: holes of a
+/// derived datatype are not saved).
+pub fn sections(m: &Mpi) -> Vec<Section> {
+    m.regions
+        .lock()
+        .iter()
+        .map(|(&id, buf)| Section {
+            kind: Kind::Protected,
+            id: id as u64,
+            name: String::new(),
+            data: buf.pack(),
+        })
+        .collect()
+}
+
+fn stage_err(what: &str) -> impl Fn(String) -> MpiError + '_ {
+    move |e| MpiError::new(err::OTHER, format!("{what}: {e}"))
+}
+
+/// `MPIX_Checkpoint_restore`: copies the fault epoch's data back into
+/// every registered region. Every region is checked first; on any mismatch
+/// nothing is written.
+pub fn restore(m: &Mpi) -> MpiResult<()> {
+    check_running(m)?;
+    let (epoch, sections) = {
+        let mut st = m.stages();
+        let s = st
+            .fault_sections()
+            .map_err(stage_err("MPIX_Checkpoint_restore"))?;
+        (st.epoch, s)
+    };
+    let regions = m.regions.lock();
+    let saved: BTreeMap<u64, &Section> = sections
+        .iter()
+        .filter(|s| s.kind == Kind::Protected)
+        .map(|s| (s.id, s))
+        .collect();
+    let mut plan = Vec::with_capacity(regions.len());
+    for (&id, buf) in regions.iter() {
+        let Some(s) = saved.get(&(id as u64)) else {
+            return fail(
+                err::ARG,
+                format!("MPIX_Checkpoint_restore: region {id} is not in checkpoint epoch {epoch} (it was protected after that checkpoint); nothing was restored"),
+            );
+        };
+        if s.data.len() != buf.bytes() {
+            return fail(
+                err::ARG,
+                format!(
+                    "MPIX_Checkpoint_restore: region {id} is registered with {} bytes but checkpoint epoch {epoch} saved {} bytes; nothing was restored",
+                    buf.bytes(),
+                    s.data.len()
+                ),
+            );
+        }
+        plan.push((buf, &s.data));
+    }
+    for (buf, data) in plan {
+        buf.unpack(data);
+    }
+    Ok(())
+}
+
+/// `MPIX_Checkpoint_route`: where to write `name` so that it joins the
+/// next checkpoint.
+pub fn route(m: &Mpi, name: &str) -> MpiResult<PathBuf> {
+    m.stages()
+        .files
+        .route(name)
+        .map_err(|e| MpiError::new(err::ARG, format!("MPIX_Checkpoint_route: {e}")))
+}
+
+/// `MPIX_Checkpoint_locate`: a path holding the fault epoch's copy of `name`.
+pub fn locate(m: &Mpi, name: &str) -> MpiResult<PathBuf> {
+    check_running(m)?;
+    let mut st = m.stages();
+    let epoch = st.epoch;
+    let sections = st
+        .fault_sections()
+        .map_err(stage_err("MPIX_Checkpoint_locate"))?;
+    st.files
+        .locate(name, epoch, &sections)
+        .map_err(|e| MpiError::new(err::ARG, format!("MPIX_Checkpoint_locate: {e}")))
+}
