@@ -5,7 +5,14 @@
  * MPIX_Checkpoint_write; on MPIX_TRY_RELOAD it calls MPIX_Checkpoint_read
  * and restarts from MPIX_Get_fault_epoch.
  *
- *   mpiexec -n 4 --recovery stages ./stencil2d [N] [ITERS] [K] [DIR]
+ *   mpiexec -n 4 --recovery stages ./stencil2d [N] [ITERS] [K] [STORE]
+ *
+ * STORE says how the block is saved: a directory (default ".") for the
+ * application's own files; `protect` registers it with MPIX_Protect and
+ * restores it with MPIX_Checkpoint_restore (FTI / VeloC style); `route`
+ * writes it to the file MPIX_Checkpoint_route names and reads it back from
+ * MPIX_Checkpoint_locate (SCR style). The last two put it on the levels
+ * of MPISTAGES_CKPT / mpiexec --ckpt.
  *
  * Prints a checksum that is identical with and without failures. */
 #include <mpi.h>
@@ -18,6 +25,7 @@
 
 static int rank, size, px, py, cx, cy, nx, ny, n = 256, iters = 200, every = 10;
 static const char *dir = ".";
+enum { OWN_FILES, PROTECT, ROUTE } store = OWN_FILES;
 
 #define U(a, i, j) (a)[(size_t)(i) * (nx + 2) + (j)]
 
@@ -67,6 +75,42 @@ static int exchange(double *u, double *sendbuf, double *recvbuf)
     return MPI_SUCCESS;
 }
 
+/* Saves the block as epoch `epoch` (protected regions need nothing: the
+ * checkpoint copies them); 0 on success. */
+static int save(int epoch, const void *blob, size_t bytes)
+{
+    if (store == OWN_FILES) return appckpt_save(dir, "stencil2d", rank, epoch, blob, bytes);
+    if (store == ROUTE) {
+        char path[4096];
+        if (MPIX_Checkpoint_route("block", path, sizeof path) != MPI_SUCCESS) return -1;
+        FILE *f = fopen(path, "wb");
+        if (!f) return -1;
+        size_t w = fwrite(blob, 1, bytes, f);
+        return (fclose(f) != 0 || w != bytes) ? -1 : 0;
+    }
+    return 0;
+}
+
+/* Loads the block of the fault epoch and checks its shape: 0 on success,
+ * MPIX_TRY_RELOAD if another failure interrupted, -1 otherwise. */
+static int load(int epoch, void *blob, size_t bytes)
+{
+    struct header *h = blob;
+    int ok = -1, rc = MPI_SUCCESS;
+    if (store == OWN_FILES) ok = appckpt_load(dir, "stencil2d", rank, epoch, blob, bytes);
+    if (store == PROTECT) ok = (rc = MPIX_Checkpoint_restore()) == MPI_SUCCESS ? 0 : -1;
+    if (store == ROUTE) {
+        char path[4096];
+        FILE *f = (rc = MPIX_Checkpoint_locate("block", path, sizeof path)) == MPI_SUCCESS ? fopen(path, "rb") : NULL;
+        if (f) {
+            ok = fread(blob, 1, bytes, f) == bytes ? 0 : -1;
+            fclose(f);
+        }
+    }
+    if (rc == MPIX_TRY_RELOAD) return rc;
+    return (ok != 0 || h->nx != nx || h->ny != ny) ? -1 : 0;
+}
+
 static int main_loop(int epoch, void *ctx)
 {
     double *result = ctx;
@@ -80,7 +124,9 @@ static int main_loop(int epoch, void *ctx)
     h->iter = 0;
     h->nx = nx;
     h->ny = ny;
-    if (epoch > 0 && (appckpt_load(dir, "stencil2d", rank, epoch, blob, bytes) != 0 || h->nx != nx || h->ny != ny)) {
+    if (store == PROTECT && (rc = MPIX_Protect(0, blob, (MPI_Count)bytes, MPI_BYTE))) goto out;
+    if (epoch > 0 && (rc = load(epoch, blob, bytes)) == MPIX_TRY_RELOAD) goto out;
+    if (rc) {
         fprintf(stderr, "stencil2d: rank %d cannot read its data for epoch %d\n", rank, epoch);
         MPI_Abort(MPI_COMM_WORLD, 3);
     }
@@ -102,7 +148,7 @@ static int main_loop(int epoch, void *ctx)
             int e;
             h->iter = it + 1;
             MPIX_Get_fault_epoch(&e);
-            if (appckpt_save(dir, "stencil2d", rank, e + 1, blob, bytes) != 0) {
+            if (save(e + 1, blob, bytes) != 0) {
                 fprintf(stderr, "stencil2d: rank %d cannot write its data\n", rank);
                 MPI_Abort(MPI_COMM_WORLD, 3);
             }
@@ -121,6 +167,7 @@ static int main_loop(int epoch, void *ctx)
     result[1] = global[1];
     result[2] = sqrt(residual);
 out:
+    if (store == PROTECT) MPIX_Unprotect(0);
     free(blob);
     free(v);
     free(sendbuf);
@@ -134,6 +181,8 @@ int main(int argc, char **argv)
     if (argc > 2) iters = atoi(argv[2]);
     if (argc > 3) every = atoi(argv[3]);
     if (argc > 4) dir = argv[4];
+    if (!strcmp(dir, "protect")) store = PROTECT;
+    if (!strcmp(dir, "route")) store = ROUTE;
     if (every < 1) every = 1;
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -157,7 +206,7 @@ int main(int argc, char **argv)
         printf("stencil2d: %d ranks (%dx%d), N=%d, %d iterations, checksum %.15e %.15e residual %.6e\n", size, px, py, n,
                iters, result[0], result[1], result[2]);
     MPIX_Get_fault_epoch(&epoch);
-    appckpt_clean(dir, "stencil2d", rank, epoch);
+    if (store == OWN_FILES) appckpt_clean(dir, "stencil2d", rank, epoch);
     MPI_Finalize();
     return 0;
 }

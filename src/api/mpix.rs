@@ -45,8 +45,17 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     let protected = protect::sections(m);
     let (epoch, copy) = {
         let mut st = m.stages();
+        let killer = st
+            .dies_while_writing(st.epoch + 1)
+            .map(|(spec, dir)| kill_while_writing(m, spec, dir));
         let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
-        let (epoch, sections) = st.write(&saved, protected, generation).map_err(failed)?;
+        let written = st.write(&saved, protected, generation);
+        if let Some((done, thread)) = killer {
+            // The rank dies now at the latest, before reporting the epoch.
+            done.store(true, std::sync::atomic::Ordering::Release);
+            let _ = thread.join();
+        }
+        let (epoch, sections) = written.map_err(failed)?;
         let copy = st
             .partner()
             .then(|| st.partner_copy(epoch, generation, &sections));
@@ -61,9 +70,47 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     st.report(epoch, m.client.as_deref(), committed)
         .map_err(failed)?;
     if let Some(spec) = st.after_checkpoint(epoch) {
+        st.damage(spec);
         stages::kill_self(m.client.as_deref(), spec);
     }
     Ok(())
+}
+
+/// `--inject rank=R,writing=E`: a thread that SIGKILLs this process as
+/// soon as the (temporary) file of `file` appears, `file` being this
+/// rank's checkpoint on the first directory level, or when the write is
+/// done, whichever comes first.
+fn kill_while_writing(
+    m: &Mpi,
+    spec: usize,
+    file: Option<std::path::PathBuf>,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<()>,
+) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let client = m.client.clone();
+    let thread = std::thread::spawn(move || {
+        let started = |f: &std::path::Path| {
+            let (Some(dir), Some(name)) = (f.parent(), f.file_name()) else {
+                return false;
+            };
+            let name = name.to_string_lossy();
+            std::fs::read_dir(dir).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with(&*name))
+            })
+        };
+        while !flag.load(std::sync::atomic::Ordering::Acquire)
+            && !file.as_deref().is_some_and(started)
+        {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+        stages::kill_self(client.as_deref(), spec);
+    });
+    (done, thread)
 }
 
 /// The rejoin barrier and the restore after it, again if another failure
@@ -222,6 +269,7 @@ pub fn count_call(name: &str) {
     let Ok(m) = super::mpi() else { return };
     let fire = m.stages().count_call(name);
     if let Some(spec) = fire {
+        m.stages().damage(spec);
         stages::kill_self(m.client.as_deref(), spec);
     }
 }

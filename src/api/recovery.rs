@@ -251,7 +251,10 @@ pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
                 format!(
                     "no valid checkpoint is left to restore (wanted epoch {committed}; {}); see `mpistages-ckpt verify`",
                     if mine == 0 {
-                        "this rank has no valid copy on any level".to_string()
+                        format!(
+                            "this rank has no valid copy on any level{}",
+                            m.stages().levels_hint()
+                        )
                     } else {
                         format!("this rank has epoch {mine}, another rank has none")
                     }

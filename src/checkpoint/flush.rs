@@ -2,7 +2,9 @@
 //! a file already written on a fast level (tmpfs) to the durable directory
 //! (temporary name, fsync, rename, fsync of the directory), so the
 //! application never waits for the slow file system. Completion and errors
-//! are tracked and can be waited for.
+//! are tracked and can be waited for. A checkpoint file is verified
+//! (every checksum) before it takes its final name on the durable level, so
+//! a copy that rotted on the fast level is never made durable.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Sender};
@@ -13,6 +15,8 @@ struct Job {
     epoch: u64,
     from: PathBuf,
     to: PathBuf,
+    /// The file is a checkpoint: verify the copy before renaming it.
+    verify: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,7 +40,7 @@ pub struct Flusher {
     thread: Option<JoinHandle<()>>,
 }
 
-fn copy_durably(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<u64> {
+fn copy_durably(from: &std::path::Path, to: &std::path::Path, verify: bool) -> std::io::Result<u64> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = to.parent().unwrap_or(std::path::Path::new("."));
     std::fs::DirBuilder::new()
@@ -48,6 +52,10 @@ fn copy_durably(from: &std::path::Path, to: &std::path::Path) -> std::io::Result
     let tmp = to.with_file_name(tmp_name);
     let result = (|| {
         let n = std::fs::copy(from, &tmp)?;
+        if verify {
+            super::format::read(&tmp, None)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+        }
         std::fs::File::open(&tmp)?.sync_all()?;
         std::fs::rename(&tmp, to)?;
         std::fs::File::open(dir)?.sync_all()?;
@@ -71,7 +79,7 @@ impl Flusher {
             .name("mpistages-flush".into())
             .spawn(move || {
                 for job in rx {
-                    let r = copy_durably(&job.from, &job.to);
+                    let r = copy_durably(&job.from, &job.to, job.verify);
                     let mut st = s.status.lock().unwrap_or_else(|p| p.into_inner());
                     st.pending -= 1;
                     match r {
@@ -95,7 +103,8 @@ impl Flusher {
     }
 
     /// Queues a copy of `from` to `to` for `epoch`; returns at once.
-    pub fn submit(&self, epoch: u64, from: PathBuf, to: PathBuf) {
+    /// With `verify`, `from` is a checkpoint file whose checksums must hold.
+    pub fn submit(&self, epoch: u64, from: PathBuf, to: PathBuf, verify: bool) {
         self.shared
             .status
             .lock()
@@ -104,7 +113,15 @@ impl Flusher {
         let sent = self
             .tx
             .as_ref()
-            .is_some_and(|tx| tx.send(Job { epoch, from, to }).is_ok());
+            .is_some_and(|tx| {
+                tx.send(Job {
+                    epoch,
+                    from,
+                    to,
+                    verify,
+                })
+                .is_ok()
+            });
         if !sent {
             let mut st = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
             st.pending -= 1;
@@ -160,19 +177,30 @@ mod tests {
         for e in 1..=3u64 {
             let src = s.0.join(format!("fast/{e}"));
             std::fs::write(&src, vec![e as u8; 100_000]).unwrap();
-            f.submit(e, src, s.0.join(format!("durable/epoch-{e}/rank-0.ckpt")));
+            f.submit(e, src, s.0.join(format!("durable/epoch-{e}/rank-0.ckpt")), false);
         }
         // A source that does not exist: reported, not fatal.
         f.submit(
             4,
             s.0.join("fast/missing"),
             s.0.join("durable/epoch-4/rank-0.ckpt"),
+            false,
+        );
+        // A checkpoint that fails its checksums is not made durable.
+        std::fs::write(s.0.join("fast/5"), b"MPISTGCKnot really").unwrap();
+        f.submit(
+            5,
+            s.0.join("fast/5"),
+            s.0.join("durable/epoch-5/rank-0.ckpt"),
+            true,
         );
         let st = f.wait_idle();
         assert_eq!(st.pending, 0);
         assert_eq!(st.flushed, Some(3));
-        assert_eq!(st.errors.len(), 1);
+        assert_eq!(st.errors.len(), 2, "{st:?}");
         assert_eq!(st.errors[0].0, 4);
+        assert_eq!(st.errors[1].0, 5);
+        assert!(!s.0.join("durable/epoch-5/rank-0.ckpt").exists());
         for e in 1..=3u64 {
             let got = std::fs::read(s.0.join(format!("durable/epoch-{e}/rank-0.ckpt"))).unwrap();
             assert_eq!(got, vec![e as u8; 100_000]);

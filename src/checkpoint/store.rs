@@ -17,12 +17,15 @@ pub struct MemLevel {
     epochs: BTreeMap<u64, Arc<Vec<Section>>>,
 }
 
-/// The partner level as seen from one process: the encoded checkpoints it
-/// holds *for its partner's client* (another rank). This rank's own partner
-/// copies live in another process; the MPI layer moves them over the
-/// transport (`stages::partner`).
+/// The partner level as seen from one process (as in SCR's partner
+/// scheme, each process keeps its own copy and one of another rank): the
+/// copy of this rank that live ranks roll back from, and the encoded
+/// checkpoints it holds *for* another rank. This rank's copy at its partner
+/// lives in another process; the MPI layer moves copies over the transport
+/// (`api::recovery`).
 #[derive(Default)]
 pub struct PartnerLevel {
+    own: MemLevel,
     held: BTreeMap<u64, Arc<Vec<u8>>>,
 }
 
@@ -100,6 +103,11 @@ impl Store {
         }
     }
 
+    /// Whether some level keeps a copy when this process dies.
+    pub fn survives_process_loss(&self) -> bool {
+        self.levels.iter().any(|(_, l)| !matches!(l, Backend::Mem(_)))
+    }
+
     /// Whether a partner level is configured (the MPI layer then exchanges
     /// copies with the partner ranks).
     pub fn has_partner(&self) -> bool {
@@ -145,19 +153,70 @@ impl Store {
         let mut v = Vec::new();
         for (_, l) in &self.levels {
             match l {
-                Backend::Mem(m) => v.extend(m.epochs.keys().copied()),
+                Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) => {
+                    v.extend(m.epochs.keys().copied())
+                }
                 Backend::Dir(d) | Backend::Durable { level: d, .. } => v.extend(
                     d.epochs()
                         .unwrap_or_default()
                         .into_iter()
                         .filter(|&e| d.path(e, self.rank).exists()),
                 ),
-                Backend::Partner(_) => {}
             }
         }
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    /// Where the first directory level puts `epoch` (for fault injection).
+    pub fn first_file(&self, epoch: u64) -> Option<std::path::PathBuf> {
+        self.levels.iter().find_map(|(_, l)| match l {
+            Backend::Dir(d) | Backend::Durable { level: d, .. } => Some(d.path(epoch, self.rank)),
+            _ => None,
+        })
+    }
+
+    /// Fault injection (a lost node): deletes this rank's copies on
+    /// node-local directory levels.
+    pub fn lose_node_local(&self) -> Result<String, String> {
+        let mut n = 0;
+        for (_, l) in &self.levels {
+            if let Backend::Dir(d) = l {
+                for e in d.epochs().map_err(|e| e.to_string())? {
+                    if std::fs::remove_file(d.path(e, self.rank)).is_ok() {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        Ok(format!("deleted {n} node-local checkpoint file(s) of rank {}", self.rank))
+    }
+
+    /// Fault injection: flips bytes in the middle of this rank's newest
+    /// copy on each node-local directory level.
+    pub fn corrupt_newest_node_local(&self) -> Result<String, String> {
+        let mut done = Vec::new();
+        for (_, l) in &self.levels {
+            let Backend::Dir(d) = l else { continue };
+            let newest = d
+                .epochs()
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .rev()
+                .find(|&e| d.path(e, self.rank).exists());
+            if let Some(e) = newest {
+                let p = d.path(e, self.rank);
+                let mut b = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let (mid, end) = (b.len() / 2, (b.len() / 2 + 8).min(b.len()));
+                for x in &mut b[mid..end] {
+                    *x ^= 0x5A;
+                }
+                std::fs::write(&p, b).map_err(|e| format!("{}: {e}", p.display()))?;
+                done.push(p.display().to_string());
+            }
+        }
+        Ok(format!("flipped bytes in {}", done.join(", ")))
     }
 
     /// Writes `epoch` on every local level (the partner copy is the MPI
@@ -181,7 +240,10 @@ impl Store {
                     m.epochs.insert(epoch, sections.clone());
                     Ok(())
                 }
-                Backend::Partner(_) => continue,
+                Backend::Partner(p) => {
+                    p.own.epochs.insert(epoch, sections.clone());
+                    Ok(())
+                }
                 Backend::Dir(d) => {
                     let r = d.write(&who, &sections, compression).map(|_| ());
                     if r.is_ok() {
@@ -199,7 +261,7 @@ impl Store {
                     }
                     match &local_copy {
                         Some(from) => {
-                            flusher.submit(epoch, from.clone(), level.path(epoch, rank));
+                            flusher.submit(epoch, from.clone(), level.path(epoch, rank), true);
                             Ok(())
                         }
                         None => level.write(&who, &sections, compression).map(|_| ()),
@@ -247,7 +309,10 @@ impl Store {
         for (name, level) in &mut self.levels {
             match level {
                 Backend::Mem(m) => m.epochs.retain(|&e, _| e + keep > epoch),
-                Backend::Partner(p) => p.held.retain(|&e, _| e + keep > epoch),
+                Backend::Partner(p) => {
+                    p.own.epochs.retain(|&e, _| e + keep > epoch);
+                    p.held.retain(|&e, _| e + keep > epoch)
+                }
                 Backend::Dir(d) => {
                     if let Err(e) = d.commit(rank, epoch) {
                         warnings.push(format!("removing old checkpoints on {name}: {e}"));
@@ -271,7 +336,7 @@ impl Store {
     pub fn restore_local(&self, epoch: u64, skipped: &mut Vec<String>) -> Option<Restored> {
         for (name, level) in &self.levels {
             let got = match level {
-                Backend::Mem(m) => m
+                Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) => m
                     .epochs
                     .get(&epoch)
                     .cloned()
@@ -280,7 +345,6 @@ impl Store {
                     .read(&self.who(epoch, 0))
                     .map(|c| Arc::new(c.sections))
                     .map_err(|e| e.to_string()),
-                Backend::Partner(_) => continue,
             };
             match got {
                 Ok(sections) => {

@@ -2,12 +2,18 @@
 //! SIGKILL at a reproducible point. `WHEN` is one of
 //! - `after=SECS`: SECS seconds after the job started (mpiexec kills it);
 //! - `checkpoint=E`: right after the rank completed checkpoint epoch E;
+//! - `writing=E`: while the rank writes checkpoint epoch E to its first
+//!   directory level (or right after, if the write was quicker), before
+//!   the epoch is reported complete;
 //! - `call=NAME:N`: on entering its Nth call of the MPI function NAME
 //!   (counted in this process, e.g. `call=MPI_Allreduce:20`).
 //!
 //! The last two fire inside the rank, which SIGKILLs itself; mpiexec hands
 //! each rank the specs that concern it through `MPISTAGES_INJECT`, and a
-//! spec that fired is not handed to the replacement.
+//! spec that fired is not handed to the replacement. With them, `damage=`
+//! also harms the rank's node-local checkpoint copies as it dies:
+//! - `damage=node`: they are deleted (the loss of the rank's node);
+//! - `damage=corrupt`: bytes of its newest copy are flipped.
 
 use std::time::Duration;
 
@@ -15,13 +21,35 @@ use std::time::Duration;
 pub enum Trigger {
     After(Duration),
     Checkpoint(u64),
+    Writing(u64),
     Call { name: String, nth: u64 },
+}
+
+/// What happens to the dying rank's node-local checkpoint copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Damage {
+    #[default]
+    None,
+    /// Deleted: the node is lost.
+    Node,
+    /// Bytes of the newest copy flipped.
+    Corrupt,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inject {
     pub rank: usize,
     pub trigger: Trigger,
+    pub damage: Damage,
+}
+
+/// A spec as the rank sees it: its index in mpiexec's list, when it fires,
+/// and what it damages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankInject {
+    pub index: usize,
+    pub trigger: Trigger,
+    pub damage: Damage,
 }
 
 pub const ENV: &str = "MPISTAGES_INJECT";
@@ -29,6 +57,7 @@ pub const ENV: &str = "MPISTAGES_INJECT";
 pub fn parse(spec: &str) -> Result<Inject, String> {
     let mut rank = None;
     let mut trigger = None;
+    let mut damage = Damage::None;
     let bad = |why: String| format!("--inject '{spec}': {why}");
     for item in spec.split(',').map(str::trim) {
         let Some((k, v)) = item.split_once('=') else {
@@ -50,9 +79,21 @@ pub fn parse(spec: &str) -> Result<Inject, String> {
                     .ok_or_else(|| bad(format!("after needs seconds, not '{v}'")))?;
                 Trigger::After(Duration::from_secs_f64(s))
             }
+            "damage" => {
+                damage = match v {
+                    "node" => Damage::Node,
+                    "corrupt" => Damage::Corrupt,
+                    _ => return Err(bad(format!("damage is node or corrupt, not '{v}'"))),
+                };
+                continue;
+            }
             "checkpoint" => Trigger::Checkpoint(
                 v.parse()
                     .map_err(|_| bad(format!("checkpoint needs an epoch number, not '{v}'")))?,
+            ),
+            "writing" => Trigger::Writing(
+                v.parse()
+                    .map_err(|_| bad(format!("writing needs an epoch number, not '{v}'")))?,
             ),
             "call" => {
                 let (name, n) = v
@@ -74,12 +115,17 @@ pub fn parse(spec: &str) -> Result<Inject, String> {
             _ => return Err(bad(format!("unknown key '{k}'"))),
         };
         if trigger.replace(t).is_some() {
-            return Err(bad("give one of after=, checkpoint=, call=".into()));
+            return Err(bad("give one of after=, checkpoint=, writing=, call=".into()));
         }
+    }
+    let trigger = trigger.ok_or_else(|| bad("give one of after=, checkpoint=, writing=, call=".into()))?;
+    if damage != Damage::None && matches!(trigger, Trigger::After(_)) {
+        return Err(bad("damage= needs checkpoint=, writing= or call= (the rank harms its own copies)".into()));
     }
     Ok(Inject {
         rank: rank.ok_or_else(|| bad("rank=R is missing".into()))?,
-        trigger: trigger.ok_or_else(|| bad("give one of after=, checkpoint=, call=".into()))?,
+        trigger,
+        damage,
     })
 }
 
@@ -87,26 +133,46 @@ pub fn parse(spec: &str) -> Result<Inject, String> {
 pub fn encode_for_rank(specs: &[(usize, &Inject)]) -> String {
     specs
         .iter()
-        .filter_map(|(i, s)| match &s.trigger {
-            Trigger::After(_) => None,
-            Trigger::Checkpoint(e) => Some(format!("{i}=checkpoint:{e}")),
-            Trigger::Call { name, nth } => Some(format!("{i}=call:{name}:{nth}")),
+        .filter_map(|(i, s)| {
+            let when = match &s.trigger {
+                Trigger::After(_) => return None,
+                Trigger::Checkpoint(e) => format!("checkpoint:{e}"),
+                Trigger::Writing(e) => format!("writing:{e}"),
+                Trigger::Call { name, nth } => format!("call:{name}:{nth}"),
+            };
+            let damage = match s.damage {
+                Damage::None => "",
+                Damage::Node => "@node",
+                Damage::Corrupt => "@corrupt",
+            };
+            Some(format!("{i}={when}{damage}"))
         })
         .collect::<Vec<_>>()
         .join(";")
 }
 
 /// Parses what `encode_for_rank` produced; malformed items are skipped.
-pub fn decode_for_rank(s: &str) -> Vec<(usize, Trigger)> {
+pub fn decode_for_rank(s: &str) -> Vec<RankInject> {
     let mut out = Vec::new();
     for item in s.split(';').filter(|i| !i.is_empty()) {
         let Some((i, t)) = item.split_once('=') else {
             continue;
         };
+        let (t, damage) = match t.rsplit_once('@') {
+            Some((t, "node")) => (t, Damage::Node),
+            Some((t, "corrupt")) => (t, Damage::Corrupt),
+            Some(_) => continue,
+            None => (t, Damage::None),
+        };
         let Ok(i) = i.parse() else { continue };
         let t = if let Some(e) = t.strip_prefix("checkpoint:") {
             match e.parse() {
                 Ok(e) => Trigger::Checkpoint(e),
+                Err(_) => continue,
+            }
+        } else if let Some(e) = t.strip_prefix("writing:") {
+            match e.parse() {
+                Ok(e) => Trigger::Writing(e),
                 Err(_) => continue,
             }
         } else if let Some(c) = t.strip_prefix("call:") {
@@ -120,7 +186,11 @@ pub fn decode_for_rank(s: &str) -> Vec<(usize, Trigger)> {
         } else {
             continue;
         };
-        out.push((i, t));
+        out.push(RankInject {
+            index: i,
+            trigger: t,
+            damage,
+        });
     }
     out
 }
@@ -135,7 +205,8 @@ mod tests {
             parse("rank=3,after=1.5").unwrap(),
             Inject {
                 rank: 3,
-                trigger: Trigger::After(Duration::from_millis(1500))
+                trigger: Trigger::After(Duration::from_millis(1500)),
+                damage: Damage::None,
             }
         );
         let c = parse("rank=0, call=MPI_Recv:4").unwrap();
@@ -146,11 +217,28 @@ mod tests {
                 nth: 4
             }
         );
-        let e = parse("checkpoint=2,rank=1").unwrap();
-        let enc = encode_for_rank(&[(0, &c), (5, &e)]);
+        let e = parse("checkpoint=2,rank=1,damage=corrupt").unwrap();
+        let w = parse("rank=1,writing=3").unwrap();
+        let enc = encode_for_rank(&[(0, &c), (5, &e), (6, &w)]);
         assert_eq!(
             decode_for_rank(&enc),
-            vec![(0, c.trigger.clone()), (5, Trigger::Checkpoint(2))]
+            vec![
+                RankInject {
+                    index: 0,
+                    trigger: c.trigger.clone(),
+                    damage: Damage::None
+                },
+                RankInject {
+                    index: 5,
+                    trigger: Trigger::Checkpoint(2),
+                    damage: Damage::Corrupt
+                },
+                RankInject {
+                    index: 6,
+                    trigger: Trigger::Writing(3),
+                    damage: Damage::None
+                }
+            ]
         );
         for bad in [
             "rank=1",
@@ -161,6 +249,8 @@ mod tests {
             "rank=1,call=MPI_Recv:0",
             "rank=1,after=1,checkpoint=2",
             "rank=1,when=2",
+            "rank=1,after=2,damage=node",
+            "rank=1,checkpoint=2,damage=all",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -24,7 +24,7 @@ use crate::checkpoint::format::{Kind, Section};
 use crate::checkpoint::store::{Restored, Store};
 use crate::progress::Engine;
 use crate::runtime::client::Client;
-use crate::runtime::inject::{self, Trigger};
+use crate::runtime::inject::{self, Damage, RankInject, Trigger};
 use crate::runtime::proto::ToController;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,7 +61,7 @@ pub struct Stages {
     /// Committed epoch applied to the store's retention.
     committed: u64,
     /// Rank-side fault injection (`mpiexec --inject`).
-    injections: Vec<(usize, Trigger)>,
+    injections: Vec<RankInject>,
     calls: HashMap<String, u64>,
     /// Files routed into the next checkpoint, and located from the last.
     pub files: RoutedFiles,
@@ -100,7 +100,7 @@ impl Stages {
         let injections = inject::decode_for_rank(&std::env::var(inject::ENV).unwrap_or_default());
         let counted = injections
             .iter()
-            .filter(|(_, t)| matches!(t, Trigger::Call { .. }))
+            .filter(|i| matches!(i.trigger, Trigger::Call { .. }))
             .count();
         CALL_TRIGGERS.store(counted as u64, Ordering::Relaxed);
         Ok(Stages::with(store, injections, RoutedFiles::new(files), partner, false))
@@ -108,7 +108,7 @@ impl Stages {
 
     fn with(
         store: Store,
-        injections: Vec<(usize, Trigger)>,
+        injections: Vec<RankInject>,
         files: RoutedFiles,
         partner: bool,
         singleton: bool,
@@ -181,6 +181,15 @@ impl Stages {
         self.files.clear();
         self.restored = Some((epoch, sections.clone()));
         Ok((epoch, sections))
+    }
+
+    /// Why a rank may find no copy at all, for error messages.
+    pub fn levels_hint(&self) -> &'static str {
+        if self.store.survives_process_loss() {
+            ""
+        } else {
+            " (only the mem level is configured, and a replacement process has no memory copy: add tmpfs, partner or pfs to MPISTAGES_CKPT / --ckpt)"
+        }
     }
 
     /// Whether checkpoints are copied to a partner rank.
@@ -308,16 +317,42 @@ impl Stages {
         let n = *n;
         self.injections
             .iter()
-            .find(|(_, t)| matches!(t, Trigger::Call { name: f, nth } if f == name && *nth == n))
-            .map(|(i, _)| *i)
+            .find(|i| matches!(&i.trigger, Trigger::Call { name: f, nth } if f == name && *nth == n))
+            .map(|i| i.index)
     }
 
     /// An injection firing right after `epoch` was written.
     pub fn after_checkpoint(&self, epoch: u64) -> Option<usize> {
         self.injections
             .iter()
-            .find(|(_, t)| *t == Trigger::Checkpoint(epoch))
-            .map(|(i, _)| *i)
+            .find(|i| i.trigger == Trigger::Checkpoint(epoch))
+            .map(|i| i.index)
+    }
+
+    /// An injection firing while `epoch` is written: its index, and the
+    /// file the first directory level writes the epoch to.
+    pub fn dies_while_writing(&self, epoch: u64) -> Option<(usize, Option<std::path::PathBuf>)> {
+        self.injections
+            .iter()
+            .find(|i| i.trigger == Trigger::Writing(epoch))
+            .map(|i| (i.index, self.store.first_file(epoch)))
+    }
+
+    /// Fault injection: harms this rank's node-local copies as spec `index`
+    /// says, before the rank dies.
+    pub fn damage(&self, index: usize) {
+        let Some(spec) = self.injections.iter().find(|i| i.index == index) else {
+            return;
+        };
+        let r = match spec.damage {
+            Damage::None => return,
+            Damage::Node => self.store.lose_node_local(),
+            Damage::Corrupt => self.store.corrupt_newest_node_local(),
+        };
+        match r {
+            Ok(what) => eprintln!("mpistages: injected damage: {what}"),
+            Err(e) => eprintln!("mpistages: injected damage failed: {e}"),
+        }
     }
 }
 
