@@ -1,26 +1,15 @@
 //! `mpistages-ckpt` on a directory of real checkpoint files: lists them,
 //! verify passes, then fails once a byte of one file is flipped.
 
+mod common;
+use common::Scratch;
 use mpistages::checkpoint::format::{self, Compression, Identity, Kind, Section};
 use std::process::Command;
 
-/// Removes the directory when the test ends, passed or failed.
-struct Scratch(std::path::PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn ls_verify_show() {
-    let scratch = Scratch(
-        std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("ckpt-tool-{}", std::process::id())),
-    );
+    let scratch = Scratch::new("ckpt-tool");
     let dir = scratch.0.clone();
-    let _ = std::fs::remove_dir_all(&dir);
     for epoch in [1u64, 2] {
         let d = dir.join(format!("epoch-{epoch}"));
         std::fs::create_dir_all(&d).unwrap();

@@ -3,7 +3,8 @@
 //! them, and CMake's find_package(MPI) builds a project against them.
 
 mod common;
-use std::path::{Path, PathBuf};
+use common::Scratch;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -18,20 +19,11 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn installed_prefix_and_cmake() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = common::bin("mpiexec").parent().unwrap().to_path_buf();
-    let tmp = TempDir(
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("install-{}", std::process::id())),
-    );
+    let tmp = Scratch::new("install");
     let prefix = tmp.0.join("prefix");
     run(Command::new(root.join("scripts/install"))
         .arg("--from")

@@ -5,34 +5,10 @@
 //! a rollback, and the MPI-state checkpoint size.
 
 mod common;
-use common::{build, build_example, mpiexec, Run};
-use std::path::PathBuf;
+use common::{build, build_example, mpiexec, Run, Scratch};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
-
-/// A directory for the applications' own checkpoint files, removed when
-/// the test ends (also when it fails).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("stages-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Scratch(d)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn run_app(exe: &str, np: usize, args: &[&str], injects: &[&str], extra: &[&str]) -> Run {
     let n = np.to_string();
@@ -72,7 +48,7 @@ fn survives(app: &str, np: usize, args: &[&str], injects: &[&str]) -> Run {
     let exe = build_example(app);
     let exe = exe.to_str().unwrap();
     let dir = Scratch::new(&format!(
-        "{}-{np}-{}",
+        "stages-{}-{np}-{}",
         app.trim_end_matches(".c"),
         injects.join("+").replace([',', '=', ':', '.'], "_")
     ));

@@ -108,7 +108,14 @@ unsafe fn put_path(path: &std::path::Path, out: *mut c_char, cap: c_int) -> MpiR
         return fail(err::ARG, "the path buffer is NULL");
     }
     if cap < 0 || (cap as usize) < b.len() + 1 {
-        return fail(err::ARG, format!("the path buffer of {cap} bytes is too small for '{}' ({} bytes with its NUL)", path.display(), b.len() + 1));
+        return fail(
+            err::ARG,
+            format!(
+                "the path buffer of {cap} bytes is too small for '{}' ({} bytes with its NUL)",
+                path.display(),
+                b.len() + 1
+            ),
+        );
     }
     // SAFETY: `out` holds at least b.len() + 1 bytes (checked above).
     unsafe {

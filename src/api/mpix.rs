@@ -115,11 +115,15 @@ fn kill_while_writing(
 
 /// The rejoin barrier and the restore after it, again if another failure
 /// interrupts the restore. A restore that cannot succeed ends the job.
-fn rejoin_and_restore(m: &Mpi, client: &crate::runtime::client::Client) -> MpiResult<()> {
+fn rejoin_and_restore(
+    m: &Mpi,
+    client: &crate::runtime::client::Client,
+    replacement: bool,
+) -> MpiResult<()> {
     loop {
         let (_, epoch) = stages::rejoin(&m.engine, client)
             .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
-        match restore(m, epoch) {
+        match restore(m, epoch, replacement) {
             Err(e) if e.class == err::TRY_RELOAD => continue,
             Err(e) => super::abort(
                 err::OTHER,
@@ -141,12 +145,13 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     let Some(client) = m.client.as_deref() else {
         return Ok(());
     };
-    rejoin_and_restore(m, client)
+    rejoin_and_restore(m, client, false)
 }
 
 /// Puts the MPI state of `epoch` into the tables (epoch 0: the state right
-/// after `MPI_Init`). Collective: every rank restores the same epoch.
-pub fn restore(m: &Mpi, epoch: u64) -> MpiResult<()> {
+/// after `MPI_Init`). Collective: every rank restores the same epoch. A
+/// replacement says where its copy came from.
+pub fn restore(m: &Mpi, epoch: u64, replacement: bool) -> MpiResult<()> {
     let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
     if epoch == 0 {
         let fresh = super::initial_tables(m.rank, m.size);
@@ -164,6 +169,12 @@ pub fn restore(m: &Mpi, epoch: u64) -> MpiResult<()> {
         return Ok(());
     }
     let copy = recovery::agree_on_copy(m, epoch)?;
+    if replacement {
+        eprintln!(
+            "mpistages: rank {} (replacement) restores epoch {} from {}",
+            m.rank, copy.epoch, copy.level
+        );
+    }
     let saved = Stages::mpi_state(&copy.sections, copy.epoch, m.size).map_err(failed)?;
     state::load(&mut m.tables(), &saved, m.rank).map_err(failed)?;
     let mut st = m.stages();
@@ -176,7 +187,7 @@ pub fn restore(m: &Mpi, epoch: u64) -> MpiResult<()> {
 /// the other ranks.
 pub fn restore_replacement(m: &Mpi) -> MpiResult<()> {
     match m.client.as_deref() {
-        Some(client) => rejoin_and_restore(m, client),
+        Some(client) => rejoin_and_restore(m, client, true),
         None => Ok(()),
     }
 }

@@ -112,7 +112,9 @@ fn swap(m: &Mpi, to: usize, out: &[u8], from: usize) -> MpiResult<Vec<u8>> {
     // The length first: the payload's buffer is sized from it.
     let mut y = Exchange::new(m);
     let n = {
-        let first = y.m.engine.wait(x.reqs.pop().expect("the receive was posted"));
+        let first =
+            y.m.engine
+                .wait(x.reqs.pop().expect("the receive was posted"));
         if let Some(e) = &first.error {
             let _ = x.finish();
             return Err(req_error(e));

@@ -40,7 +40,11 @@ pub struct Flusher {
     thread: Option<JoinHandle<()>>,
 }
 
-fn copy_durably(from: &std::path::Path, to: &std::path::Path, verify: bool) -> std::io::Result<u64> {
+fn copy_durably(
+    from: &std::path::Path,
+    to: &std::path::Path,
+    verify: bool,
+) -> std::io::Result<u64> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = to.parent().unwrap_or(std::path::Path::new("."));
     std::fs::DirBuilder::new()
@@ -110,18 +114,15 @@ impl Flusher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pending += 1;
-        let sent = self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| {
-                tx.send(Job {
-                    epoch,
-                    from,
-                    to,
-                    verify,
-                })
-                .is_ok()
-            });
+        let sent = self.tx.as_ref().is_some_and(|tx| {
+            tx.send(Job {
+                epoch,
+                from,
+                to,
+                verify,
+            })
+            .is_ok()
+        });
         if !sent {
             let mut st = self.shared.status.lock().unwrap_or_else(|p| p.into_inner());
             st.pending -= 1;
@@ -177,7 +178,12 @@ mod tests {
         for e in 1..=3u64 {
             let src = s.0.join(format!("fast/{e}"));
             std::fs::write(&src, vec![e as u8; 100_000]).unwrap();
-            f.submit(e, src, s.0.join(format!("durable/epoch-{e}/rank-0.ckpt")), false);
+            f.submit(
+                e,
+                src,
+                s.0.join(format!("durable/epoch-{e}/rank-0.ckpt")),
+                false,
+            );
         }
         // A source that does not exist: reported, not fatal.
         f.submit(

@@ -80,7 +80,10 @@ impl Store {
                         flusher: Flusher::new(),
                     },
                 ),
-                Level::Partner => ("partner".to_string(), Backend::Partner(PartnerLevel::default())),
+                Level::Partner => (
+                    "partner".to_string(),
+                    Backend::Partner(PartnerLevel::default()),
+                ),
             });
         }
         Ok(Store {
@@ -105,7 +108,9 @@ impl Store {
 
     /// Whether some level keeps a copy when this process dies.
     pub fn survives_process_loss(&self) -> bool {
-        self.levels.iter().any(|(_, l)| !matches!(l, Backend::Mem(_)))
+        self.levels
+            .iter()
+            .any(|(_, l)| !matches!(l, Backend::Mem(_)))
     }
 
     /// Whether a partner level is configured (the MPI layer then exchanges
@@ -190,7 +195,10 @@ impl Store {
                 }
             }
         }
-        Ok(format!("deleted {n} node-local checkpoint file(s) of rank {}", self.rank))
+        Ok(format!(
+            "deleted {n} node-local checkpoint file(s) of rank {}",
+            self.rank
+        ))
     }
 
     /// Fault injection: flips bytes in the middle of this rank's newest

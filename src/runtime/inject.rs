@@ -115,12 +115,17 @@ pub fn parse(spec: &str) -> Result<Inject, String> {
             _ => return Err(bad(format!("unknown key '{k}'"))),
         };
         if trigger.replace(t).is_some() {
-            return Err(bad("give one of after=, checkpoint=, writing=, call=".into()));
+            return Err(bad(
+                "give one of after=, checkpoint=, writing=, call=".into()
+            ));
         }
     }
-    let trigger = trigger.ok_or_else(|| bad("give one of after=, checkpoint=, writing=, call=".into()))?;
+    let trigger =
+        trigger.ok_or_else(|| bad("give one of after=, checkpoint=, writing=, call=".into()))?;
     if damage != Damage::None && matches!(trigger, Trigger::After(_)) {
-        return Err(bad("damage= needs checkpoint=, writing= or call= (the rank harms its own copies)".into()));
+        return Err(bad(
+            "damage= needs checkpoint=, writing= or call= (the rank harms its own copies)".into(),
+        ));
     }
     Ok(Inject {
         rank: rank.ok_or_else(|| bad("rank=R is missing".into()))?,

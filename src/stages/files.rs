@@ -72,7 +72,10 @@ impl RoutedFiles {
             .map(|name| {
                 let p = self.dir.join("next").join(name);
                 let data = std::fs::read(&p).map_err(|e| {
-                    format!("routed file '{name}' cannot be read at {}: {e}", p.display())
+                    format!(
+                        "routed file '{name}' cannot be read at {}: {e}",
+                        p.display()
+                    )
                 })?;
                 Ok(Section {
                     kind: Kind::File,
@@ -120,7 +123,10 @@ impl RoutedFiles {
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(n) = name.strip_prefix("epoch-").and_then(|n| n.parse::<u64>().ok()) {
+            if let Some(n) = name
+                .strip_prefix("epoch-")
+                .and_then(|n| n.parse::<u64>().ok())
+            {
                 if n != keep {
                     let _ = std::fs::remove_dir_all(e.path());
                 }
@@ -152,7 +158,10 @@ mod tests {
         assert!(!p.exists());
         let back = f.locate("grid.dat", 3, &sections).unwrap();
         assert_eq!(std::fs::read(&back).unwrap(), b"hello");
-        assert!(f.locate("other", 3, &sections).unwrap_err().contains("no file named 'other'"));
+        assert!(f
+            .locate("other", 3, &sections)
+            .unwrap_err()
+            .contains("no file named 'other'"));
         f.forget_located(4);
         assert!(!back.exists());
     }

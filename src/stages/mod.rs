@@ -95,7 +95,9 @@ impl Stages {
         let store = Store::new(&cfg, job, rank as u32, size as u32)?;
         let partner = store.has_partner() && size > 1;
         if store.has_partner() && size == 1 && rank == 0 {
-            eprintln!("mpistages: warning: the partner level needs at least two ranks; it is ignored");
+            eprintln!(
+                "mpistages: warning: the partner level needs at least two ranks; it is ignored"
+            );
         }
         let injections = inject::decode_for_rank(&std::env::var(inject::ENV).unwrap_or_default());
         let counted = injections
@@ -103,7 +105,13 @@ impl Stages {
             .filter(|i| matches!(i.trigger, Trigger::Call { .. }))
             .count();
         CALL_TRIGGERS.store(counted as u64, Ordering::Relaxed);
-        Ok(Stages::with(store, injections, RoutedFiles::new(files), partner, false))
+        Ok(Stages::with(
+            store,
+            injections,
+            RoutedFiles::new(files),
+            partner,
+            false,
+        ))
     }
 
     fn with(
@@ -270,15 +278,26 @@ impl Stages {
             }
         }
         let mut skipped = Vec::new();
-        let r = self.store.restore_local(epoch, &mut skipped).ok_or_else(|| {
-            format!("no valid copy of checkpoint epoch {epoch}: {}", skipped.join("; "))
-        })?;
+        let r = self
+            .store
+            .restore_local(epoch, &mut skipped)
+            .ok_or_else(|| {
+                format!(
+                    "no valid copy of checkpoint epoch {epoch}: {}",
+                    skipped.join("; ")
+                )
+            })?;
         self.restored = Some((epoch, r.sections.clone()));
         Ok(r.sections)
     }
 
     /// Tells mpiexec that `epoch` is complete on this rank.
-    pub fn report(&mut self, epoch: u64, client: Option<&Client>, committed: u64) -> Result<(), String> {
+    pub fn report(
+        &mut self,
+        epoch: u64,
+        client: Option<&Client>,
+        committed: u64,
+    ) -> Result<(), String> {
         match client {
             Some(c) => c
                 .send(&ToController::Checkpoint { epoch })
@@ -317,7 +336,9 @@ impl Stages {
         let n = *n;
         self.injections
             .iter()
-            .find(|i| matches!(&i.trigger, Trigger::Call { name: f, nth } if f == name && *nth == n))
+            .find(
+                |i| matches!(&i.trigger, Trigger::Call { name: f, nth } if f == name && *nth == n),
+            )
             .map(|i| i.index)
     }
 

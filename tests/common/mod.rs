@@ -198,3 +198,27 @@ pub fn run_ok(prog: &Path, np: usize, env: &[(&str, &str)]) -> Run {
 }
 
 pub const RANKS: &[usize] = &[1, 2, 3, 4, 7];
+
+/// A directory under the test target's temp dir, unique to this process and
+/// tag, empty at the start and removed when the test ends (also when it
+/// fails).
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Scratch {
+        let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Scratch(d)
+    }
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
