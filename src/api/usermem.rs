@@ -99,6 +99,10 @@ impl Layout for TypedBuf {
     }
 
     fn pack(&self) -> Vec<u8> {
+        // One run: a single copy instead of walking the elements.
+        if let Some(run) = self.contiguous() {
+            return run.as_slice().to_vec();
+        }
         let mut out = Vec::with_capacity(self.bytes());
         for (off, len) in self.dtype.segments(self.count) {
             out.extend_from_slice(self.raw(off, len).as_slice());
@@ -107,6 +111,13 @@ impl Layout for TypedBuf {
     }
 
     fn unpack(&self, mut bytes: &[u8]) {
+        if let Some(run) = self.contiguous() {
+            let n = run.len().min(bytes.len());
+            if n > 0 {
+                run.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+            }
+            return;
+        }
         for (off, len) in self.dtype.segments(self.count) {
             if bytes.is_empty() {
                 return;

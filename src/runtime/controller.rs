@@ -267,17 +267,19 @@ impl Job {
             .iter()
             .any(|r| r.proc.is_some() && r.exit.is_none())
         {
+            // Milliseconds until `t`, rounded up; -1 (sleep until an
+            // event) when nothing is scheduled.
+            let until = |t: Instant| {
+                let us = t.saturating_duration_since(Instant::now()).as_micros();
+                us.div_ceil(1000).min(i32::MAX as u128) as i32
+            };
             let timeout = match (self.teardown, self.next_timed_injection()) {
-                (Some(t), _) if !self.killed => {
-                    t.saturating_duration_since(Instant::now()).as_millis() as i32
-                }
-                (None, Some(t)) => {
-                    (t.saturating_duration_since(Instant::now()).as_micros() as i32 + 999) / 1000
-                }
+                (Some(t), _) if !self.killed => until(t),
+                (None, Some(t)) => until(t),
                 _ => -1,
             };
             evs.clear();
-            let _ = self.epoll.wait(&mut evs, timeout.max(0));
+            let _ = self.epoll.wait(&mut evs, timeout);
             for ev in evs.clone() {
                 match ev.token {
                     TOKEN_LISTENER => self.accept(),

@@ -187,7 +187,6 @@ impl Stages {
         }
         self.epoch = epoch;
         self.files.clear();
-        self.restored = Some((epoch, sections.clone()));
         Ok((epoch, sections))
     }
 

@@ -13,6 +13,21 @@ static double cpu_seconds(void) {
     return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
+/* CPU seconds used so far by process `pid` (utime + stime of /proc/PID/stat). */
+static double cpu_seconds_of(pid_t pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+    return (double)(ut + st) / sysconf(_SC_CLK_TCK);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "ok";
     MPI_Init(&argc, &argv);
@@ -51,7 +66,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(mode, "idle")) {
         /* Every rank but 0 blocks in a receive for 1.5 s; the CPU it uses
          * meanwhile must be a small fraction of that (no spinning). */
-        double c0 = cpu_seconds();
+        double c0 = cpu_seconds(), p0 = cpu_seconds_of(getppid());
         int x = 0;
         if (rank == 0) {
             usleep(1500000);
@@ -63,6 +78,10 @@ int main(int argc, char **argv) {
         MPI_Reduce(&used, &most, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (rank == 0) printf("idle cpu max %.3f s\n", most);
         CHECK(rank != 0 || most < 0.3, "a blocked rank used %.3f s of CPU in 1.5 s", most);
+        /* mpiexec (this rank's parent) sleeps too. */
+        double parent = cpu_seconds_of(getppid()) - p0;
+        if (rank == 0) printf("idle mpiexec cpu %.3f s\n", parent);
+        CHECK(rank != 0 || (p0 >= 0 && parent < 0.3), "mpiexec used %.3f s of CPU in 1.5 s", parent);
     }
     MPI_Finalize();
     if (rank == 0) printf("OK behave\n");
