@@ -20,8 +20,9 @@ options:
   --max-restarts N     with --recovery stages: end the job when more than N
                        ranks had to be replaced (default 8)
   --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
-                       mem,tmpfs:/dev/shm/mpistages,keep=2
-                       (default: mem,tmpfs:/dev/shm/mpistages)
+                       mem,tmpfs:/dev/shm/mpistages,partner,pfs:DIR@every=4,
+                       keep=2,zstd:3 (default: mem,tmpfs:/dev/shm/mpistages,
+                       keep=2, no compression)
   --inject SPEC        kill a rank with SIGKILL at a reproducible point
                        (repeatable; all times count from the job's start):
                          rank=R,after=SECS        SECS seconds into the job
@@ -30,6 +31,11 @@ options:
                          rank=R,call=NAME:N       on entering rank R's Nth call
                                                   of MPI function NAME, e.g.
                                                   call=MPI_Allreduce:20
+                         rank=R,writing=E         while rank R writes epoch E
+                       With checkpoint=, writing= or call=, add
+                       damage=node (the rank's node-local copies are
+                       deleted: a lost node) or damage=corrupt (bytes of
+                       its newest node-local copy are flipped).
                        Each spec fires once (not again in the replacement).
   -h, --help           this text
   --version            print the version
