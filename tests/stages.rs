@@ -5,7 +5,7 @@
 //! a rollback, and the MPI-state checkpoint size.
 
 mod common;
-use common::{build, build_example, mpiexec, Run, Scratch};
+use common::{build, build_example, checksum, mpiexec, Run, Scratch};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -20,19 +20,6 @@ fn run_app(exe: &str, np: usize, args: &[&str], injects: &[&str], extra: &[&str]
     a.push(exe);
     a.extend(args);
     mpiexec(&a, &[], LIMIT)
-}
-
-fn checksum(r: &Run) -> String {
-    r.stdout
-        .lines()
-        .find(|l| l.contains("checksum"))
-        .unwrap_or_else(|| {
-            panic!(
-                "no checksum line\nstdout:\n{}\nstderr:\n{}",
-                r.stdout, r.stderr
-            )
-        })
-        .to_string()
 }
 
 fn recoveries(r: &Run) -> usize {

@@ -6,7 +6,7 @@
 //! dies while writing. Plus the protect/route API's checks at 1–3 ranks.
 
 mod common;
-use common::{build, build_example, mpiexec, Run, Scratch};
+use common::{build, build_example, checksum, mpiexec, Run, Scratch};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -28,14 +28,6 @@ fn stencil(store: &str, ckpt: Option<&str>, injects: &[&str]) -> Run {
     a.extend(GRID);
     a.push(store);
     mpiexec(&a, &[], LIMIT)
-}
-
-fn checksum(r: &Run) -> String {
-    r.stdout
-        .lines()
-        .find(|l| l.contains("checksum"))
-        .unwrap_or_else(|| panic!("no checksum\nstdout:\n{}\nstderr:\n{}", r.stdout, r.stderr))
-        .to_string()
 }
 
 /// The failure-free result (computed once per test process).

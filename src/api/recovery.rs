@@ -248,18 +248,16 @@ pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
             (mine, mine)
         };
         if min == 0 {
+            let whose = if mine == 0 {
+                "this rank has no valid copy on any level".to_string()
+            } else {
+                format!("this rank has epoch {mine}, another rank has none")
+            };
+            let hint = m.stages().levels_hint();
             return fail(
                 err::OTHER,
                 format!(
-                    "no valid checkpoint is left to restore (wanted epoch {committed}; {}); see `mpistages-ckpt verify`",
-                    if mine == 0 {
-                        format!(
-                            "this rank has no valid copy on any level{}",
-                            m.stages().levels_hint()
-                        )
-                    } else {
-                        format!("this rank has epoch {mine}, another rank has none")
-                    }
+                    "no valid checkpoint is left to restore (wanted epoch {committed}; {whose}){hint}; see `mpistages-ckpt verify`"
                 ),
             );
         }

@@ -222,3 +222,17 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The line of a program's output that holds its checksum.
+pub fn checksum(r: &Run) -> String {
+    r.stdout
+        .lines()
+        .find(|l| l.contains("checksum"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no checksum line\nstdout:\n{}\nstderr:\n{}",
+                r.stdout, r.stderr
+            )
+        })
+        .to_string()
+}
