@@ -125,24 +125,30 @@ unsafe fn put_path(path: &std::path::Path, out: *mut c_char, cap: c_int) -> MpiR
     Ok(())
 }
 
+/// Route and locate: a file name in, a path out.
+///
+/// # Safety
+/// As `c_str` for `name` and `put_path` for `path`.
+unsafe fn name_to_path(
+    name: *const c_char,
+    path: *mut c_char,
+    pathlen: c_int,
+    f: fn(&crate::api::Mpi, &str) -> MpiResult<std::path::PathBuf>,
+) -> MpiResult<()> {
+    let m = mpi()?;
+    // SAFETY: C string and output buffer as mpi.h documents them.
+    let n = unsafe { c_str(name, "the file name") }?;
+    let p = f(m, n)?;
+    // SAFETY: as above.
+    unsafe { put_path(&p, path, pathlen) }
+}
+
 mpi_fn!(fn MPIX_Checkpoint_route / PMPIX_Checkpoint_route(name: *const c_char, path: *mut c_char, pathlen: c_int) {
-    let r = mpi().and_then(|m| {
-        // SAFETY: C string and output buffer as mpi.h documents them.
-        let n = unsafe { c_str(name, "the file name") }?;
-        let p = protect::route(m, n)?;
-        // SAFETY: as above.
-        unsafe { put_path(&p, path, pathlen) }
-    });
-    ret("MPIX_Checkpoint_route", COMM_WORLD, r)
+    // SAFETY: the caller's arguments, as mpi.h documents them.
+    ret("MPIX_Checkpoint_route", COMM_WORLD, unsafe { name_to_path(name, path, pathlen, protect::route) })
 });
 
 mpi_fn!(fn MPIX_Checkpoint_locate / PMPIX_Checkpoint_locate(name: *const c_char, path: *mut c_char, pathlen: c_int) {
-    let r = mpi().and_then(|m| {
-        // SAFETY: C string and output buffer as mpi.h documents them.
-        let n = unsafe { c_str(name, "the file name") }?;
-        let p = protect::locate(m, n)?;
-        // SAFETY: as above.
-        unsafe { put_path(&p, path, pathlen) }
-    });
-    ret("MPIX_Checkpoint_locate", COMM_WORLD, r)
+    // SAFETY: the caller's arguments, as mpi.h documents them.
+    ret("MPIX_Checkpoint_locate", COMM_WORLD, unsafe { name_to_path(name, path, pathlen, protect::locate) })
 });

@@ -110,22 +110,24 @@ fn swap(m: &Mpi, to: usize, out: &[u8], from: usize) -> MpiResult<Vec<u8>> {
         x.recv(from, &mut in_len);
     }
     // The length first: the payload's buffer is sized from it.
-    let mut y = Exchange::new(m);
-    let n = {
-        let first =
-            y.m.engine
-                .wait(x.reqs.pop().expect("the receive was posted"));
-        if let Some(e) = &first.error {
-            let _ = x.finish();
-            return Err(req_error(e));
-        }
-        u64::from_le_bytes(in_len)
+    let first = m.engine.wait(x.reqs.pop().expect("the receive was posted"));
+    let n = match &first.error {
+        Some(e) => Err(req_error(e)),
+        None => usize::try_from(u64::from_le_bytes(in_len))
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| MpiError::new(err::INTERN, "partner message of impossible size")),
     };
-    let n = usize::try_from(n)
-        .ok()
-        .filter(|&n| n <= isize::MAX as usize)
-        .ok_or_else(|| MpiError::new(err::INTERN, format!("partner message of {n} bytes")))?;
+    let n = match n {
+        Ok(n) => n,
+        Err(e) => {
+            // The sends still read `out_len` and `out`: wait for them.
+            let _ = x.finish();
+            return Err(e);
+        }
+    };
     let mut data = vec![0u8; n];
+    let mut y = Exchange::new(m);
     // SAFETY: `data` outlives `y.finish()`.
     unsafe { y.recv(from, &mut data) };
     let r = y.finish();
