@@ -11,6 +11,7 @@ pub mod coll;
 pub mod comm;
 pub mod dtype;
 pub mod env;
+pub mod fortran;
 pub mod mpix;
 pub mod p2p;
 pub mod request;

@@ -5,7 +5,7 @@ use crate::api::consts::{err, COMM_WORLD};
 use crate::api::error::{fail, MpiResult};
 use crate::api::usermem::TypedBuf;
 use crate::api::{mpix, protect};
-use crate::stages::{DeserializeFn, SerializeFn};
+use crate::stages::{DeserializeFn, Handler, SerializeFn};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 
@@ -38,7 +38,7 @@ mpi_fn!(fn MPIX_Deserialize_handles / PMPIX_Deserialize_handles() {
 mpi_fn!(fn MPIX_Serialize_handler_register / PMPIX_Serialize_handler_register(handler: Option<SerializeFn>) {
     let r = mpi().and_then(|m| match handler {
         Some(h) => {
-            mpix::register_serializer(m, h);
+            mpix::register_serializer(m, Handler::C(h));
             Ok(())
         }
         None => fail(err::ARG, "the serialize handler is NULL"),
@@ -49,7 +49,7 @@ mpi_fn!(fn MPIX_Serialize_handler_register / PMPIX_Serialize_handler_register(ha
 mpi_fn!(fn MPIX_Deserialize_handler_register / PMPIX_Deserialize_handler_register(handler: Option<DeserializeFn>) {
     let r = mpi().and_then(|m| match handler {
         Some(h) => {
-            mpix::register_deserializer(m, h);
+            mpix::register_deserializer(m, Handler::C(h));
             Ok(())
         }
         None => fail(err::ARG, "the deserialize handler is NULL"),

@@ -5,7 +5,9 @@
 use super::consts::err;
 use super::error::{fail, MpiError, MpiResult};
 use super::{protect, recovery, state, Mpi};
-use crate::stages::{self, CHandles, DeserializeFn, LibraryHandles, SerializeFn, Stages};
+use crate::stages::{
+    self, CHandles, DeserializeFn, FortranHandlerFn, Handler, LibraryHandles, SerializeFn, Stages,
+};
 use std::sync::MutexGuard;
 
 impl Mpi {
@@ -196,13 +198,16 @@ pub fn fault_epoch(m: &Mpi) -> u64 {
     m.stages().epoch
 }
 
-pub fn register_serializer(m: &Mpi, f: SerializeFn) {
+pub fn register_serializer(m: &Mpi, f: Handler<SerializeFn>) {
     m.stages().serializers.push(f);
 }
 
-pub fn register_deserializer(m: &Mpi, f: DeserializeFn) {
+pub fn register_deserializer(m: &Mpi, f: Handler<DeserializeFn>) {
     m.stages().deserializers.push(f);
 }
+
+/// The capacity of the arrays a Fortran handler gets (`MPIX_MAX_HANDLES`).
+pub const MAX_FORTRAN_HANDLES: usize = 128;
 
 /// `MPIX_Serialize_handles`: each serialize handler, in registration
 /// order, names the communicators and groups it needs; they are saved with
@@ -212,31 +217,9 @@ pub fn serialize_handles(m: &Mpi) -> MpiResult<()> {
     let handlers = m.stages().serializers.clone();
     let mut library = Vec::with_capacity(handlers.len());
     for h in handlers {
-        let mut ch = CHandles {
-            comms: std::ptr::null_mut(),
-            comm_size: 0,
-            grps: std::ptr::null_mut(),
-            group_size: 0,
-        };
-        // SAFETY: a handler registered by the application, called with a
-        // valid MPIX_Handles as its documented contract says.
-        unsafe { h(&mut ch) };
-        let read = |p: *mut i32, n: i32| -> MpiResult<Vec<i32>> {
-            if n <= 0 {
-                return Ok(Vec::new());
-            }
-            if p.is_null() {
-                return fail(
-                    err::ARG,
-                    "a serialize handler returned a NULL array with a positive size",
-                );
-            }
-            // SAFETY: the handler promises `n` readable handles at `p`.
-            Ok(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec())
-        };
-        let lib = LibraryHandles {
-            comms: read(ch.comms, ch.comm_size)?,
-            groups: read(ch.grps, ch.group_size)?,
+        let lib = match h {
+            Handler::C(h) => serialize_c(h)?,
+            Handler::Fortran(h) => serialize_fortran(h)?,
         };
         {
             let t = m.tables();
@@ -253,6 +236,56 @@ pub fn serialize_handles(m: &Mpi) -> MpiResult<()> {
     Ok(())
 }
 
+fn serialize_c(h: SerializeFn) -> MpiResult<LibraryHandles> {
+    let mut ch = CHandles {
+        comms: std::ptr::null_mut(),
+        comm_size: 0,
+        grps: std::ptr::null_mut(),
+        group_size: 0,
+    };
+    // SAFETY: a handler registered by the application, called with a
+    // valid MPIX_Handles as its documented contract says.
+    unsafe { h(&mut ch) };
+    let read = |p: *mut i32, n: i32| -> MpiResult<Vec<i32>> {
+        if n <= 0 {
+            return Ok(Vec::new());
+        }
+        if p.is_null() {
+            return fail(
+                err::ARG,
+                "a serialize handler returned a NULL array with a positive size",
+            );
+        }
+        // SAFETY: the handler promises `n` readable handles at `p`.
+        Ok(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec())
+    };
+    Ok(LibraryHandles {
+        comms: read(ch.comms, ch.comm_size)?,
+        groups: read(ch.grps, ch.group_size)?,
+    })
+}
+
+fn serialize_fortran(h: FortranHandlerFn) -> MpiResult<LibraryHandles> {
+    let mut comms = vec![0i32; MAX_FORTRAN_HANDLES];
+    let mut groups = vec![0i32; MAX_FORTRAN_HANDLES];
+    let (mut nc, mut ng) = (0i32, 0i32);
+    // SAFETY: a Fortran handler registered by the application, given two
+    // arrays of MPIX_MAX_HANDLES elements and two counts, all by reference.
+    unsafe { h(comms.as_mut_ptr(), &mut nc, groups.as_mut_ptr(), &mut ng) };
+    let count = |n: i32, what: &str| -> MpiResult<usize> {
+        match usize::try_from(n) {
+            Ok(n) if n <= MAX_FORTRAN_HANDLES => Ok(n),
+            _ => fail(
+                err::ARG,
+                format!("a serialize handler returned {n} {what} (0 to MPIX_MAX_HANDLES = {MAX_FORTRAN_HANDLES})"),
+            ),
+        }
+    };
+    comms.truncate(count(nc, "communicators")?);
+    groups.truncate(count(ng, "groups")?);
+    Ok(LibraryHandles { comms, groups })
+}
+
 /// `MPIX_Deserialize_handles`: hands each deserialize handler, in
 /// registration order, the handles its serialize handler saved.
 pub fn deserialize_handles(m: &Mpi) -> MpiResult<()> {
@@ -263,14 +296,37 @@ pub fn deserialize_handles(m: &Mpi) -> MpiResult<()> {
     };
     for (i, h) in handlers.into_iter().enumerate() {
         let mut lib = library.get(i).cloned().unwrap_or_default();
-        let ch = CHandles {
-            comms: lib.comms.as_mut_ptr(),
-            comm_size: lib.comms.len() as i32,
-            grps: lib.groups.as_mut_ptr(),
-            group_size: lib.groups.len() as i32,
-        };
-        // SAFETY: as in serialize_handles; the arrays live across the call.
-        unsafe { h(ch) };
+        let mut nc = lib.comms.len() as i32;
+        let mut ng = lib.groups.len() as i32;
+        match h {
+            Handler::C(h) => {
+                let ch = CHandles {
+                    comms: lib.comms.as_mut_ptr(),
+                    comm_size: nc,
+                    grps: lib.groups.as_mut_ptr(),
+                    group_size: ng,
+                };
+                // SAFETY: as in serialize_c; the arrays live across the call.
+                unsafe { h(ch) };
+            }
+            Handler::Fortran(h) => {
+                // Fortran arrays of the documented capacity, even if fewer
+                // handles were saved.
+                lib.comms
+                    .resize(MAX_FORTRAN_HANDLES.max(lib.comms.len()), 0);
+                lib.groups
+                    .resize(MAX_FORTRAN_HANDLES.max(lib.groups.len()), 0);
+                // SAFETY: as in serialize_fortran.
+                unsafe {
+                    h(
+                        lib.comms.as_mut_ptr(),
+                        &mut nc,
+                        lib.groups.as_mut_ptr(),
+                        &mut ng,
+                    )
+                };
+            }
+        }
     }
     Ok(())
 }

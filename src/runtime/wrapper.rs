@@ -1,7 +1,9 @@
-//! `mpicc`, `mpicxx` (and later `mpifort`): run the real compiler with our
+//! `mpicc`, `mpicxx` and `mpifort`: run the real compiler with our
 //! include directory and library. They work from the build tree
 //! (`target/<profile>/mpicc` with `include/` two levels up) and from an
 //! installed prefix (`PREFIX/bin/mpicc` with `PREFIX/include`, `PREFIX/lib`).
+//! `mpifort` also finds (building it on first use) the `mpi` module for the
+//! compiler it runs: see `fortran_module`.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -53,34 +55,155 @@ fn canon(p: PathBuf) -> PathBuf {
     p.canonicalize().unwrap_or(p)
 }
 
-/// The full compiler command for `args`.
-pub fn command(lang: Lang, layout: &Layout, args: &[String]) -> Vec<String> {
+fn compiler(lang: Lang) -> String {
     let (var, default) = match lang {
         Lang::C => ("MPISTAGES_CC", "cc"),
         Lang::Cxx => ("MPISTAGES_CXX", "c++"),
         Lang::Fortran => ("MPISTAGES_FC", "gfortran"),
     };
-    let compiler = std::env::var(var).unwrap_or_else(|_| default.to_string());
+    std::env::var(var).unwrap_or_else(|_| default.to_string())
+}
+
+/// What `mpifort` adds for the Fortran compiler it runs.
+pub struct FortranSetup {
+    /// The directory holding `mpi.mod` for this compiler.
+    pub module_dir: PathBuf,
+    /// gfortran 10 and later reject one routine called with different
+    /// argument types in one file, which every `mpif.h` code does (an
+    /// `MPI_SEND` of REAL, then of INTEGER); this makes it a warning, as
+    /// for the compilers those codes were written for.
+    pub allow_mismatch: bool,
+}
+
+/// The full compiler command for `args`.
+pub fn command(
+    lang: Lang,
+    layout: &Layout,
+    fortran: Option<&FortranSetup>,
+    args: &[String],
+) -> Vec<String> {
     let compile_only = args
         .iter()
         .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
     let inc = layout.include.display().to_string();
     let lib = layout.lib.display().to_string();
-    let mut cmd = vec![compiler, format!("-I{inc}")];
-    if let Lang::Fortran = lang {
-        cmd.push(format!("-J{lib}/fortran"));
-        cmd.push(format!("-I{lib}/fortran"));
+    let mut cmd = vec![compiler(lang), format!("-I{inc}")];
+    if let Some(f) = fortran {
+        cmd.push(format!("-I{}", f.module_dir.display()));
+        if f.allow_mismatch {
+            cmd.push("-fallow-argument-mismatch".into());
+        }
     }
     cmd.extend(args.iter().cloned());
     if !compile_only {
         cmd.push(format!("-L{lib}"));
         cmd.push(format!("-Wl,-rpath,{lib}"));
-        if let Lang::Fortran = lang {
-            cmd.push("-lmpistages_fortran".into());
-        }
         cmd.extend(["-lmpistages", "-lpthread", "-ldl", "-lm"].map(String::from));
     }
     cmd
+}
+
+/// The `mpi` module for the Fortran compiler `fc`, compiled from
+/// `abi::fortran::module::source()` on first use into
+/// `LIB/fortran/<compiler>-<version>/` (or the user's cache directory
+/// when LIB is not writable). Concurrent first uses are safe: each builds
+/// in its own directory and the first rename wins.
+pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> {
+    let out = Command::new(fc).arg("--version").output().map_err(|e| {
+        format!("cannot run the Fortran compiler '{fc}': {e} (install gfortran, e.g. apt-get install gfortran, or set MPISTAGES_FC)")
+    })?;
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let version = first
+        .split_whitespace()
+        .last()
+        .unwrap_or("unknown")
+        .to_string();
+    let gnu = first.starts_with("GNU Fortran");
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let base = Path::new(fc)
+        .file_name()
+        .map_or("fc".into(), |n| n.to_string_lossy().into_owned());
+    let id: String = format!("{base}-{version}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut roots = vec![layout.lib.join("fortran")];
+    if let Some(cache) = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    {
+        roots.push(cache.join("mpistages/fortran"));
+    }
+    let mut errors = Vec::new();
+    for root in roots {
+        let dir = root.join(&id);
+        if dir.join("mpi.mod").exists() {
+            return Ok(FortranSetup {
+                module_dir: dir,
+                allow_mismatch: gnu && major >= 10,
+            });
+        }
+        match build_module(fc, layout, &root, &dir) {
+            Ok(()) => {
+                return Ok(FortranSetup {
+                    module_dir: dir,
+                    allow_mismatch: gnu && major >= 10,
+                })
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+fn build_module(fc: &str, layout: &Layout, root: &Path, dir: &Path) -> Result<(), String> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = root.join(format!(".build-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    let result = (|| {
+        let src = tmp.join("mpi.f90");
+        std::fs::write(&src, crate::abi::fortran::module::source())
+            .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+        let out = Command::new(fc)
+            .args(["-c", "-O0", "-fPIC"])
+            .arg(format!("-I{}", layout.include.display()))
+            .arg(format!("-J{}", tmp.display()))
+            .arg(&src)
+            .arg("-o")
+            .arg(tmp.join("mpi.o"))
+            .output()
+            .map_err(|e| format!("cannot run '{fc}': {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "'{fc}' could not compile the mpi module:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        match std::fs::rename(&tmp, dir) {
+            Ok(()) => Ok(()),
+            // Another mpifort finished first: use its module.
+            Err(_) if dir.join("mpi.mod").exists() => Ok(()),
+            Err(e) => Err(format!("cannot create {}: {e}", dir.display())),
+        }
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
 }
 
 pub fn main(lang: Lang) -> ! {
@@ -91,7 +214,17 @@ pub fn main(lang: Lang) -> ! {
         .iter()
         .any(|a| a == "-show" || a == "--showme" || a == "-showme");
     args.retain(|a| a != "-show" && a != "--showme" && a != "-showme");
-    let cmd = command(lang, &layout, &args);
+    let fortran = match lang {
+        Lang::Fortran => match fortran_setup(&compiler(lang), &layout) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("mpifort: {e}");
+                std::process::exit(1)
+            }
+        },
+        _ => None,
+    };
+    let cmd = command(lang, &layout, fortran.as_ref(), &args);
     if show {
         println!("{}", cmd.join(" "));
         std::process::exit(0);

@@ -37,6 +37,17 @@ pub use state::{LibraryHandles, MpiState};
 /// `MPIX_Deserialize_handler_register` (the pointer is to `MPIX_Handles`).
 pub type SerializeFn = unsafe extern "C" fn(*mut CHandles);
 pub type DeserializeFn = unsafe extern "C" fn(CHandles);
+/// The Fortran handler of either registry:
+/// `SUBROUTINE H(COMMS, NCOMMS, GROUPS, NGROUPS)`, arrays of
+/// `MPIX_MAX_HANDLES` (see include/mpif.h).
+pub type FortranHandlerFn = unsafe extern "C" fn(*mut i32, *mut i32, *mut i32, *mut i32);
+
+/// A registered serialize or deserialize handler, C or Fortran.
+#[derive(Clone, Copy)]
+pub enum Handler<C> {
+    C(C),
+    Fortran(FortranHandlerFn),
+}
 
 /// `MPIX_Handles` as C sees it.
 #[repr(C)]
@@ -53,8 +64,8 @@ pub struct Stages {
     /// The fault epoch: the last checkpoint written or restored.
     pub epoch: u64,
     store: Store,
-    pub serializers: Vec<SerializeFn>,
-    pub deserializers: Vec<DeserializeFn>,
+    pub serializers: Vec<Handler<SerializeFn>>,
+    pub deserializers: Vec<Handler<DeserializeFn>>,
     /// What the serialize handlers handed over last, saved with the next
     /// checkpoint and restored from it.
     pub library: Vec<LibraryHandles>,

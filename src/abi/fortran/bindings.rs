@@ -1,0 +1,179 @@
+//! The table of Fortran bindings: each entry is a C function's name and
+//! the kinds of its Fortran arguments (before `IERROR`). `auto` entries
+//! forward to the C function argument by argument; `custom` ones are
+//! written in `special.rs` and listed here for the module's interfaces.
+//! `MPI_WTIME` and `MPI_WTICK` are functions, declared in `mpif.h`.
+
+use super::{fconv, fortran_bindings, fortran_fn, fty};
+use crate::abi::coll::*;
+use crate::abi::comm::*;
+use crate::abi::dtype::*;
+use crate::abi::env::*;
+use crate::abi::mpix::*;
+use crate::abi::p2p::*;
+use crate::abi::request::*;
+use std::os::raw::{c_int, c_void};
+
+fortran_bindings! {
+    // environment and errors
+    custom MPI_Init();
+    custom MPI_Init_thread(required: I, provided: O);
+    auto MPI_Initialized(flag: LO);
+    auto MPI_Finalize();
+    auto MPI_Finalized(flag: LO);
+    auto MPI_Abort(comm: I, errorcode: I);
+    custom MPI_Get_processor_name(name: StrO, resultlen: O);
+    auto MPI_Get_version(version: O, subversion: O);
+    custom MPI_Get_library_version(version: StrO, resultlen: O);
+    auto MPI_Query_thread(provided: O);
+    auto MPI_Is_thread_main(flag: LO);
+    custom MPI_Error_string(errorcode: I, string: StrO, resultlen: O);
+    auto MPI_Error_class(errorcode: I, errorclass: O);
+    auto MPI_Comm_set_errhandler(comm: I, errhandler: I);
+    auto MPI_Comm_get_errhandler(comm: I, errhandler: O);
+    auto MPI_Errhandler_free(errhandler: IO);
+
+    // point to point
+    auto MPI_Send(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I);
+    auto MPI_Ssend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I);
+    auto MPI_Rsend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I);
+    auto MPI_Bsend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I);
+    auto MPI_Recv(buf: Buf, count: I, datatype: I, source: I, tag: I, comm: I, status: St);
+    auto MPI_Isend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Issend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Irsend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Ibsend(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Irecv(buf: Buf, count: I, datatype: I, source: I, tag: I, comm: I, request: O);
+    auto MPI_Buffer_attach(buffer: Buf, size: I);
+    custom MPI_Buffer_detach(buffer_addr: Buf, size: O);
+    auto MPI_Sendrecv(sendbuf: Buf, sendcount: I, sendtype: I, dest: I, sendtag: I,
+        recvbuf: Buf, recvcount: I, recvtype: I, source: I, recvtag: I, comm: I, status: St);
+    auto MPI_Sendrecv_replace(buf: Buf, count: I, datatype: I, dest: I, sendtag: I,
+        source: I, recvtag: I, comm: I, status: St);
+    auto MPI_Send_init(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Ssend_init(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Rsend_init(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Bsend_init(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I, request: O);
+    auto MPI_Recv_init(buf: Buf, count: I, datatype: I, source: I, tag: I, comm: I, request: O);
+    auto MPI_Start(request: IO);
+    auto MPI_Startall(count: I, array_of_requests: OA);
+    auto MPI_Wait(request: IO, status: St);
+    auto MPI_Waitall(count: I, array_of_requests: OA, array_of_statuses: Sts);
+    custom MPI_Waitany(count: I, array_of_requests: OA, index: O, status: St);
+    custom MPI_Waitsome(incount: I, array_of_requests: OA, outcount: O, array_of_indices: OA,
+        array_of_statuses: Sts);
+    auto MPI_Test(request: IO, flag: LO, status: St);
+    auto MPI_Testall(count: I, array_of_requests: OA, flag: LO, array_of_statuses: Sts);
+    custom MPI_Testany(count: I, array_of_requests: OA, index: O, flag: LO, status: St);
+    custom MPI_Testsome(incount: I, array_of_requests: OA, outcount: O, array_of_indices: OA,
+        array_of_statuses: Sts);
+    auto MPI_Request_free(request: IO);
+    auto MPI_Cancel(request: IO);
+    auto MPI_Test_cancelled(status: StIn, flag: LO);
+    auto MPI_Probe(source: I, tag: I, comm: I, status: St);
+    auto MPI_Iprobe(source: I, tag: I, comm: I, flag: LO, status: St);
+    auto MPI_Get_count(status: StIn, datatype: I, count: O);
+    auto MPI_Get_elements(status: StIn, datatype: I, count: O);
+
+    // collectives and operations
+    auto MPI_Barrier(comm: I);
+    auto MPI_Bcast(buffer: Buf, count: I, datatype: I, root: I, comm: I);
+    auto MPI_Reduce(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, root: I, comm: I);
+    auto MPI_Allreduce(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I);
+    auto MPI_Gather(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, root: I, comm: I);
+    auto MPI_Gatherv(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcounts: IA,
+        displs: IA, recvtype: I, root: I, comm: I);
+    auto MPI_Scatter(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, root: I, comm: I);
+    auto MPI_Scatterv(sendbuf: Buf, sendcounts: IA, displs: IA, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, root: I, comm: I);
+    auto MPI_Allgather(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I);
+    auto MPI_Allgatherv(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcounts: IA,
+        displs: IA, recvtype: I, comm: I);
+    auto MPI_Alltoall(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I);
+    auto MPI_Alltoallv(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtype: I, recvbuf: Buf,
+        recvcounts: IA, rdispls: IA, recvtype: I, comm: I);
+    auto MPI_Reduce_scatter(sendbuf: Buf, recvbuf: Buf, recvcounts: IA, datatype: I, op: I,
+        comm: I);
+    auto MPI_Reduce_scatter_block(sendbuf: Buf, recvbuf: Buf, recvcount: I, datatype: I, op: I,
+        comm: I);
+    auto MPI_Scan(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I);
+    auto MPI_Exscan(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I);
+    custom MPI_Op_create(user_fn: Fun, commute: L, op: O);
+    auto MPI_Op_free(op: IO);
+    auto MPI_Op_commutative(op: I, commute: LO);
+
+    // datatypes
+    auto MPI_Type_contiguous(count: I, oldtype: I, newtype: O);
+    auto MPI_Type_vector(count: I, blocklength: I, stride: I, oldtype: I, newtype: O);
+    auto MPI_Type_create_hvector(count: I, blocklength: I, stride: A, oldtype: I, newtype: O);
+    custom MPI_Type_hvector(count: I, blocklength: I, stride: I, oldtype: I, newtype: O);
+    auto MPI_Type_indexed(count: I, array_of_blocklengths: IA, array_of_displacements: IA,
+        oldtype: I, newtype: O);
+    auto MPI_Type_create_indexed_block(count: I, blocklength: I, array_of_displacements: IA,
+        oldtype: I, newtype: O);
+    auto MPI_Type_create_hindexed(count: I, array_of_blocklengths: IA,
+        array_of_displacements: AA, oldtype: I, newtype: O);
+    custom MPI_Type_hindexed(count: I, array_of_blocklengths: IA, array_of_displacements: IA,
+        oldtype: I, newtype: O);
+    auto MPI_Type_create_struct(count: I, array_of_blocklengths: IA,
+        array_of_displacements: AA, array_of_types: IA, newtype: O);
+    custom MPI_Type_struct(count: I, array_of_blocklengths: IA, array_of_displacements: IA,
+        array_of_types: IA, newtype: O);
+    auto MPI_Type_create_resized(oldtype: I, lb: A, extent: A, newtype: O);
+    auto MPI_Type_dup(oldtype: I, newtype: O);
+    auto MPI_Type_commit(datatype: IO);
+    auto MPI_Type_free(datatype: IO);
+    auto MPI_Type_size(datatype: I, size: O);
+    auto MPI_Type_size_x(datatype: I, size: CntO);
+    auto MPI_Type_get_extent(datatype: I, lb: AO, extent: AO);
+    auto MPI_Type_get_true_extent(datatype: I, true_lb: AO, true_extent: AO);
+    custom MPI_Type_extent(datatype: I, extent: O);
+    auto MPI_Get_address(location: Buf, address: AO);
+    custom MPI_Address(location: Buf, address: O);
+    auto MPI_Pack(inbuf: Buf, incount: I, datatype: I, outbuf: Buf, outsize: I, position: IO,
+        comm: I);
+    auto MPI_Unpack(inbuf: Buf, insize: I, position: IO, outbuf: Buf, outcount: I, datatype: I,
+        comm: I);
+    auto MPI_Pack_size(incount: I, datatype: I, comm: I, size: O);
+
+    // communicators and groups
+    auto MPI_Comm_rank(comm: I, rank: O);
+    auto MPI_Comm_size(comm: I, size: O);
+    auto MPI_Comm_dup(comm: I, newcomm: O);
+    auto MPI_Comm_split(comm: I, color: I, key: I, newcomm: O);
+    auto MPI_Comm_create(comm: I, group: I, newcomm: O);
+    auto MPI_Comm_free(comm: IO);
+    auto MPI_Comm_compare(comm1: I, comm2: I, result: O);
+    auto MPI_Comm_group(comm: I, group: O);
+    custom MPI_Comm_get_attr(comm: I, comm_keyval: I, attribute_val: AO, flag: LO);
+    custom MPI_Attr_get(comm: I, keyval: I, attribute_val: O, flag: LO);
+    auto MPI_Group_size(group: I, size: O);
+    auto MPI_Group_rank(group: I, rank: O);
+    auto MPI_Group_incl(group: I, n: I, ranks: IA, newgroup: O);
+    auto MPI_Group_excl(group: I, n: I, ranks: IA, newgroup: O);
+    auto MPI_Group_union(group1: I, group2: I, newgroup: O);
+    auto MPI_Group_intersection(group1: I, group2: I, newgroup: O);
+    auto MPI_Group_difference(group1: I, group2: I, newgroup: O);
+    auto MPI_Group_translate_ranks(group1: I, n: I, ranks1: IA, group2: I, ranks2: OA);
+    auto MPI_Group_compare(group1: I, group2: I, result: O);
+    auto MPI_Group_free(group: IO);
+
+    // MPI Stages and application checkpoints
+    auto MPIX_Checkpoint_write();
+    auto MPIX_Checkpoint_read();
+    auto MPIX_Get_fault_epoch(epoch: O);
+    auto MPIX_Serialize_handles();
+    auto MPIX_Deserialize_handles();
+    custom MPIX_Serialize_handler_register(handler: Fun);
+    custom MPIX_Deserialize_handler_register(handler: Fun);
+    custom MPIX_Protect(id: I, buf: Buf, count: I, datatype: I);
+    custom MPIX_Protect_x(id: I, buf: Buf, count: Cnt, datatype: I);
+    auto MPIX_Unprotect(id: I);
+    auto MPIX_Checkpoint_restore();
+    custom MPIX_Checkpoint_route(name: Str, path: StrO);
+    custom MPIX_Checkpoint_locate(name: Str, path: StrO);
+}

@@ -1,0 +1,3 @@
+fn main() {
+    mpistages::runtime::wrapper::main(mpistages::runtime::wrapper::Lang::Fortran)
+}
