@@ -195,7 +195,7 @@ fn basic_kernel(o: i32, b: Basic, inp: &[u8], io: &mut [u8]) {
     }
 }
 
-fn loc_kernel<V: Elem + PartialOrd, I: Elem + Ord>(
+fn loc_kernel<V: Elem + PartialOrd, I: Elem + PartialOrd>(
     o: i32,
     ext: usize,
     off: usize,
@@ -248,13 +248,17 @@ pub fn reduce(o: &OpDef, t: &Datatype, handle: i32, count: usize, inp: &[u8], in
             if let Some(pair) = t.pair {
                 use Basic::*;
                 let off = pair.index_off;
-                match pair.value {
-                    F32 => loc_kernel::<f32, i32>(p, ext, off, count, inp, inout),
-                    F64 => loc_kernel::<f64, i32>(p, ext, off, count, inp, inout),
-                    I64 => loc_kernel::<i64, i32>(p, ext, off, count, inp, inout),
-                    I32 => loc_kernel::<i32, i32>(p, ext, off, count, inp, inout),
-                    I16 => loc_kernel::<i16, i32>(p, ext, off, count, inp, inout),
-                    LongDouble => {
+                // Fortran's MPI_2REAL and MPI_2DOUBLE_PRECISION carry the
+                // index in the value's type; the C pairs in an int.
+                match (pair.value, pair.index) {
+                    (F32, F32) => loc_kernel::<f32, f32>(p, ext, off, count, inp, inout),
+                    (F64, F64) => loc_kernel::<f64, f64>(p, ext, off, count, inp, inout),
+                    (F32, _) => loc_kernel::<f32, i32>(p, ext, off, count, inp, inout),
+                    (F64, _) => loc_kernel::<f64, i32>(p, ext, off, count, inp, inout),
+                    (I64, _) => loc_kernel::<i64, i32>(p, ext, off, count, inp, inout),
+                    (I32, _) => loc_kernel::<i32, i32>(p, ext, off, count, inp, inout),
+                    (I16, _) => loc_kernel::<i16, i32>(p, ext, off, count, inp, inout),
+                    (LongDouble, _) => {
                         // SAFETY: `count` elements of `ext` bytes are in both buffers.
                         unsafe {
                             mpistages_reduce_ldint(p, count, ext, inp.as_ptr(), inout.as_mut_ptr())
@@ -328,6 +332,21 @@ mod tests {
             &mut b,
         );
         assert_eq!(b, bytes(&[5i32, 1, 8, 0]));
+    }
+
+    #[test]
+    fn fortran_pairs_keep_the_index_in_the_value_type() {
+        let t = Datatype::predefined(dt::TWO_DOUBLE_PRECISION).unwrap();
+        let a = bytes(&[2.0f64, 1.0, -1.0, 1.0]);
+        let mut b = bytes(&[2.0f64, 0.0, 0.0, 0.0]);
+        let maxloc = OpDef::Predefined(op::MAXLOC);
+        reduce(&maxloc, &t, dt::TWO_DOUBLE_PRECISION, 2, &a, &mut b);
+        assert_eq!(b, bytes(&[2.0f64, 0.0, 0.0, 0.0]));
+        let t = Datatype::predefined(dt::TWO_REAL).unwrap();
+        let a = bytes(&[1.0f32, 3.0]);
+        let mut b = bytes(&[1.0f32, 4.0]);
+        reduce(&OpDef::Predefined(op::MINLOC), &t, dt::TWO_REAL, 1, &a, &mut b);
+        assert_eq!(b, bytes(&[1.0f32, 3.0]));
     }
 
     #[test]
