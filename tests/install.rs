@@ -32,11 +32,13 @@ fn installed_prefix_and_cmake() {
     for f in [
         "bin/mpicc",
         "bin/mpicxx",
+        "bin/mpifort",
         "bin/mpiexec",
         "bin/mpirun",
         "lib/libmpistages.so",
         "lib/libmpistages.a",
         "include/mpi.h",
+        "include/mpif.h",
         "lib/pkgconfig/mpistages.pc",
     ] {
         assert!(prefix.join(f).exists(), "{f} not installed");
@@ -47,6 +49,16 @@ fn installed_prefix_and_cmake() {
         show.contains(&format!("-I{}", inc.display())),
         "installed mpicc uses its own prefix: {show}"
     );
+    if Command::new("gfortran").arg("--version").output().is_ok() {
+        // The install built the `use mpi` module inside the prefix.
+        let show = run(Command::new(prefix.join("bin/mpifort")).args(["-show", "a.f90"]));
+        let lib = prefix.join("lib/fortran").canonicalize().unwrap();
+        assert!(
+            show.contains(&format!("-I{}", inc.display()))
+                && show.contains(&format!("-I{}/", lib.display())),
+            "installed mpifort uses its own prefix: {show}"
+        );
+    }
     let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/mpistages.pc")).unwrap();
     assert!(
         pc.contains("-lmpistages")

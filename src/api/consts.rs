@@ -158,33 +158,39 @@ pub mod op {
     pub const FIRST_USER: i32 = 32;
 }
 
+/// Every `#define NAME <integer>` of include/mpi.h (also used by the
+/// Fortran header's test).
+#[cfg(test)]
+pub(crate) fn mpi_h_defines() -> std::collections::HashMap<String, i64> {
+    let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpi.h"))
+        .expect("include/mpi.h");
+    let mut defs = std::collections::HashMap::new();
+    for line in h.lines() {
+        let mut it = line.split_whitespace();
+        if it.next() != Some("#define") {
+            continue;
+        }
+        let (Some(name), Some(val)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let val = val
+            .trim_start_matches("((MPI_Datatype)")
+            .trim_start_matches("((MPI_Op)");
+        let val = val.trim_start_matches('(').trim_end_matches(')');
+        if let Ok(v) = val.parse::<i64>() {
+            defs.insert(name.to_string(), v);
+        }
+    }
+    defs
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     /// Every `#define MPI_X <int>` in mpi.h must match the Rust value.
     #[test]
     fn header_agrees_with_rust() {
-        let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpi.h"))
-            .expect("include/mpi.h");
-        let mut defs = HashMap::new();
-        for line in h.lines() {
-            let mut it = line.split_whitespace();
-            if it.next() != Some("#define") {
-                continue;
-            }
-            let (Some(name), Some(val)) = (it.next(), it.next()) else {
-                continue;
-            };
-            let val = val
-                .trim_start_matches("((MPI_Datatype)")
-                .trim_start_matches("((MPI_Op)");
-            let val = val.trim_start_matches('(').trim_end_matches(')');
-            if let Ok(v) = val.parse::<i64>() {
-                defs.insert(name.to_string(), v);
-            }
-        }
         use super::*;
+        let defs = mpi_h_defines();
         let expect: &[(&str, i32)] = &[
             ("MPI_ANY_SOURCE", ANY_SOURCE),
             ("MPI_PROC_NULL", PROC_NULL),

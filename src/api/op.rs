@@ -345,7 +345,14 @@ mod tests {
         let t = Datatype::predefined(dt::TWO_REAL).unwrap();
         let a = bytes(&[1.0f32, 3.0]);
         let mut b = bytes(&[1.0f32, 4.0]);
-        reduce(&OpDef::Predefined(op::MINLOC), &t, dt::TWO_REAL, 1, &a, &mut b);
+        reduce(
+            &OpDef::Predefined(op::MINLOC),
+            &t,
+            dt::TWO_REAL,
+            1,
+            &a,
+            &mut b,
+        );
         assert_eq!(b, bytes(&[1.0f32, 3.0]));
     }
 

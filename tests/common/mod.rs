@@ -14,11 +14,12 @@ pub fn bin(name: &str) -> PathBuf {
         "mpicc" => PathBuf::from(env!("CARGO_BIN_EXE_mpicc")),
         "mpicxx" => PathBuf::from(env!("CARGO_BIN_EXE_mpicxx")),
         "mpiexec" => PathBuf::from(env!("CARGO_BIN_EXE_mpiexec")),
+        "mpifort" => PathBuf::from(env!("CARGO_BIN_EXE_mpifort")),
         _ => panic!("unknown binary {name}"),
     }
 }
 
-fn out_dir() -> PathBuf {
+pub fn out_dir() -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mpi-programs");
     std::fs::create_dir_all(&d).unwrap();
     d

@@ -287,3 +287,52 @@ macro_rules! fortran_fn {
 pub(crate) use {fconv, fortran_bindings, fortran_fn, fty};
 
 pub use bindings::TABLE;
+
+#[cfg(test)]
+mod tests {
+    use super::STATUS_SIZE;
+    use crate::api::consts::mpi_h_defines;
+
+    /// Every `INTEGER, PARAMETER :: NAME = <int>` of include/mpif.h.
+    fn mpif_h_parameters() -> Vec<(String, i64)> {
+        let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpif.h"))
+            .expect("include/mpif.h");
+        h.lines()
+            .filter_map(|l| l.trim().strip_prefix("INTEGER, PARAMETER :: "))
+            .filter_map(|d| {
+                let (name, value) = d.split_once(" = ")?;
+                Some((name.to_string(), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mpif_h_agrees_with_mpi_h_and_the_library() {
+        let c = mpi_h_defines();
+        let f = mpif_h_parameters();
+        let mut shared = 0;
+        for (name, value) in &f {
+            if let Some(v) = c.get(name) {
+                assert_eq!(v, value, "{name}");
+                shared += 1;
+            }
+        }
+        assert!(shared > 120, "only {shared} names in both headers");
+        let get = |n: &str| f.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+        assert_eq!(get("MPI_STATUS_SIZE"), Some(STATUS_SIZE as i64));
+        assert_eq!(
+            get("MPIX_MAX_HANDLES"),
+            Some(crate::api::mpix::MAX_FORTRAN_HANDLES as i64)
+        );
+        assert_eq!(get("MPI_LONG_LONG_INT"), c.get("MPI_LONG_LONG").copied());
+        // Fixed form: every statement fits in columns 7-72.
+        let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpif.h"))
+            .unwrap();
+        for l in h.lines().filter(|l| !l.starts_with('!') && !l.is_empty()) {
+            assert!(
+                l.starts_with("      ") && l.len() <= 72,
+                "not fixed-form: {l:?}"
+            );
+        }
+    }
+}
