@@ -266,3 +266,34 @@ fn heat_variants_compute_the_same_plate() {
     let numbers = |s: &str| s.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
     assert_eq!(numbers(&a), numbers(&b));
 }
+
+/// Every binding of the table, hand-written ones included, is exported by
+/// the library under gfortran's names (`mpi_x_` and `pmpi_x_`).
+#[test]
+fn every_binding_is_exported_with_gfortran_names() {
+    let dir = bin("mpiexec").parent().unwrap().to_path_buf();
+    let lib = [
+        dir.join("libmpistages.so"),
+        dir.join("deps/libmpistages.so"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .expect("libmpistages.so next to mpiexec");
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+        .expect("run nm");
+    let syms: std::collections::HashSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    let mut names = vec!["mpi_wtime_".to_string(), "mpi_wtick_".to_string()];
+    for b in mpistages::abi::fortran::TABLE {
+        names.push(format!("{}_", b.name.to_ascii_lowercase()));
+    }
+    for n in names {
+        assert!(syms.contains(&n), "{n} is not exported");
+        assert!(syms.contains(&format!("p{n}")), "p{n} is not exported");
+    }
+}

@@ -306,6 +306,30 @@ mod tests {
             .collect()
     }
 
+    /// Every function of mpi.h has its Fortran binding (the two functions
+    /// MPI_WTIME and MPI_WTICK are declared in mpif.h).
+    #[test]
+    fn every_c_function_has_a_fortran_binding() {
+        let h =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpi.h")).unwrap();
+        let mut n = 0;
+        for l in h
+            .lines()
+            .filter(|l| l.starts_with("int MPI") || l.starts_with("double MPI"))
+        {
+            let name = l.split(['(', ' ']).nth(1).unwrap();
+            n += 1;
+            if name == "MPI_Wtime" || name == "MPI_Wtick" {
+                continue;
+            }
+            assert!(
+                super::TABLE.iter().any(|b| b.name == name),
+                "no Fortran binding for {name}"
+            );
+        }
+        assert!(n > 120, "read only {n} functions from mpi.h");
+    }
+
     #[test]
     fn mpif_h_agrees_with_mpi_h_and_the_library() {
         let c = mpi_h_defines();

@@ -4,6 +4,11 @@
 //! `INTEGER`, procedures, and the MPIX calls with Fortran-only shapes.
 //! Each body is written once and exported as `mpi_x_` (calling `MPI_X`)
 //! and `pmpi_x_` (calling `PMPI_X`).
+//!
+//! Every entry point's safety contract is the Fortran binding's: each
+//! argument is a valid reference to what the MPI standard says (a
+//! CHARACTER argument to as many bytes as its hidden length), and buffers
+//! follow the MPI buffer rules.
 
 use super::{buf, set, status, statuses, str_in, str_out};
 use crate::abi::coll::*;
@@ -20,24 +25,23 @@ use crate::api::{mpix, op::UserFn, protect};
 use crate::stages::{FortranHandlerFn, Handler};
 use std::os::raw::{c_char, c_int, c_long, c_void};
 
-/// Exports `$body` (whose first argument says "profiling name") as the
-/// Fortran symbols `$name` and `$pname`.
+/// Exports the body as the Fortran symbols `$name` (with `$p` false) and
+/// `$pname` (with `$p` true: the body then calls the PMPI_ functions).
 macro_rules! twin {
-    ($name:ident / $pname:ident => $body:ident ( $($a:ident : $t:ty),* )) => {
+    ($name:ident / $pname:ident ($p:ident; $($a:ident : $t:ty),* $(,)?) $body:block) => {
         /// # Safety
-        /// A Fortran entry point: every argument is a reference the MPI
-        /// binding makes valid.
+        /// The Fortran binding's contract (see the module comment).
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) {
-            // SAFETY: the caller's contract, forwarded.
-            unsafe { $body(false, $($a),*) }
+            let $p = false;
+            $body
         }
         /// # Safety
         /// As for the `MPI_` binding.
         #[no_mangle]
         pub unsafe extern "C" fn $pname($($a: $t),*) {
-            // SAFETY: the caller's contract, forwarded.
-            unsafe { $body(true, $($a),*) }
+            let $p = true;
+            $body
         }
     };
 }
@@ -49,33 +53,16 @@ macro_rules! pick {
     };
 }
 
-twin!(mpi_init_ / pmpi_init_ => init(ierror: *mut c_int));
-unsafe fn init(p: bool, ierror: *mut c_int) {
-    // SAFETY: MPI_Init accepts NULL argc/argv; ierror is the caller's.
-    unsafe {
-        set(
-            ierror,
-            pick!(p, MPI_Init)(std::ptr::null_mut(), std::ptr::null_mut()),
-        )
-    }
-}
+twin!(mpi_init_ / pmpi_init_ (p; ierror: *mut c_int) {
+    // SAFETY: MPI_Init accepts NULL argc/argv.
+    unsafe { set(ierror, pick!(p, MPI_Init)(std::ptr::null_mut(), std::ptr::null_mut())) }
+});
 
-twin!(mpi_init_thread_ / pmpi_init_thread_ => init_thread(required: *const c_int, provided: *mut c_int, ierror: *mut c_int));
-unsafe fn init_thread(p: bool, required: *const c_int, provided: *mut c_int, ierror: *mut c_int) {
+twin!(mpi_init_thread_ / pmpi_init_thread_ (p; required: *const c_int, provided: *mut c_int, ierror: *mut c_int) {
     let f = pick!(p, MPI_Init_thread);
-    // SAFETY: as in init; `required` is a readable INTEGER.
-    unsafe {
-        set(
-            ierror,
-            f(
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                *required,
-                provided,
-            ),
-        )
-    }
-}
+    // SAFETY: as in mpi_init_; the rest are the caller's references.
+    unsafe { set(ierror, f(std::ptr::null_mut(), std::ptr::null_mut(), *required, provided)) }
+});
 
 /// Calls a C function that fills a string of at most `cap` bytes and its
 /// length, then stores it blank padded in the Fortran string.
@@ -109,66 +96,29 @@ unsafe fn string_out(
     unsafe { set(ierror, rc) }
 }
 
-twin!(mpi_get_processor_name_ / pmpi_get_processor_name_ => processor_name(name: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, name_len: usize));
-unsafe fn processor_name(
-    p: bool,
-    name: *mut c_char,
-    len: *mut c_int,
-    ierror: *mut c_int,
-    name_len: usize,
-) {
+twin!(mpi_get_processor_name_ / pmpi_get_processor_name_ (p; name: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, name_len: usize) {
     let f = pick!(p, MPI_Get_processor_name);
-    // SAFETY: the temporary holds MPI_MAX_PROCESSOR_NAME bytes; the rest is
-    // the caller's contract.
-    unsafe {
-        string_out(
-            MAX_PROCESSOR_NAME as usize,
-            |s, n| f(s, n),
-            name,
-            len,
-            ierror,
-            name_len,
-        )
-    }
-}
+    let cap = MAX_PROCESSOR_NAME as usize;
+    // SAFETY: the caller's references; the temporary holds `cap` bytes.
+    unsafe { string_out(cap, |s, n| f(s, n), name, resultlen, ierror, name_len) }
+});
 
-twin!(mpi_get_library_version_ / pmpi_get_library_version_ => library_version(version: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, version_len: usize));
-unsafe fn library_version(
-    p: bool,
-    v: *mut c_char,
-    len: *mut c_int,
-    ierror: *mut c_int,
-    v_len: usize,
-) {
+twin!(mpi_get_library_version_ / pmpi_get_library_version_ (p; version: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, version_len: usize) {
     let f = pick!(p, MPI_Get_library_version);
     let cap = 64; // MPI_MAX_LIBRARY_VERSION_STRING
-                  // SAFETY: as in processor_name.
-    unsafe { string_out(cap, |s, n| f(s, n), v, len, ierror, v_len) }
-}
+    // SAFETY: as in mpi_get_processor_name_.
+    unsafe { string_out(cap, |s, n| f(s, n), version, resultlen, ierror, version_len) }
+});
 
-twin!(mpi_error_string_ / pmpi_error_string_ => error_string(errorcode: *const c_int, string: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, string_len: usize));
-unsafe fn error_string(
-    p: bool,
-    code: *const c_int,
-    s: *mut c_char,
-    len: *mut c_int,
-    ierror: *mut c_int,
-    s_len: usize,
-) {
+twin!(mpi_error_string_ / pmpi_error_string_ (p; errorcode: *const c_int, string: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, string_len: usize) {
     let f = pick!(p, MPI_Error_string);
-    // SAFETY: `code` is a readable INTEGER; as in processor_name.
+    let cap = MAX_ERROR_STRING as usize;
+    // SAFETY: as in mpi_get_processor_name_.
     unsafe {
-        let code = *code;
-        string_out(
-            MAX_ERROR_STRING as usize,
-            |t, n| f(code, t, n),
-            s,
-            len,
-            ierror,
-            s_len,
-        )
+        let code = *errorcode;
+        string_out(cap, |s, n| f(code, s, n), string, resultlen, ierror, string_len)
     }
-}
+});
 
 /// Fortran indices are 1-based; MPI_UNDEFINED stays.
 fn one_based(i: c_int) -> c_int {
@@ -179,16 +129,8 @@ fn one_based(i: c_int) -> c_int {
     }
 }
 
-twin!(mpi_waitany_ / pmpi_waitany_ => waitany(count: *const c_int, reqs: *mut c_int, index: *mut c_int, st: *mut c_int, ierror: *mut c_int));
-unsafe fn waitany(
-    p: bool,
-    count: *const c_int,
-    reqs: *mut c_int,
-    index: *mut c_int,
-    st: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: references from the caller; the C function checks its input.
+twin!(mpi_waitany_ / pmpi_waitany_ (p; count: *const c_int, reqs: *mut c_int, index: *mut c_int, st: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references; the C function checks its input.
     unsafe {
         let rc = pick!(p, MPI_Waitany)(*count, reqs, index, status(st));
         if !index.is_null() {
@@ -196,19 +138,10 @@ unsafe fn waitany(
         }
         set(ierror, rc)
     }
-}
+});
 
-twin!(mpi_testany_ / pmpi_testany_ => testany(count: *const c_int, reqs: *mut c_int, index: *mut c_int, flag: *mut c_int, st: *mut c_int, ierror: *mut c_int));
-unsafe fn testany(
-    p: bool,
-    count: *const c_int,
-    reqs: *mut c_int,
-    index: *mut c_int,
-    flag: *mut c_int,
-    st: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: as in waitany.
+twin!(mpi_testany_ / pmpi_testany_ (p; count: *const c_int, reqs: *mut c_int, index: *mut c_int, flag: *mut c_int, st: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: as in mpi_waitany_.
     unsafe {
         let rc = pick!(p, MPI_Testany)(*count, reqs, index, flag, status(st));
         if !index.is_null() {
@@ -216,7 +149,7 @@ unsafe fn testany(
         }
         set(ierror, rc)
     }
-}
+});
 
 /// Waitsome and Testsome: the C call, then the indices made 1-based.
 ///
@@ -243,123 +176,65 @@ unsafe fn some(
     }
 }
 
-twin!(mpi_waitsome_ / pmpi_waitsome_ => waitsome(incount: *const c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, sts: *mut c_int, ierror: *mut c_int));
-unsafe fn waitsome(
-    p: bool,
-    n: *const c_int,
-    r: *mut c_int,
-    o: *mut c_int,
-    i: *mut c_int,
-    s: *mut c_int,
-    e: *mut c_int,
-) {
-    // SAFETY: the caller's contract, forwarded.
-    unsafe { some(pick!(p, MPI_Waitsome), n, r, o, i, s, e) }
-}
+twin!(mpi_waitsome_ / pmpi_waitsome_ (p; incount: *const c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, sts: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references, forwarded.
+    unsafe { some(pick!(p, MPI_Waitsome), incount, reqs, outcount, indices, sts, ierror) }
+});
 
-twin!(mpi_testsome_ / pmpi_testsome_ => testsome(incount: *const c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, sts: *mut c_int, ierror: *mut c_int));
-unsafe fn testsome(
-    p: bool,
-    n: *const c_int,
-    r: *mut c_int,
-    o: *mut c_int,
-    i: *mut c_int,
-    s: *mut c_int,
-    e: *mut c_int,
-) {
-    // SAFETY: the caller's contract, forwarded.
-    unsafe { some(pick!(p, MPI_Testsome), n, r, o, i, s, e) }
-}
+twin!(mpi_testsome_ / pmpi_testsome_ (p; incount: *const c_int, reqs: *mut c_int, outcount: *mut c_int, indices: *mut c_int, sts: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references, forwarded.
+    unsafe { some(pick!(p, MPI_Testsome), incount, reqs, outcount, indices, sts, ierror) }
+});
 
-twin!(mpi_buffer_detach_ / pmpi_buffer_detach_ => buffer_detach(buffer_addr: *mut c_void, size: *mut c_int, ierror: *mut c_int));
-unsafe fn buffer_detach(p: bool, _addr: *mut c_void, size: *mut c_int, ierror: *mut c_int) {
+twin!(mpi_buffer_detach_ / pmpi_buffer_detach_ (p; _buffer_addr: *mut c_void, size: *mut c_int, ierror: *mut c_int) {
     // Fortran cannot use the address C returns; it is dropped.
     let mut addr: *mut c_void = std::ptr::null_mut();
     // SAFETY: `addr` is the `void **` C expects; `size` is the caller's.
-    unsafe {
-        set(
-            ierror,
-            pick!(p, MPI_Buffer_detach)(&mut addr as *mut _ as *mut c_void, size),
-        )
-    }
-}
+    unsafe { set(ierror, pick!(p, MPI_Buffer_detach)(&mut addr as *mut _ as *mut c_void, size)) }
+});
 
-/// An attribute as Fortran wants it: the value, not C's pointer to it.
+/// An attribute as Fortran wants it: the value (converted by `conv` to
+/// the INTEGER kind of the call), not C's pointer to it.
 ///
 /// # Safety
 /// References from the caller.
-unsafe fn attribute(
+unsafe fn attribute<T>(
     p: bool,
     comm: *const c_int,
     key: *const c_int,
+    value: *mut T,
     flag: *mut c_int,
-) -> (c_int, Option<i64>) {
+    ierror: *mut c_int,
+    conv: fn(c_int) -> T,
+) {
     let mut ptr: *const c_int = std::ptr::null();
-    // SAFETY: `ptr` is the `void **` C writes the attribute's address to.
+    // SAFETY: `ptr` is the `void **` C writes the attribute's address to;
+    // the rest are the caller's references.
     unsafe {
         let rc = pick!(p, MPI_Comm_get_attr)(*comm, *key, &mut ptr as *mut _ as *mut c_void, flag);
-        let v = (rc == err::SUCCESS && !flag.is_null() && *flag != 0 && !ptr.is_null())
-            .then(|| *ptr as i64);
-        (rc, v)
-    }
-}
-
-twin!(mpi_comm_get_attr_ / pmpi_comm_get_attr_ => comm_get_attr(comm: *const c_int, key: *const c_int, value: *mut i64, flag: *mut c_int, ierror: *mut c_int));
-unsafe fn comm_get_attr(
-    p: bool,
-    comm: *const c_int,
-    key: *const c_int,
-    value: *mut i64,
-    flag: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: references from the caller.
-    unsafe {
-        let (rc, v) = attribute(p, comm, key, flag);
-        if let Some(v) = v {
-            *value = v;
+        if rc == err::SUCCESS && !flag.is_null() && *flag != 0 && !ptr.is_null() {
+            *value = conv(*ptr);
         }
         set(ierror, rc)
     }
 }
 
-twin!(mpi_attr_get_ / pmpi_attr_get_ => attr_get(comm: *const c_int, key: *const c_int, value: *mut c_int, flag: *mut c_int, ierror: *mut c_int));
-unsafe fn attr_get(
-    p: bool,
-    comm: *const c_int,
-    key: *const c_int,
-    value: *mut c_int,
-    flag: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: references from the caller; every predefined attribute is an int.
-    unsafe {
-        let (rc, v) = attribute(p, comm, key, flag);
-        if let Some(v) = v {
-            *value = v as c_int;
-        }
-        set(ierror, rc)
-    }
-}
+twin!(mpi_comm_get_attr_ / pmpi_comm_get_attr_ (p; comm: *const c_int, key: *const c_int, value: *mut i64, flag: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references, forwarded.
+    unsafe { attribute(p, comm, key, value, flag, ierror, i64::from) }
+});
 
-twin!(mpi_op_create_ / pmpi_op_create_ => op_create(user_fn: Option<UserFn>, commute: *const c_int, op: *mut c_int, ierror: *mut c_int));
-unsafe fn op_create(
-    p: bool,
-    f: Option<UserFn>,
-    commute: *const c_int,
-    op: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // A Fortran `SUBROUTINE F(INVEC, INOUTVEC, LEN, DATATYPE)` takes all
-    // four by reference, exactly as the C user function does.
-    // SAFETY: references from the caller.
-    unsafe {
-        set(
-            ierror,
-            pick!(p, MPI_Op_create)(f, (*commute != 0) as c_int, op),
-        )
-    }
-}
+twin!(mpi_attr_get_ / pmpi_attr_get_ (p; comm: *const c_int, key: *const c_int, value: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references, forwarded; predefined attributes are ints.
+    unsafe { attribute(p, comm, key, value, flag, ierror, |x| x) }
+});
+
+// A Fortran `SUBROUTINE F(INVEC, INOUTVEC, LEN, DATATYPE)` takes all four
+// by reference, exactly as the C user function does.
+twin!(mpi_op_create_ / pmpi_op_create_ (p; user_fn: Option<UserFn>, commute: *const c_int, op: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe { set(ierror, pick!(p, MPI_Op_create)(user_fn, (*commute != 0) as c_int, op)) }
+});
 
 /// INTEGER displacements of the MPI-1 calls, widened to addresses.
 ///
@@ -376,64 +251,23 @@ unsafe fn widen(n: c_int, d: *const c_int) -> Vec<c_long> {
         .collect()
 }
 
-twin!(mpi_type_hvector_ / pmpi_type_hvector_ => type_hvector(count: *const c_int, bl: *const c_int, stride: *const c_int, old: *const c_int, new: *mut c_int, ierror: *mut c_int));
-unsafe fn type_hvector(
-    p: bool,
-    n: *const c_int,
-    bl: *const c_int,
-    stride: *const c_int,
-    old: *const c_int,
-    new: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: references from the caller.
-    unsafe {
-        set(
-            ierror,
-            pick!(p, MPI_Type_hvector)(*n, *bl, *stride as c_long, *old, new),
-        )
-    }
-}
+twin!(mpi_type_hvector_ / pmpi_type_hvector_ (p; count: *const c_int, bl: *const c_int, stride: *const c_int, old: *const c_int, new: *mut c_int, ierror: *mut c_int) {
+    let f = pick!(p, MPI_Type_hvector);
+    // SAFETY: the caller's references.
+    unsafe { set(ierror, f(*count, *bl, *stride as c_long, *old, new)) }
+});
 
-twin!(mpi_type_hindexed_ / pmpi_type_hindexed_ => type_hindexed(count: *const c_int, bls: *const c_int, displs: *const c_int, old: *const c_int, new: *mut c_int, ierror: *mut c_int));
-unsafe fn type_hindexed(
-    p: bool,
-    n: *const c_int,
-    bls: *const c_int,
-    d: *const c_int,
-    old: *const c_int,
-    new: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: references from the caller; `d` has `n` entries.
-    unsafe {
-        let d = widen(*n, d);
-        set(
-            ierror,
-            pick!(p, MPI_Type_hindexed)(*n, bls, d.as_ptr(), *old, new),
-        )
-    }
-}
+twin!(mpi_type_hindexed_ / pmpi_type_hindexed_ (p; count: *const c_int, bls: *const c_int, displs: *const c_int, old: *const c_int, new: *mut c_int, ierror: *mut c_int) {
+    let f = pick!(p, MPI_Type_hindexed);
+    // SAFETY: the caller's references; `displs` has `count` entries.
+    unsafe { set(ierror, f(*count, bls, widen(*count, displs).as_ptr(), *old, new)) }
+});
 
-twin!(mpi_type_struct_ / pmpi_type_struct_ => type_struct(count: *const c_int, bls: *const c_int, displs: *const c_int, types: *const c_int, new: *mut c_int, ierror: *mut c_int));
-unsafe fn type_struct(
-    p: bool,
-    n: *const c_int,
-    bls: *const c_int,
-    d: *const c_int,
-    types: *const c_int,
-    new: *mut c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: as in type_hindexed.
-    unsafe {
-        let d = widen(*n, d);
-        set(
-            ierror,
-            pick!(p, MPI_Type_struct)(*n, bls, d.as_ptr(), types, new),
-        )
-    }
-}
+twin!(mpi_type_struct_ / pmpi_type_struct_ (p; count: *const c_int, bls: *const c_int, displs: *const c_int, types: *const c_int, new: *mut c_int, ierror: *mut c_int) {
+    let f = pick!(p, MPI_Type_struct);
+    // SAFETY: as in mpi_type_hindexed_.
+    unsafe { set(ierror, f(*count, bls, widen(*count, displs).as_ptr(), types, new)) }
+});
 
 /// Stores an address-sized value in an INTEGER, or fails (never cuts it).
 ///
@@ -459,67 +293,28 @@ unsafe fn narrow(name: &str, rc: c_int, v: c_long, out: *mut c_int, ierror: *mut
     unsafe { set(ierror, rc) }
 }
 
-twin!(mpi_type_extent_ / pmpi_type_extent_ => type_extent(datatype: *const c_int, extent: *mut c_int, ierror: *mut c_int));
-unsafe fn type_extent(p: bool, dt: *const c_int, extent: *mut c_int, ierror: *mut c_int) {
+twin!(mpi_type_extent_ / pmpi_type_extent_ (p; datatype: *const c_int, extent: *mut c_int, ierror: *mut c_int) {
     let mut v: c_long = 0;
-    // SAFETY: references from the caller.
-    unsafe {
-        narrow(
-            "MPI_TYPE_EXTENT",
-            pick!(p, MPI_Type_extent)(*dt, &mut v),
-            v,
-            extent,
-            ierror,
-        )
-    }
-}
+    // SAFETY: the caller's references.
+    unsafe { narrow("MPI_TYPE_EXTENT", pick!(p, MPI_Type_extent)(*datatype, &mut v), v, extent, ierror) }
+});
 
-twin!(mpi_address_ / pmpi_address_ => address(location: *mut c_void, addr: *mut c_int, ierror: *mut c_int));
-unsafe fn address(p: bool, loc: *mut c_void, out: *mut c_int, ierror: *mut c_int) {
+twin!(mpi_address_ / pmpi_address_ (p; location: *mut c_void, addr: *mut c_int, ierror: *mut c_int) {
     let mut v: c_long = 0;
-    // SAFETY: references from the caller.
-    unsafe {
-        narrow(
-            "MPI_ADDRESS",
-            pick!(p, MPI_Address)(buf(loc), &mut v),
-            v,
-            out,
-            ierror,
-        )
-    }
-}
+    // SAFETY: the caller's references.
+    unsafe { narrow("MPI_ADDRESS", pick!(p, MPI_Address)(buf(location), &mut v), v, addr, ierror) }
+});
 
-twin!(mpix_protect_ / pmpix_protect_ => protect_int(id: *const c_int, region: *mut c_void, count: *const c_int, datatype: *const c_int, ierror: *mut c_int));
-unsafe fn protect_int(
-    p: bool,
-    id: *const c_int,
-    region: *mut c_void,
-    n: *const c_int,
-    dt: *const c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: references from the caller; the region's lifetime is
+twin!(mpix_protect_ / pmpix_protect_ (p; id: *const c_int, region: *mut c_void, count: *const c_int, datatype: *const c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references; the region's lifetime is
     // MPIX_PROTECT's documented contract.
-    unsafe {
-        set(
-            ierror,
-            pick!(p, MPIX_Protect)(*id, buf(region), *n as i64, *dt),
-        )
-    }
-}
+    unsafe { set(ierror, pick!(p, MPIX_Protect)(*id, buf(region), *count as i64, *datatype)) }
+});
 
-twin!(mpix_protect_x_ / pmpix_protect_x_ => protect_count(id: *const c_int, region: *mut c_void, count: *const i64, datatype: *const c_int, ierror: *mut c_int));
-unsafe fn protect_count(
-    p: bool,
-    id: *const c_int,
-    region: *mut c_void,
-    n: *const i64,
-    dt: *const c_int,
-    ierror: *mut c_int,
-) {
-    // SAFETY: as in protect_int.
-    unsafe { set(ierror, pick!(p, MPIX_Protect)(*id, buf(region), *n, *dt)) }
-}
+twin!(mpix_protect_x_ / pmpix_protect_x_ (p; id: *const c_int, region: *mut c_void, count: *const i64, datatype: *const c_int, ierror: *mut c_int) {
+    // SAFETY: as in mpix_protect_.
+    unsafe { set(ierror, pick!(p, MPIX_Protect)(*id, buf(region), *count, *datatype)) }
+});
 
 /// Registers a Fortran handler procedure.
 fn register(name: &str, h: Option<FortranHandlerFn>, serialize: bool) -> c_int {
@@ -537,22 +332,15 @@ fn register(name: &str, h: Option<FortranHandlerFn>, serialize: bool) -> c_int {
     ret(name, COMM_WORLD, r)
 }
 
-twin!(mpix_serialize_handler_register_ / pmpix_serialize_handler_register_ => serialize_register(handler: Option<FortranHandlerFn>, ierror: *mut c_int));
-unsafe fn serialize_register(_p: bool, h: Option<FortranHandlerFn>, ierror: *mut c_int) {
-    // SAFETY: `ierror` is the caller's.
-    unsafe { set(ierror, register("MPIX_SERIALIZE_HANDLER_REGISTER", h, true)) }
-}
+twin!(mpix_serialize_handler_register_ / pmpix_serialize_handler_register_ (_p; handler: Option<FortranHandlerFn>, ierror: *mut c_int) {
+    // SAFETY: the caller's reference.
+    unsafe { set(ierror, register("MPIX_SERIALIZE_HANDLER_REGISTER", handler, true)) }
+});
 
-twin!(mpix_deserialize_handler_register_ / pmpix_deserialize_handler_register_ => deserialize_register(handler: Option<FortranHandlerFn>, ierror: *mut c_int));
-unsafe fn deserialize_register(_p: bool, h: Option<FortranHandlerFn>, ierror: *mut c_int) {
-    // SAFETY: `ierror` is the caller's.
-    unsafe {
-        set(
-            ierror,
-            register("MPIX_DESERIALIZE_HANDLER_REGISTER", h, false),
-        )
-    }
-}
+twin!(mpix_deserialize_handler_register_ / pmpix_deserialize_handler_register_ (_p; handler: Option<FortranHandlerFn>, ierror: *mut c_int) {
+    // SAFETY: the caller's reference.
+    unsafe { set(ierror, register("MPIX_DESERIALIZE_HANDLER_REGISTER", handler, false)) }
+});
 
 /// Route and locate: a file name in, the path out; a path longer than the
 /// Fortran string is an error, never a cut path.
@@ -591,48 +379,17 @@ unsafe fn name_to_path(
     ret(call, COMM_WORLD, r)
 }
 
-twin!(mpix_checkpoint_route_ / pmpix_checkpoint_route_ => route(name: *const c_char, path: *mut c_char, ierror: *mut c_int, name_len: usize, path_len: usize));
-unsafe fn route(
-    _p: bool,
-    name: *const c_char,
-    path: *mut c_char,
-    ierror: *mut c_int,
-    nl: usize,
-    pl: usize,
-) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        set(
-            ierror,
-            name_to_path("MPIX_CHECKPOINT_ROUTE", protect::route, name, path, nl, pl),
-        )
-    }
-}
+twin!(mpix_checkpoint_route_ / pmpix_checkpoint_route_ (_p; name: *const c_char, path: *mut c_char, ierror: *mut c_int, name_len: usize, path_len: usize) {
+    let call = "MPIX_CHECKPOINT_ROUTE";
+    // SAFETY: the caller's references.
+    unsafe { set(ierror, name_to_path(call, protect::route, name, path, name_len, path_len)) }
+});
 
-twin!(mpix_checkpoint_locate_ / pmpix_checkpoint_locate_ => locate(name: *const c_char, path: *mut c_char, ierror: *mut c_int, name_len: usize, path_len: usize));
-unsafe fn locate(
-    _p: bool,
-    name: *const c_char,
-    path: *mut c_char,
-    ierror: *mut c_int,
-    nl: usize,
-    pl: usize,
-) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        set(
-            ierror,
-            name_to_path(
-                "MPIX_CHECKPOINT_LOCATE",
-                protect::locate,
-                name,
-                path,
-                nl,
-                pl,
-            ),
-        )
-    }
-}
+twin!(mpix_checkpoint_locate_ / pmpix_checkpoint_locate_ (_p; name: *const c_char, path: *mut c_char, ierror: *mut c_int, name_len: usize, path_len: usize) {
+    let call = "MPIX_CHECKPOINT_LOCATE";
+    // SAFETY: the caller's references.
+    unsafe { set(ierror, name_to_path(call, protect::locate, name, path, name_len, path_len)) }
+});
 
 /// `MPI_WTIME` and `MPI_WTICK` are functions (declared in mpif.h).
 #[no_mangle]
