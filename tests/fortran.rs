@@ -137,6 +137,11 @@ fn errors_return_their_class_in_fixed_form() {
 }
 
 #[test]
+fn checkpoint_extensions_protect_route_and_restore() {
+    passes_at_1_to_4("mpix.f90", 18);
+}
+
+#[test]
 fn errors_are_fatal_by_default() {
     if !have_gfortran() {
         return;
