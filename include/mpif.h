@@ -12,7 +12,11 @@
 ! returns IERROR = MPIX_TRY_RELOAD until MPIX_CHECKPOINT_READ(IERROR).
 ! MPIX_PROTECT(ID, BUF, COUNT, DATATYPE, IERROR) registers BUF for the
 ! checkpoints (COUNT an INTEGER; MPIX_PROTECT_X takes an
-! INTEGER(KIND=MPI_COUNT_KIND)). The handler procedure given to
+! INTEGER(KIND=MPI_COUNT_KIND)). MPIX_CHECKPOINT_RESTORE(IERROR) writes
+! the regions behind the compiler's back: with this header, declare them
+! ASYNCHRONOUS or CALL MPI_F_SYNC_REG(BUF) after the restore (the mpi
+! module declares the region TARGET, which tells gfortran already).
+! The handler procedure given to
 ! MPIX_SERIALIZE_HANDLER_REGISTER(H, IERROR) and to
 ! MPIX_DESERIALIZE_HANDLER_REGISTER(H, IERROR) is
 !   SUBROUTINE H(COMMS, NCOMMS, GROUPS, NGROUPS)

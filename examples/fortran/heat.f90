@@ -6,7 +6,8 @@
 ! solver returns to the main loop, which calls MPIX_CHECKPOINT_READ and
 ! runs the solver again from the fault epoch. The grid and the iteration
 ! count are registered with MPIX_PROTECT, so MPIX_CHECKPOINT_WRITE saves
-! them and MPIX_CHECKPOINT_RESTORE brings them back.
+! them and MPIX_CHECKPOINT_RESTORE brings them back (MPI_F_SYNC_REG then
+! tells the compiler they changed: it cannot see that from the call).
 !
 !   mpifort -O2 heat.f90 -o heat
 !   mpiexec -n 4 --recovery stages ./heat [N] [ITERS] [EVERY]
@@ -89,6 +90,8 @@ contains
     else
       call MPIX_CHECKPOINT_RESTORE(code)
       if (code /= MPI_SUCCESS) return
+      call MPI_F_SYNC_REG(u)
+      call MPI_F_SYNC_REG(iter)
     end if
     u(0, :) = 1d0
     do while (iter < iters)

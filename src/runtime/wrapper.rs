@@ -105,7 +105,7 @@ pub fn command(
 
 /// The `mpi` module for the Fortran compiler `fc`, compiled from
 /// `abi::fortran::module::source()` on first use into
-/// `LIB/fortran/<compiler>-<version>/` (or the user's cache directory
+/// `LIB/fortran/<compiler>-<version>-<hash>/` (or the user's cache directory
 /// when LIB is not writable). Concurrent first uses are safe: each builds
 /// in its own directory and the first rename wins.
 pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> {
@@ -131,7 +131,12 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     let base = Path::new(fc)
         .file_name()
         .map_or("fc".into(), |n| n.to_string_lossy().into_owned());
-    let id: String = format!("{base}-{version}")
+    // The module source and mpif.h are in the name, so a changed library
+    // never uses a module compiled from an older interface.
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(crate::abi::fortran::module::source().as_bytes());
+    crc.update(&std::fs::read(layout.include.join("mpif.h")).unwrap_or_default());
+    let id: String = format!("{base}-{version}-{:08x}", crc.finalize())
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {

@@ -101,6 +101,18 @@ program comms
   call check(n == MPI_VERSION .and. r == MPI_SUBVERSION, 'MPI_GET_VERSION')
   call check(MPI_WTIME() > 0d0 .and. MPI_WTICK() > 0d0, 'MPI_WTIME / MPI_WTICK')
 
+  ! A protected scalar through this header: MPI_F_SYNC_REG after the
+  ! restore makes the compiler read it again (it cannot see the restore
+  ! change it; without the call, -O1 already keeps the old value).
+  n = 40 + rank
+  call MPIX_PROTECT(7, n, 1, MPI_INTEGER, ierr)
+  call MPIX_CHECKPOINT_WRITE(ierr)
+  n = -1
+  call MPIX_CHECKPOINT_RESTORE(ierr)
+  call MPI_F_SYNC_REG(n)
+  call check(ierr == MPI_SUCCESS .and. n == 40 + rank, 'protected scalar restored, seen after MPI_F_SYNC_REG')
+  call MPIX_UNPROTECT(7, ierr)
+
   call checks_done('comms')
   call MPI_FINALIZE(ierr)
   call MPI_FINALIZED(flag, ierr)

@@ -170,8 +170,8 @@ fortran_bindings! {
     auto MPIX_Deserialize_handles();
     custom MPIX_Serialize_handler_register(handler: Fun);
     custom MPIX_Deserialize_handler_register(handler: Fun);
-    custom MPIX_Protect(id: I, buf: Buf, count: I, datatype: I);
-    custom MPIX_Protect_x(id: I, buf: Buf, count: Cnt, datatype: I);
+    custom MPIX_Protect(id: I, buf: Region, count: I, datatype: I);
+    custom MPIX_Protect_x(id: I, buf: Region, count: Cnt, datatype: I);
     auto MPIX_Unprotect(id: I);
     auto MPIX_Checkpoint_restore();
     custom MPIX_Checkpoint_route(name: Str, path: StrO);

@@ -53,6 +53,10 @@ pub enum Kind {
     /// A choice buffer (any type and rank); `MPI_BOTTOM` and
     /// `MPI_IN_PLACE` become their C values.
     Buf,
+    /// A choice buffer the library keeps the address of (`MPIX_PROTECT`):
+    /// declared `TARGET`, so the compiler knows later calls
+    /// (`MPIX_CHECKPOINT_RESTORE`) may change it.
+    Region,
     /// `INTEGER status(MPI_STATUS_SIZE)` written by the call;
     /// `MPI_STATUS_IGNORE` becomes NULL.
     St,
@@ -207,6 +211,7 @@ macro_rules! fty {
     (Cnt) => { *const i64 };
     (CntO) => { *mut i64 };
     (Buf) => { *mut c_void };
+    (Region) => { *mut c_void };
     (St) => { *mut c_int };
     (StIn) => { *mut c_int };
     (Sts) => { *mut c_int };

@@ -25,6 +25,9 @@ fn declare(name: &str, kind: Kind) -> String {
         Kind::Buf => format!(
             "!GCC$ ATTRIBUTES NO_ARG_CHECK :: {name}\n      type(*), dimension(*) :: {name}"
         ),
+        Kind::Region => format!(
+            "!GCC$ ATTRIBUTES NO_ARG_CHECK :: {name}\n      type(*), dimension(*), target :: {name}"
+        ),
         Kind::St => format!("integer :: {name}({STATUS_SIZE})"),
         Kind::StIn => format!("integer, intent(in) :: {name}({STATUS_SIZE})"),
         Kind::Sts => format!("integer :: {name}({STATUS_SIZE}, *)"),
@@ -78,6 +81,11 @@ pub fn source() -> String {
         interface(&mut s, &upper, b);
         interface(&mut s, &format!("P{upper}"), b);
     }
+    // MPI_F_SYNC_REG(BUF): no IERROR; the call itself is the point.
+    s.push_str(
+        "    subroutine MPI_F_SYNC_REG(buf)\n      !GCC$ ATTRIBUTES NO_ARG_CHECK :: buf\n      \
+         type(*), dimension(*) :: buf\n    end subroutine MPI_F_SYNC_REG\n",
+    );
     s.push_str("  end interface\nend module mpi\n");
     s
 }

@@ -391,6 +391,14 @@ twin!(mpix_checkpoint_locate_ / pmpix_checkpoint_locate_ (_p; name: *const c_cha
     unsafe { set(ierror, name_to_path(call, protect::locate, name, path, name_len, path_len)) }
 });
 
+/// `MPI_F_SYNC_REG(BUF)` (MPI-3): does nothing, but the compiler must
+/// assume it changed BUF, so values that MPI wrote behind its back (a
+/// restored protected region, an MPI_BOTTOM receive) are read from memory.
+#[no_mangle]
+pub extern "C" fn mpi_f_sync_reg_(_buf: *mut c_void) {}
+#[no_mangle]
+pub extern "C" fn pmpi_f_sync_reg_(_buf: *mut c_void) {}
+
 /// `MPI_WTIME` and `MPI_WTICK` are functions (declared in mpif.h).
 #[no_mangle]
 pub extern "C" fn mpi_wtime_() -> f64 {
