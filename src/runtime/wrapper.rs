@@ -122,19 +122,20 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
         .last()
         .unwrap_or("unknown")
         .to_string();
-    let gnu = first.starts_with("GNU Fortran");
     let major: u32 = version
         .split('.')
         .next()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let allow_mismatch = first.starts_with("GNU Fortran") && major >= 10;
     let base = Path::new(fc)
         .file_name()
         .map_or("fc".into(), |n| n.to_string_lossy().into_owned());
     // The module source and mpif.h are in the name, so a changed library
     // never uses a module compiled from an older interface.
+    let source = crate::abi::fortran::module::source();
     let mut crc = crc32fast::Hasher::new();
-    crc.update(crate::abi::fortran::module::source().as_bytes());
+    crc.update(source.as_bytes());
     crc.update(&std::fs::read(layout.include.join("mpif.h")).unwrap_or_default());
     let id: String = format!("{base}-{version}-{:08x}", crc.finalize())
         .chars()
@@ -156,17 +157,16 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     let mut errors = Vec::new();
     for root in roots {
         let dir = root.join(&id);
-        if dir.join("mpi.mod").exists() {
-            return Ok(FortranSetup {
-                module_dir: dir,
-                allow_mismatch: gnu && major >= 10,
-            });
-        }
-        match build_module(fc, layout, &root, &dir) {
+        let ready = if dir.join("mpi.mod").exists() {
+            Ok(())
+        } else {
+            build_module(fc, layout, &source, &root, &dir)
+        };
+        match ready {
             Ok(()) => {
                 return Ok(FortranSetup {
                     module_dir: dir,
-                    allow_mismatch: gnu && major >= 10,
+                    allow_mismatch,
                 })
             }
             Err(e) => errors.push(e),
@@ -175,7 +175,13 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     Err(errors.join("; "))
 }
 
-fn build_module(fc: &str, layout: &Layout, root: &Path, dir: &Path) -> Result<(), String> {
+fn build_module(
+    fc: &str,
+    layout: &Layout,
+    source: &str,
+    root: &Path,
+    dir: &Path,
+) -> Result<(), String> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -183,8 +189,7 @@ fn build_module(fc: &str, layout: &Layout, root: &Path, dir: &Path) -> Result<()
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let result = (|| {
         let src = tmp.join("mpi.f90");
-        std::fs::write(&src, crate::abi::fortran::module::source())
-            .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+        std::fs::write(&src, source).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
         let out = Command::new(fc)
             .args(["-c", "-O0", "-fPIC"])
             .arg(format!("-I{}", layout.include.display()))

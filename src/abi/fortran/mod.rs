@@ -211,7 +211,6 @@ macro_rules! fty {
     (Cnt) => { *const i64 };
     (CntO) => { *mut i64 };
     (Buf) => { *mut c_void };
-    (Region) => { *mut c_void };
     (St) => { *mut c_int };
     (StIn) => { *mut c_int };
     (Sts) => { *mut c_int };
