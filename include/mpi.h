@@ -482,6 +482,38 @@ int PMPIX_Checkpoint_route(const char *name, char *path, int pathlen);
 int MPIX_Checkpoint_locate(const char *name, char *path, int pathlen);
 int PMPIX_Checkpoint_locate(const char *name, char *path, int pathlen);
 
+/* ---- Reinit (global restart to a restart point, Reinit++'s shape) ----
+ * MPIX_Reinit calls point(argc, argv, state) and returns what it returns.
+ * With `mpiexec --recovery reinit`, when a rank fails the runtime replaces
+ * it and every live rank jumps back into MPIX_Reinit as soon as an MPI call
+ * it makes sees the failure (the call does not return), its MPI state reset
+ * to what it was after MPI_Init: communicators, groups, datatypes, ops and
+ * protected regions created since are gone, pending requests are dropped.
+ * It then calls point again with MPIX_REINIT_REINITED. The replacement
+ * runs main from the start; its MPIX_Reinit calls point with
+ * MPIX_REINIT_RESTARTED. MPIX_Get_fault_epoch then names the checkpoint
+ * (MPIX_Checkpoint_write) every rank restores its data from, with
+ * MPIX_Checkpoint_restore / MPIX_Checkpoint_locate.
+ * Only the thread that called MPIX_Reinit jumps, only from MPI calls made
+ * in C (not from Fortran, and not from MPI calls inside user callbacks),
+ * and memory the application allocated before the jump stays allocated.
+ * In the other recovery modes point is called once, with
+ * MPIX_REINIT_NEW, or MPIX_REINIT_RESTARTED in a process started because
+ * of a failure (a `cpr` relaunch). */
+typedef enum { MPIX_REINIT_NEW = 1, MPIX_REINIT_REINITED, MPIX_REINIT_RESTARTED } MPIX_Reinit_state;
+/* MPIX_Get_recovery_mode: the job's `mpiexec --recovery` mode. One source
+ * serving several modes needs it in one place: a Stages replacement comes
+ * back with its MPI state (communicators ...) restored, while after a Reinit
+ * jump or a CPR relaunch the application creates its MPI objects again. */
+#define MPIX_RECOVERY_NONE   0
+#define MPIX_RECOVERY_STAGES 1
+#define MPIX_RECOVERY_REINIT 2
+#define MPIX_RECOVERY_CPR    3
+int MPIX_Get_recovery_mode(int *mode);
+int PMPIX_Get_recovery_mode(int *mode);
+typedef int (*MPIX_Restart_point)(int argc, char **argv, MPIX_Reinit_state state);
+int MPIX_Reinit(int argc, char **argv, const MPIX_Restart_point point);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,7 +23,9 @@ use crate::api::{self, Mpi};
 use crate::progress::Status;
 use std::os::raw::{c_int, c_void};
 
-/// Defines `PMPI_x` with the body and `MPI_x` calling it, both exported.
+/// Defines `PMPI_x` with the body and `MPI_x` calling it. `MPI_x` is
+/// exported as `mpistages_entry_MPI_x`: the C symbol `MPI_x` is generated
+/// by build.rs and calls it (that is where the Reinit jump happens, in C).
 macro_rules! mpi_fn {
     (fn $name:ident / $pname:ident ( $($a:ident : $t:ty),* $(,)? ) $body:block) => {
         /// # Safety
@@ -34,7 +36,8 @@ macro_rules! mpi_fn {
         pub unsafe extern "C" fn $pname($($a: $t),*) -> ::std::os::raw::c_int $body
         /// # Safety
         /// As for the `PMPI_` function it forwards to.
-        #[no_mangle]
+        #[export_name = concat!("mpistages_entry_", stringify!($name))]
+        #[allow(non_snake_case)]
         pub unsafe extern "C" fn $name($($a: $t),*) -> ::std::os::raw::c_int {
             // Fault injection (`mpiexec --inject rank=R,call=NAME:N`).
             if $crate::stages::counting_calls() {

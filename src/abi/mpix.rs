@@ -27,6 +27,21 @@ mpi_fn!(fn MPIX_Get_fault_epoch / PMPIX_Get_fault_epoch(epoch: *mut c_int) {
     ret("MPIX_Get_fault_epoch", COMM_WORLD, r)
 });
 
+mpi_fn!(fn MPIX_Get_recovery_mode / PMPIX_Get_recovery_mode(mode: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        use crate::api::RecoveryMode as R;
+        let v = match m.mode {
+            R::None => 0,
+            R::Stages => 1,
+            R::Reinit => 2,
+            R::Cpr => 3,
+        };
+        // SAFETY: caller's out-pointer (NULL is refused).
+        unsafe { put(mode, v) }
+    });
+    ret("MPIX_Get_recovery_mode", COMM_WORLD, r)
+});
+
 mpi_fn!(fn MPIX_Serialize_handles / PMPIX_Serialize_handles() {
     ret("MPIX_Serialize_handles", COMM_WORLD, mpi().and_then(mpix::serialize_handles))
 });
@@ -152,3 +167,35 @@ mpi_fn!(fn MPIX_Checkpoint_locate / PMPIX_Checkpoint_locate(name: *const c_char,
     // SAFETY: the caller's arguments, as mpi.h documents them.
     ret("MPIX_Checkpoint_locate", COMM_WORLD, unsafe { name_to_path(name, path, pathlen, protect::locate) })
 });
+
+/// `MPIX_Reinit`'s first step (csrc/reinit.c): the state its restart point
+/// first sees, and whether the jump is armed.
+///
+/// # Safety
+/// `state` and `armed` are NULL (a NULL restart point was passed: the
+/// error is reported) or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn mpistages_reinit_start(state: *mut c_int, armed: *mut c_int) -> c_int {
+    let r = mpi().and_then(|m| {
+        if state.is_null() || armed.is_null() {
+            return fail(err::ARG, "MPIX_Reinit: the restart point is NULL");
+        }
+        let (s, a) = crate::api::reinit::start(m);
+        // SAFETY: both are non-null and writable (the caller's contract).
+        unsafe {
+            put(state, s)?;
+            put(armed, a as c_int)
+        }
+    });
+    ret("MPIX_Reinit", COMM_WORLD, r)
+}
+
+/// `MPIX_Reinit` after the jump back: the reset of this rank's MPI state.
+#[no_mangle]
+pub extern "C" fn mpistages_reinit_reset() -> c_int {
+    ret(
+        "MPIX_Reinit",
+        COMM_WORLD,
+        mpi().and_then(crate::api::reinit::reset),
+    )
+}

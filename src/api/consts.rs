@@ -210,6 +210,7 @@ mod tests {
             ("MPI_ERR_RANK", err::RANK),
             ("MPI_ERR_LASTCODE", err::LASTCODE),
             ("MPIX_TRY_RELOAD", err::TRY_RELOAD),
+            ("MPIX_RECOVERY_CPR", 3),
             ("MPI_DOUBLE", dt::DOUBLE),
             ("MPI_DOUBLE_INT", dt::DOUBLE_INT),
             ("MPI_LONG_DOUBLE_INT", dt::LONG_DOUBLE_INT),

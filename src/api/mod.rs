@@ -13,6 +13,7 @@ pub mod op;
 pub mod p2p;
 pub mod protect;
 pub mod recovery;
+pub mod reinit;
 pub mod state;
 pub mod usermem;
 
@@ -166,10 +167,40 @@ pub struct Mpi {
     pub stages: Mutex<crate::stages::Stages>,
     /// Regions registered with `MPIX_Protect`.
     pub regions: protect::Regions,
-    /// `--recovery stages`: failures are announced, not fatal.
-    pub resilient: bool,
+    /// What a failed rank means for this job (`mpiexec --recovery`).
+    pub mode: RecoveryMode,
     pub thread_level: i32,
     pub started: Instant,
+}
+
+/// `mpiexec --recovery`, as the ranks see it (`MPISTAGES_RECOVERY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecoveryMode {
+    None,
+    Stages,
+    Reinit,
+    Cpr,
+}
+
+impl RecoveryMode {
+    fn from_env() -> MpiResult<RecoveryMode> {
+        match std::env::var(crate::runtime::env::RECOVERY).as_deref() {
+            Err(_) | Ok("") | Ok("none") => Ok(RecoveryMode::None),
+            Ok("stages") => Ok(RecoveryMode::Stages),
+            Ok("reinit") => Ok(RecoveryMode::Reinit),
+            Ok("cpr") => Ok(RecoveryMode::Cpr),
+            Ok(other) => fail(
+                err::ARG,
+                format!("MPISTAGES_RECOVERY='{other}': expected none, stages, reinit or cpr"),
+            ),
+        }
+    }
+
+    /// Failures are announced by mpiexec (not fatal to the other ranks):
+    /// every mode but `none`.
+    pub fn announced(self) -> bool {
+        self != RecoveryMode::None
+    }
 }
 
 const NOT_STARTED: u8 = 0;
@@ -233,7 +264,7 @@ pub fn init(required: i32) -> MpiResult<i32> {
         }
     };
     let replacement =
-        mpi.resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
+        mpi.mode.announced() && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
     let _ = MPI.set(Arc::new(mpi));
     if replacement {
         let m = MPI.get().expect("just set");
@@ -274,7 +305,8 @@ fn start() -> MpiResult<Mpi> {
         }
     };
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
-    let resilient = std::env::var(crate::runtime::env::RECOVERY).as_deref() == Ok("stages");
+    let recovery = RecoveryMode::from_env()?;
+    let resilient = recovery.announced();
     let replacement = resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
     let job_id = std::env::var(crate::runtime::env::JOB_ID).unwrap_or_default();
     let (rank, size, generation, client, transport, restore_epoch) = match job {
@@ -370,7 +402,7 @@ fn start() -> MpiResult<Mpi> {
         client,
         stages: Mutex::new(stages),
         regions: Default::default(),
-        resilient,
+        mode: recovery,
         thread_level: consts::THREAD_MULTIPLE,
         started: Instant::now(),
     })

@@ -4,7 +4,7 @@
 
 use super::consts::err;
 use super::error::{fail, MpiError, MpiResult};
-use super::{protect, recovery, state, Mpi};
+use super::{protect, recovery, state, Mpi, RecoveryMode};
 use crate::stages::{
     self, CHandles, DeserializeFn, FortranHandlerFn, Handler, LibraryHandles, SerializeFn, Stages,
 };
@@ -117,7 +117,7 @@ fn kill_while_writing(
 
 /// The rejoin barrier and the restore after it, again if another failure
 /// interrupts the restore. A restore that cannot succeed ends the job.
-fn rejoin_and_restore(
+pub(super) fn rejoin_and_restore(
     m: &Mpi,
     client: &crate::runtime::client::Client,
     replacement: bool,
@@ -125,7 +125,7 @@ fn rejoin_and_restore(
     loop {
         let (_, epoch) = stages::rejoin(&m.engine, client)
             .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
-        match restore(m, epoch, replacement) {
+        match restore(m, epoch, replacement, m.mode == RecoveryMode::Stages) {
             Err(e) if e.class == err::TRY_RELOAD => continue,
             Err(e) => super::abort(
                 err::OTHER,
@@ -150,32 +150,53 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     rejoin_and_restore(m, client, false)
 }
 
-/// Puts the MPI state of `epoch` into the tables (epoch 0: the state right
-/// after `MPI_Init`). Collective: every rank restores the same epoch. A
+/// The tables as right after `MPI_Init`.
+fn reset_tables(m: &Mpi) {
+    let fresh = super::initial_tables(m.rank, m.size);
+    let mut t = m.tables();
+    t.comms = fresh.comms;
+    t.groups = fresh.groups;
+    t.types = fresh.types;
+    t.max_context = fresh.max_context;
+    t.req_comm.clear();
+    t.bsend_pending.clear();
+}
+
+/// Makes `epoch` the fault epoch after a failure. Collective: every rank
+/// restores the same epoch. With `mpi_state` (Stages) the MPI state saved
+/// in it is loaded into the tables; without (Reinit, CPR) the MPI state is
+/// the one right after `MPI_Init` and only the application data of the
+/// epoch is there to restore. Epoch 0: nothing was committed yet. A
 /// replacement says where its copy came from.
-pub fn restore(m: &Mpi, epoch: u64, replacement: bool) -> MpiResult<()> {
+pub fn restore(m: &Mpi, epoch: u64, replacement: bool, mpi_state: bool) -> MpiResult<()> {
     let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
-    if epoch == 0 {
-        let fresh = super::initial_tables(m.rank, m.size);
-        let mut t = m.tables();
-        t.comms = fresh.comms;
-        t.groups = fresh.groups;
-        t.types = fresh.types;
-        t.max_context = fresh.max_context;
-        t.req_comm.clear();
-        t.bsend_pending.clear();
+    if epoch == 0 || !mpi_state {
+        reset_tables(m);
+        protect::unprotect_all(m);
         let mut st = m.stages();
         st.library.clear();
         st.epoch = 0;
         st.files.clear();
-        return Ok(());
+        if epoch == 0 {
+            return Ok(());
+        }
     }
     let copy = recovery::agree_on_copy(m, epoch)?;
-    if replacement {
+    // A relaunched job says it once, not once per rank.
+    if replacement && (m.mode != RecoveryMode::Cpr || m.rank == 0) {
+        let who = if m.mode == RecoveryMode::Cpr {
+            "relaunched job: rank 0".to_string()
+        } else {
+            format!("rank {} (replacement)", m.rank)
+        };
         eprintln!(
-            "mpistages: rank {} (replacement) restores epoch {} from {}",
-            m.rank, copy.epoch, copy.level
+            "mpistages: {who} restores epoch {} from {}",
+            copy.epoch, copy.level
         );
+    }
+    if !mpi_state {
+        m.stages().set_restored(copy);
+        return Ok(());
     }
     let saved = Stages::mpi_state(&copy.sections, copy.epoch, m.size).map_err(failed)?;
     state::load(&mut m.tables(), &saved, m.rank).map_err(failed)?;
@@ -185,8 +206,9 @@ pub fn restore(m: &Mpi, epoch: u64, replacement: bool) -> MpiResult<()> {
     Ok(())
 }
 
-/// A replacement's `MPI_Init`: join the rejoin barrier, then restore with
-/// the other ranks.
+/// `MPI_Init` of a process started because of a failure (a replacement, or
+/// every rank of a relaunched `cpr` job): join the rejoin barrier, then
+/// restore with the other ranks.
 pub fn restore_replacement(m: &Mpi) -> MpiResult<()> {
     match m.client.as_deref() {
         Some(client) => rejoin_and_restore(m, client, true),

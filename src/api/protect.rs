@@ -52,6 +52,11 @@ pub fn unprotect(m: &Mpi, id: i32) -> MpiResult<()> {
     }
 }
 
+/// Forgets every region (the state right after `MPI_Init`).
+pub fn unprotect_all(m: &Mpi) {
+    m.regions.lock().clear();
+}
+
 /// The regions' current contents, one section each (packed: holes of a
 /// derived datatype are not saved).
 pub fn sections(m: &Mpi) -> Vec<Section> {

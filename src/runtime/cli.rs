@@ -13,12 +13,19 @@ options:
                        environment of mpiexec is passed on anyway)
   --kill-grace SECS    after a failure, how long ranks get between SIGTERM
                        and SIGKILL (default 2)
-  --recovery MODE      what a failed rank means: none (default; the job
-                       ends, as in standard MPI) or stages (the rank is
-                       replaced and restores the last committed checkpoint;
-                       live ranks get MPIX_TRY_RELOAD and roll back)
-  --max-restarts N     with --recovery stages: end the job when more than N
-                       ranks had to be replaced (default 8)
+  --recovery MODE      what a failed rank means:
+                         none    the job ends, as in standard MPI (default)
+                         stages  the rank is replaced and restores the MPI
+                                 state of the last committed checkpoint; live
+                                 ranks get MPIX_TRY_RELOAD and roll back
+                         reinit  the rank is replaced; live ranks jump back
+                                 to the restart point of MPIX_Reinit with
+                                 their MPI state reset to after MPI_Init
+                         cpr     every rank is killed and the whole job
+                                 relaunched; MPIX_Get_fault_epoch gives the
+                                 checkpoint to reload
+  --max-restarts N     with a recovery mode: end the job when more than N
+                       recoveries were needed (default 8)
   --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
                        mem,tmpfs:/dev/shm/mpistages,partner,pfs:DIR@every=4,
                        keep=2,zstd:3 (default: mem,tmpfs:/dev/shm/mpistages,
@@ -70,6 +77,8 @@ pub struct Options {
 pub enum Recovery {
     None,
     Stages,
+    Reinit,
+    Cpr,
 }
 
 impl Recovery {
@@ -77,7 +86,14 @@ impl Recovery {
         match self {
             Recovery::None => "none",
             Recovery::Stages => "stages",
+            Recovery::Reinit => "reinit",
+            Recovery::Cpr => "cpr",
         }
+    }
+
+    /// The failed rank alone is replaced (the others live on).
+    pub fn replaces_rank(self) -> bool {
+        matches!(self, Recovery::Stages | Recovery::Reinit)
     }
 }
 
@@ -145,7 +161,13 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 recovery = match value(i, a)?.as_str() {
                     "none" => Recovery::None,
                     "stages" => Recovery::Stages,
-                    other => return Err(format!("--recovery '{other}': expected none or stages")),
+                    "reinit" => Recovery::Reinit,
+                    "cpr" => Recovery::Cpr,
+                    other => {
+                        return Err(format!(
+                            "--recovery '{other}': expected none, stages, reinit or cpr"
+                        ))
+                    }
                 };
                 i += 2;
             }
@@ -236,6 +258,12 @@ mod tests {
         );
         assert!(p("-n 2 --inject rank=2,after=1 ./a").is_err());
         assert!(p("-n 2 --recovery maybe ./a").is_err());
+        for (m, r) in [("reinit", Recovery::Reinit), ("cpr", Recovery::Cpr)] {
+            let Parsed::Run(o) = p(&format!("-n 2 --recovery {m} ./a")).unwrap() else {
+                panic!()
+            };
+            assert_eq!(o.recovery, r);
+        }
         assert!(p("-n 2 --ckpt bogus ./a").is_err());
     }
 }

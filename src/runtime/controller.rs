@@ -1,8 +1,9 @@
 //! `mpiexec`: starts the job through the node agent, runs the bootstrap
 //! fence, watches every rank, and decides what a failure means: with
-//! `--recovery none` (the standard) the job ends; with `--recovery stages`
+//! `--recovery none` (the standard) the job ends; with `stages` or `reinit`
 //! the failed rank is replaced and every rank rolls back to the committed
-//! epoch (see `recovery` for the protocol).
+//! epoch (the ranks differ in what they do about it, see `api::mpix` and
+//! `api::reinit`); with `cpr` every rank is killed and the job relaunched.
 
 use super::agent::{Launch, RankProc};
 use super::cli::{self, Parsed, Recovery, USAGE};
@@ -73,10 +74,13 @@ struct Conn {
     rank: Option<usize>,
 }
 
-/// A recovery in progress (`--recovery stages`), with its timeline.
+/// A recovery in progress, with its timeline.
 struct Recovering {
     number: usize,
+    /// The ranks being replaced (every rank when the job is relaunched).
     failed: Vec<usize>,
+    /// `cpr`: every rank was killed; the job is relaunched once all are gone.
+    relaunch: bool,
     /// The epoch every rank rolls back to.
     epoch: u64,
     /// Kill time when known (injected), else detection.
@@ -523,11 +527,9 @@ impl Job {
         }
     }
 
-    /// A rank's process ended abnormally under `--recovery stages`: replace
-    /// it, or say why the job cannot recover.
-    fn recover(&mut self, rank: usize, what: &str) {
-        let pid = self.ranks[rank].proc.as_ref().map_or(0, |p| p.pid);
-        let refuse = if !self.bootstrapped {
+    /// Why a failure of `rank` cannot be recovered from, if it cannot.
+    fn refusal(&self) -> Option<String> {
+        if !self.bootstrapped {
             Some("it failed during start-up, before every rank joined".to_string())
         } else if let Some(q) = self.ranks.iter().position(|r| r.finalizing) {
             Some(format!(
@@ -535,13 +537,19 @@ impl Job {
             ))
         } else if self.restarts >= self.opts.max_restarts {
             Some(format!(
-                "the restart budget is spent ({} replacements, --max-restarts {})",
+                "the restart budget is spent ({} recoveries, --max-restarts {})",
                 self.restarts, self.opts.max_restarts
             ))
         } else {
             None
-        };
-        if let Some(why) = refuse {
+        }
+    }
+
+    /// A rank's process ended abnormally under a recovery mode: recover,
+    /// or say why the job cannot.
+    fn recover(&mut self, rank: usize, what: &str) {
+        let pid = self.ranks[rank].proc.as_ref().map_or(0, |p| p.pid);
+        if let Some(why) = self.refusal() {
             eprintln!(
                 "mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {why}; terminating the job"
             );
@@ -553,11 +561,13 @@ impl Job {
         self.restarts += 1;
         self.generation += 1;
         let start = self.ranks[rank].killed_at.unwrap_or(now);
+        let relaunch = !self.opts.recovery.replaces_rank();
         let rec = self.recovering.get_or_insert_with(|| {
             self.recoveries += 1;
             Recovering {
                 number: self.recoveries,
                 failed: Vec::new(),
+                relaunch,
                 epoch: self.committed,
                 start,
                 detected: now,
@@ -566,22 +576,36 @@ impl Job {
                 restored: None,
             }
         });
+        let (number, epoch) = (rec.number, rec.epoch);
+        if relaunch {
+            eprintln!(
+                "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: killing every rank and relaunching the job (generation {}) from epoch {epoch}",
+                self.generation
+            );
+            rec.failed = (0..self.ranks.len()).collect();
+            rec.propagated = None;
+            rec.spawned = None;
+            rec.restored = None;
+            for r in 0..self.ranks.len() {
+                self.forget_process(r);
+                self.ranks[r].epoch = epoch;
+            }
+            for p in self.live() {
+                p.signal(libc::SIGKILL);
+            }
+            self.relaunch_when_gone();
+            return;
+        }
         rec.failed.push(rank);
         rec.propagated = None;
         rec.restored = None;
-        let (number, epoch, failed) = (rec.number, rec.epoch, rec.failed.clone());
+        let failed = rec.failed.clone();
         eprintln!(
             "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it (generation {}), every rank rolls back to epoch {epoch}",
             self.generation
         );
-        let st = &mut self.ranks[rank];
-        if let Some(slot) = st.conn.take() {
-            self.close(slot);
-        }
-        let st = &mut self.ranks[rank];
-        st.hello = None;
-        st.welcomed = false;
-        st.epoch = epoch;
+        self.forget_process(rank);
+        self.ranks[rank].epoch = epoch;
         let notice = ToRank::Failure {
             generation: self.generation,
             epoch,
@@ -592,18 +616,48 @@ impl Job {
                 self.send_to(r, &notice);
             }
         }
-        match self.spawn(rank) {
-            Ok(()) => {
-                if let Some(rec) = self.recovering.as_mut() {
-                    rec.spawned = Some(Instant::now());
-                }
-            }
-            Err(e) => {
+        self.spawn_replacements(&[rank]);
+    }
+
+    /// Drops what the controller knew of a rank's current process (its
+    /// control connection, its place in the bootstrap fence).
+    fn forget_process(&mut self, rank: usize) {
+        if let Some(slot) = self.ranks[rank].conn.take() {
+            self.close(slot);
+        }
+        let st = &mut self.ranks[rank];
+        st.hello = None;
+        st.welcomed = false;
+        st.finalizing = false;
+    }
+
+    /// `cpr`: once every killed rank has been reaped, starts the whole job
+    /// again at the new generation.
+    fn relaunch_when_gone(&mut self) {
+        let gone = self.live().next().is_none();
+        let Some(rec) = self.recovering.as_mut() else {
+            return;
+        };
+        if !rec.relaunch || rec.spawned.is_some() || !gone {
+            return;
+        }
+        rec.propagated = Some(Instant::now());
+        let all: Vec<usize> = (0..self.ranks.len()).collect();
+        self.spawn_replacements(&all);
+    }
+
+    fn spawn_replacements(&mut self, ranks: &[usize]) {
+        for &rank in ranks {
+            if let Err(e) = self.spawn(rank) {
                 eprintln!(
                     "mpiexec: cannot start a replacement for rank {rank}: {e}; terminating the job"
                 );
                 self.fail(Failure::Launch);
+                return;
             }
+        }
+        if let Some(rec) = self.recovering.as_mut() {
+            rec.spawned = Some(Instant::now());
         }
     }
 
@@ -642,10 +696,21 @@ impl Job {
                 )
             })
         };
+        // Wall-clock time of the failure, so that applications can measure
+        // their own way back against it (`mpistages-bench recovery`).
+        let failed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64()
+            - now.saturating_duration_since(rec.start).as_secs_f64();
+        let what = if rec.relaunch {
+            "job relaunched".to_string()
+        } else {
+            format!("ranks {:?} replaced", rec.failed)
+        };
         eprintln!(
-            "mpiexec: recovery {} done: ranks {:?} replaced, epoch {} restored, generation {g}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}",
+            "mpiexec: recovery {} done: {what}, epoch {} restored, generation {g}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}",
             rec.number,
-            rec.failed,
             rec.epoch,
             ms(Some(rec.detected)),
             ms(rec.propagated),
@@ -757,6 +822,16 @@ impl Job {
             };
             let st = &mut self.ranks[r];
             st.exit = Some(exit);
+            if self
+                .recovering
+                .as_ref()
+                .is_some_and(|rec| rec.relaunch && rec.spawned.is_none())
+            {
+                // `cpr`: the old job's processes going, whatever their end.
+                self.relaunch_when_gone();
+                continue;
+            }
+            let st = &mut self.ranks[r];
             let clean = exit == Exit::Code(0) && (st.finalizing || st.hello.is_none());
             if clean || self.failure.is_some() {
                 continue;
@@ -769,7 +844,7 @@ impl Job {
                 Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
                 Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
             };
-            if self.opts.recovery == Recovery::Stages && !st.finalizing {
+            if self.opts.recovery != Recovery::None && !st.finalizing {
                 self.recover(r, &what);
                 continue;
             }

@@ -21,9 +21,10 @@ pub mod env {
     pub const KEY: &str = "MPISTAGES_JOB_KEY";
     pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
     pub const GENERATION: &str = "MPISTAGES_GENERATION";
-    /// `none` or `stages`: how the job reacts to a failed rank.
+    /// `none`, `stages`, `reinit` or `cpr`: how the job reacts to a failed rank.
     pub const RECOVERY: &str = "MPISTAGES_RECOVERY";
-    /// Set in a replacement process: the epoch it restores.
+    /// Set in a process started because of a failure (a replacement, or
+    /// every rank of a relaunched `cpr` job): the epoch it restores.
     pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
     /// The checkpoint configuration (see `checkpoint::config`).
     pub const CKPT: &str = "MPISTAGES_CKPT";

@@ -166,6 +166,7 @@ fortran_bindings! {
     auto MPIX_Checkpoint_write();
     auto MPIX_Checkpoint_read();
     auto MPIX_Get_fault_epoch(epoch: O);
+    auto MPIX_Get_recovery_mode(mode: O);
     auto MPIX_Serialize_handles();
     auto MPIX_Deserialize_handles();
     custom MPIX_Serialize_handler_register(handler: Fun);

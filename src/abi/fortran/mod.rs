@@ -311,7 +311,8 @@ mod tests {
     }
 
     /// Every function of mpi.h has its Fortran binding (the two functions
-    /// MPI_WTIME and MPI_WTICK are declared in mpif.h).
+    /// MPI_WTIME and MPI_WTICK are declared in mpif.h; MPIX_Reinit is C
+    /// only: its restart point takes argc/argv and the jump is in C).
     #[test]
     fn every_c_function_has_a_fortran_binding() {
         let h =
@@ -323,7 +324,7 @@ mod tests {
         {
             let name = l.split(['(', ' ']).nth(1).unwrap();
             n += 1;
-            if name == "MPI_Wtime" || name == "MPI_Wtick" {
+            if name == "MPI_Wtime" || name == "MPI_Wtick" || name == "MPIX_Reinit" {
                 continue;
             }
             assert!(
