@@ -702,7 +702,9 @@ impl Job {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64()
-            - now.saturating_duration_since(rec.start).as_secs_f64();
+            - Instant::now()
+                .saturating_duration_since(rec.start)
+                .as_secs_f64();
         let what = if rec.relaunch {
             "job relaunched".to_string()
         } else {

@@ -1,0 +1,600 @@
+//! `mpistages-bench recovery`: the recovery models side by side. Builds the
+//! proxy applications (examples/hydro3d.c, examples/md.c) with this
+//! checkout's mpicc and runs app x ranks x mode x repetition, each failure
+//! run with one SIGKILL injected right after a checkpoint, and reports:
+//! - recovery time: from the kill until every rank is back in its main
+//!   loop at the restored iteration, application data load excluded (the
+//!   apps print when they are back and how long the load took; mpiexec
+//!   prints the wall-clock time of the failure), with mpiexec's milestones;
+//! - time to solution of the failure run, failure-free time with
+//!   checkpointing (same mode, no kill) and without (the -DPLAIN build);
+//! - the final energies, which must be identical in every run of one
+//!   configuration (the run fails otherwise).
+//! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg/.png.
+
+mod chart;
+mod png;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+usage: mpistages-bench recovery [options]
+
+Runs the proxy applications under every recovery mode with one injected
+SIGKILL per run and compares recovery time, time to solution and the cost
+of checkpointing. Options (lists are comma-separated):
+  --apps LIST        hydro3d,md (default both)
+  --modes LIST       stages,reinit,cpr (default all three)
+  --ranks LIST       rank counts (default 1,2,4,8,16; hydro3d takes the
+                     cubes among them: 1, 8)
+  --reps N           repetitions of each run (default 3)
+  --iters N          iterations per run (default 60)
+  --every K          checkpoint every K iterations (default 10)
+  --size N           per-rank problem size (default: hydro3d 30 (30^3
+                     elements), md 8 (8^3 FCC cells, 2048 atoms))
+  --out DIR          where recovery.csv and the charts go (default results)
+  --examples DIR     the proxies' sources (default: the checkout's examples/)
+  --timeout SECS     limit per run (default 300)
+";
+
+struct App {
+    name: &'static str,
+    /// Rank counts the decomposition accepts.
+    allows: fn(usize) -> bool,
+    default_size: u32,
+    /// The MPI call the kill is counted on, and its count at the start of
+    /// iteration `it` (set-up calls included).
+    call: &'static str,
+    calls_before: fn(u64) -> u64,
+    /// The line that carries the results that must not change.
+    result_marker: &'static str,
+}
+
+const APPS: [App; 2] = [
+    App {
+        name: "hydro3d",
+        allows: |n| (1..=n).any(|c| c * c * c == n),
+        default_size: 30,
+        // One Waitall in the set-up (nodal masses), one per iteration.
+        call: "MPI_Waitall",
+        calls_before: |it| 1 + it,
+        result_marker: "final origin energy",
+    },
+    App {
+        name: "md",
+        allows: |_| true,
+        default_size: 8,
+        // 12 Sendrecv in the initial halo, 24 per step (redistribution and
+        // halo, counts and data, 6 directions).
+        call: "MPI_Sendrecv",
+        calls_before: |it| 12 + 24 * it,
+        result_marker: "energy per atom",
+    },
+];
+
+struct Opts {
+    apps: Vec<&'static App>,
+    modes: Vec<String>,
+    ranks: Vec<usize>,
+    reps: usize,
+    iters: u64,
+    every: u64,
+    size: Option<u32>,
+    out: PathBuf,
+    examples: PathBuf,
+    timeout: Duration,
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("{name} needs a number, not '{v}'"))
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let bindir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let mut o = Opts {
+        apps: APPS.iter().collect(),
+        modes: list("stages,reinit,cpr"),
+        ranks: vec![1, 2, 4, 8, 16],
+        reps: 3,
+        iters: 60,
+        every: 10,
+        size: None,
+        out: PathBuf::from("results"),
+        examples: bindir.join("../../examples"),
+        timeout: Duration::from_secs(300),
+    };
+    match args.first().map(String::as_str) {
+        Some("recovery") => {}
+        Some("-h") | Some("--help") => return Err(String::new()),
+        Some(other) => return Err(format!("unknown benchmark '{other}' (there is: recovery)")),
+        None => return Err("which benchmark? (there is: recovery)".into()),
+    }
+    let mut i = 1;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "-h" || a == "--help" {
+            return Err(String::new());
+        }
+        let v = args
+            .get(i + 1)
+            .ok_or_else(|| format!("option {a} needs a value"))?;
+        match a {
+            "--apps" => {
+                o.apps = list(v)
+                    .iter()
+                    .map(|n| {
+                        APPS.iter()
+                            .find(|x| x.name == n)
+                            .ok_or_else(|| format!("unknown app '{n}' (hydro3d, md)"))
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--modes" => {
+                o.modes = list(v);
+                if let Some(m) = o
+                    .modes
+                    .iter()
+                    .find(|m| !["stages", "reinit", "cpr"].contains(&m.as_str()))
+                {
+                    return Err(format!("unknown mode '{m}' (stages, reinit, cpr)"));
+                }
+            }
+            "--ranks" => {
+                o.ranks = list(v)
+                    .iter()
+                    .map(|n| number::<usize>("--ranks", n))
+                    .collect::<Result<_, _>>()?;
+                if o.ranks.contains(&0) {
+                    return Err("--ranks: 0 ranks".into());
+                }
+            }
+            "--reps" => o.reps = number("--reps", v)?,
+            "--iters" => o.iters = number("--iters", v)?,
+            "--every" => o.every = number("--every", v)?,
+            "--size" => o.size = Some(number("--size", v)?),
+            "--out" => o.out = PathBuf::from(v),
+            "--examples" => o.examples = PathBuf::from(v),
+            "--timeout" => o.timeout = Duration::from_secs_f64(number("--timeout", v)?),
+            _ => return Err(format!("unknown option '{a}'")),
+        }
+        i += 2;
+    }
+    if o.reps == 0 || o.every == 0 || o.iters < 2 * o.every {
+        return Err("need --reps >= 1, --every >= 1 and --iters >= 2 * --every".into());
+    }
+    Ok(o)
+}
+
+/// A scratch directory for the builds, removed at the end.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn build(o: &Opts, mpicc: &Path, dir: &Path, app: &App) -> Result<(PathBuf, PathBuf), String> {
+    let src = o.examples.join(format!("{}.c", app.name));
+    let mut out = Vec::new();
+    for (suffix, flags) in [("", vec![]), ("_plain", vec!["-DPLAIN"])] {
+        let exe = dir.join(format!("{}{suffix}", app.name));
+        let st = Command::new(mpicc)
+            .args(["-O2"])
+            .args(&flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .arg("-lm")
+            .status()
+            .map_err(|e| format!("running {}: {e}", mpicc.display()))?;
+        if !st.success() {
+            return Err(format!("building {} failed", src.display()));
+        }
+        out.push(exe);
+    }
+    Ok((out[0].clone(), out[1].clone()))
+}
+
+/// What one run printed and how long it took.
+struct Run {
+    wall: f64,
+    result: String,
+    recovery_ms: Option<f64>,
+    /// mpiexec's milestones after the failure (ms): detected, propagated,
+    /// replacement started, MPI state restored, all ranks resumed.
+    milestones: Vec<f64>,
+}
+
+fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String> {
+    let mpiexec = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .with_file_name("mpiexec");
+    let t0 = Instant::now();
+    let mut child = Command::new(&mpiexec)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting {}: {e}", mpiexec.display()))?;
+    // Read both pipes on threads so a full pipe never stalls the job.
+    let mut so = child.stdout.take().expect("piped");
+    let mut se = child.stderr.take().expect("piped");
+    let ro = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut so, &mut s);
+        s
+    });
+    let re = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut se, &mut s);
+        s
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            break st;
+        }
+        if t0.elapsed() > o.timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{marker}: no end after {:?}; killed", o.timeout));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let wall = t0.elapsed().as_secs_f64();
+    let (out, err) = (ro.join().unwrap_or_default(), re.join().unwrap_or_default());
+    if !status.success() {
+        return Err(format!("{marker}: mpiexec failed ({status}):\n{err}"));
+    }
+    let result = out
+        .lines()
+        .find(|l| l.contains(app.result_marker))
+        .map(|l| l.rsplit_once(", ").map_or(l, |(a, _)| a).to_string())
+        .ok_or_else(|| format!("{marker}: no result line in the output:\n{out}\n{err}"))?;
+    let failed_at = err
+        .split("failure at unix time ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse::<f64>().ok());
+    let milestones = err
+        .split("ms after the failure: ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .map(|s| {
+            s.split(", ")
+                .filter_map(|kv| kv.rsplit(' ').next()?.parse::<f64>().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // "NAME: rank R back at iteration I at unix time T (data load L ms)"
+    let backs: Vec<f64> = err
+        .lines()
+        .filter(|l| l.contains(" back at iteration "))
+        .filter_map(|l| {
+            let t: f64 = l
+                .split("unix time ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()?;
+            let load: f64 = l
+                .split("data load ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()?;
+            Some(t - load / 1e3)
+        })
+        .collect();
+    let recovery_ms = match (failed_at, backs.iter().cloned().reduce(f64::max)) {
+        (Some(f), Some(b)) => Some((b - f) * 1e3),
+        _ => None,
+    };
+    Ok(Run {
+        wall,
+        result,
+        recovery_ms,
+        milestones,
+    })
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+fn spread(v: &[f64]) -> (f64, f64) {
+    let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+struct Row {
+    app: &'static str,
+    mode: String,
+    ranks: usize,
+    rep: usize,
+    recovery_ms: f64,
+    tts: f64,
+    ff: f64,
+    overhead: f64,
+    milestones: Vec<f64>,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let o = match parse(&args) {
+        Ok(o) => o,
+        Err(e) if e.is_empty() => {
+            print!("{USAGE}");
+            return;
+        }
+        Err(e) => {
+            eprintln!("mpistages-bench: {e}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = bench(&o) {
+        eprintln!("mpistages-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn bench(o: &Opts) -> Result<(), String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("mpistages-bench-{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
+    // Every run of the plan, to show progress as k/N.
+    let plan: Vec<(&App, usize)> = o
+        .apps
+        .iter()
+        .flat_map(|a| {
+            o.ranks
+                .iter()
+                .filter(|&&n| (a.allows)(n))
+                .map(move |&n| (*a, n))
+        })
+        .collect();
+    let total = plan.len() * o.reps * (1 + 2 * o.modes.len());
+    let mut done = 0;
+    let mut rows = Vec::new();
+    let mut plain_med = BTreeMap::new();
+    for app in &o.apps {
+        let (exe, plain) = build(o, &me.with_file_name("mpicc"), &scratch.0, app)?;
+        for &(_, n) in plan.iter().filter(|(a, _)| a.name == app.name) {
+            let size = o.size.unwrap_or(app.default_size).to_string();
+            let prog_args = |exe: &Path| {
+                vec![
+                    exe.display().to_string(),
+                    "-s".into(),
+                    size.clone(),
+                    "-i".into(),
+                    o.iters.to_string(),
+                    "-k".into(),
+                    o.every.to_string(),
+                ]
+            };
+            let mut expected: Option<String> = None;
+            let mut check = |r: &Run, what: &str| -> Result<(), String> {
+                match &expected {
+                    None => expected = Some(r.result.clone()),
+                    Some(e) if *e != r.result => {
+                        return Err(format!(
+                            "{} at {n} ranks: the results of {what} differ from the first run's:\n  {e}\n  {}",
+                            app.name, r.result
+                        ))
+                    }
+                    _ => {}
+                }
+                Ok(())
+            };
+            let mut progress = |what: &str, r: &Run| {
+                done += 1;
+                let rec = r
+                    .recovery_ms
+                    .map_or(String::new(), |ms| format!(", recovery {ms:.1} ms"));
+                eprintln!(
+                    "[{done}/{total}] {} {n} ranks {what}: {:.2} s{rec}",
+                    app.name, r.wall
+                );
+            };
+            let mut plains = Vec::new();
+            for rep in 1..=o.reps {
+                let mut a = vec!["-n".to_string(), n.to_string()];
+                a.extend(prog_args(&plain));
+                let r = run(o, app, &a, &format!("{} plain", app.name))?;
+                check(&r, "the plain build")?;
+                progress(&format!("plain build, rep {rep}"), &r);
+                plains.push(r.wall);
+            }
+            let plain_s = median(&plains);
+            plain_med.insert((app.name, n), plain_s);
+            // The kill: right after the checkpoint in the middle of the run.
+            let kill_it = (o.iters / 2) / o.every * o.every;
+            let victim = n / 2;
+            for mode in &o.modes {
+                for rep in 1..=o.reps {
+                    let mut a = vec![
+                        "-n".to_string(),
+                        n.to_string(),
+                        "--recovery".into(),
+                        mode.clone(),
+                    ];
+                    a.extend(prog_args(&exe));
+                    let ff = run(o, app, &a, &format!("{} {mode} failure-free", app.name))?;
+                    check(&ff, &format!("{mode} without failure"))?;
+                    progress(&format!("{mode} failure-free, rep {rep}"), &ff);
+                    let mut a = vec![
+                        "-n".to_string(),
+                        n.to_string(),
+                        "--recovery".into(),
+                        mode.clone(),
+                        "--inject".into(),
+                        format!(
+                            "rank={victim},call={}:{}",
+                            app.call,
+                            (app.calls_before)(kill_it) + 1
+                        ),
+                    ];
+                    a.extend(prog_args(&exe));
+                    let hurt = run(o, app, &a, &format!("{} {mode} with a failure", app.name))?;
+                    check(&hurt, &format!("{mode} with a failure"))?;
+                    progress(&format!("{mode} with a failure, rep {rep}"), &hurt);
+                    let recovery_ms = hurt.recovery_ms.ok_or_else(|| {
+                        format!(
+                            "{} {mode} at {n} ranks: the run did not report its recovery",
+                            app.name
+                        )
+                    })?;
+                    rows.push(Row {
+                        app: app.name,
+                        mode: mode.clone(),
+                        ranks: n,
+                        rep,
+                        recovery_ms,
+                        tts: hurt.wall,
+                        ff: ff.wall,
+                        overhead: (ff.wall - plain_s) / plain_s * 100.0,
+                        milestones: hurt.milestones,
+                    });
+                }
+            }
+            if let Some(e) = &expected {
+                eprintln!("    every run agrees: {e}");
+            }
+        }
+    }
+    write_csv(o, &rows)?;
+    let table = table(&rows, &plain_med);
+    print!("{table}");
+    std::fs::write(o.out.join("recovery.txt"), &table).map_err(|e| e.to_string())?;
+    for app in &o.apps {
+        let series: Vec<chart::Series> = o
+            .modes
+            .iter()
+            .map(|m| {
+                let mut by_ranks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+                for r in rows.iter().filter(|r| r.app == app.name && &r.mode == m) {
+                    by_ranks.entry(r.ranks).or_default().push(r.recovery_ms);
+                }
+                chart::Series {
+                    mode: m.clone(),
+                    points: by_ranks.iter().map(|(&n, v)| (n, median(v))).collect(),
+                }
+            })
+            .collect();
+        let base = o.out.join(format!("recovery-{}", app.name));
+        std::fs::write(base.with_extension("svg"), chart::svg(app.name, &series))
+            .and_then(|_| std::fs::write(base.with_extension("png"), chart::png(app.name, &series)))
+            .map_err(|e| e.to_string())?;
+        println!("chart: {}.svg, {}.png", base.display(), base.display());
+    }
+    println!("rows: {}", o.out.join("recovery.csv").display());
+    Ok(())
+}
+
+fn write_csv(o: &Opts, rows: &[Row]) -> Result<(), String> {
+    let mut csv = String::from(
+        "app,mode,ranks,rep,recovery_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct\n",
+    );
+    for r in rows {
+        csv += &format!(
+            "{},{},{},{},{:.3},{:.4},{:.4},{:.2}\n",
+            r.app, r.mode, r.ranks, r.rep, r.recovery_ms, r.tts, r.ff, r.overhead
+        );
+    }
+    std::fs::write(o.out.join("recovery.csv"), csv).map_err(|e| e.to_string())
+}
+
+fn table(rows: &[Row], plain: &BTreeMap<(&str, usize), f64>) -> String {
+    let mut groups: BTreeMap<(&str, usize), BTreeMap<String, Vec<&Row>>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((r.app, r.ranks))
+            .or_default()
+            .entry(r.mode.clone())
+            .or_default()
+            .push(r);
+    }
+    let mut t = String::from(
+        "\nrecovery: kill -> every rank back in its loop (data load excluded), median [min-max] ms;\n\
+         mpiexec milestones (median ms after the kill): detected / propagated / relaunched / MPI restored / resumed\n\n",
+    );
+    t += &format!(
+        "{:<8} {:>5} {:<7} {:>24} {:>32} {:>9} {:>9} {:>9} {:>8}\n",
+        "app",
+        "ranks",
+        "mode",
+        "recovery ms",
+        "milestones ms",
+        "solve s",
+        "no-fail s",
+        "plain s",
+        "ckpt %"
+    );
+    for ((app, n), modes) in &groups {
+        for (mode, rs) in modes {
+            let rec: Vec<f64> = rs.iter().map(|r| r.recovery_ms).collect();
+            let (lo, hi) = spread(&rec);
+            let ms: Vec<String> = (0..5)
+                .map(|k| {
+                    let v: Vec<f64> = rs
+                        .iter()
+                        .filter_map(|r| r.milestones.get(k).copied())
+                        .collect();
+                    if v.is_empty() {
+                        "-".into()
+                    } else {
+                        format!("{:.1}", median(&v))
+                    }
+                })
+                .collect();
+            let med = |f: fn(&Row) -> f64| median(&rs.iter().map(|r| f(r)).collect::<Vec<_>>());
+            t += &format!(
+                "{:<8} {:>5} {:<7} {:>24} {:>32} {:>9.3} {:>9.3} {:>9.3} {:>8.1}\n",
+                app,
+                n,
+                mode,
+                format!("{:.1} [{lo:.1}-{hi:.1}]", median(&rec)),
+                ms.join(" / "),
+                med(|r| r.tts),
+                med(|r| r.ff),
+                plain.get(&(*app, *n)).copied().unwrap_or(f64::NAN),
+                med(|r| r.overhead),
+            );
+        }
+        if let (Some(s), true) = (modes.get("stages"), modes.len() > 1) {
+            let st = median(&s.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
+            for (m, rs) in modes.iter().filter(|(m, _)| *m != "stages") {
+                let other = median(&rs.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
+                t += &format!("    stages / {m} recovery: {:.3}\n", st / other);
+            }
+        }
+    }
+    t
+}
