@@ -121,10 +121,15 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
     (void)argv;
     proxy_back = state != MPIX_REINIT_NEW;
     MPIX_Get_recovery_mode(&mode);
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPIX_Get_fault_epoch(&epoch);
     if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
-    int restored_mpi = state == MPIX_REINIT_RESTARTED && mode == MPIX_RECOVERY_STAGES;
-    if (!restored_mpi && (rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    /* A Stages replacement restored its MPI state, unless there was no
+     * checkpoint yet (epoch 0 is the state of MPI_Init). */
+    int restored_mpi = state == MPIX_REINIT_RESTARTED && mode == MPIX_RECOVERY_STAGES && epoch > 0;
+    if (!restored_mpi) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        if ((rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    }
     if ((rc = p->protect()) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
     for (;;) {
         if (rc == MPIX_TRY_RELOAD) {
@@ -132,6 +137,13 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
             rc = MPIX_Checkpoint_read();
             if (rc == MPIX_TRY_RELOAD) continue; /* another failure meanwhile */
             if (rc != MPI_SUCCESS) proxy_fail("MPIX_Checkpoint_read", rc);
+            MPIX_Get_fault_epoch(&epoch);
+            if (epoch == 0) { /* back to the MPI state of MPI_Init */
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+                rc = p->setup_mpi();
+                if (rc == MPIX_TRY_RELOAD) continue;
+                if (rc != MPI_SUCCESS) proxy_fail("set-up", rc);
+            }
         }
         MPIX_Get_fault_epoch(&epoch);
         rc = proxy_attempt(epoch);

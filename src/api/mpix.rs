@@ -172,7 +172,12 @@ pub fn restore(m: &Mpi, epoch: u64, replacement: bool, mpi_state: bool) -> MpiRe
     let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
     if epoch == 0 || !mpi_state {
         reset_tables(m);
-        protect::unprotect_all(m);
+        if !mpi_state {
+            // Reinit / CPR: as after MPI_Init. (A Stages rollback to epoch
+            // 0 keeps the registrations: they are the application's, and
+            // its next attempt fills the same memory.)
+            protect::unprotect_all(m);
+        }
         let mut st = m.stages();
         st.library.clear();
         st.epoch = 0;

@@ -1,0 +1,239 @@
+//! The three recovery models end to end on the proxy applications, at
+//! small sizes: every run, with and without failures, in every mode and
+//! with one or two failures, ends with the same energies as the
+//! failure-free run. Also MPIX_Reinit's states and reset
+//! (tests/c/reinit.c), and `mpistages-bench recovery` writing its CSV and
+//! charts.
+
+mod common;
+use common::{build, build_example, mpiexec, Run, Scratch};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn run(exe: &str, np: usize, mode: &str, injects: &[String], args: &[&str]) -> Run {
+    let n = np.to_string();
+    let mut a = vec!["-n", n.as_str(), "--recovery", mode];
+    for i in injects {
+        a.extend(["--inject", i.as_str()]);
+    }
+    a.push(exe);
+    a.extend(args);
+    let r = mpiexec(&a, &[], LIMIT);
+    assert!(
+        r.ok(),
+        "{exe} {mode} at {np} ranks with {injects:?} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
+        r.status,
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+/// The result line, without the run time at its end.
+fn result(r: &Run, marker: &str) -> String {
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains(marker))
+        .unwrap_or_else(|| {
+            panic!(
+                "no '{marker}' line\nstdout:\n{}\nstderr:\n{}",
+                r.stdout, r.stderr
+            )
+        });
+    line.rsplit_once(", ").map_or(line, |(a, _)| a).to_string()
+}
+
+fn recoveries(r: &Run) -> usize {
+    r.stderr
+        .lines()
+        .filter(|l| l.contains("mpiexec: recovery ") && l.contains(" done: "))
+        .count()
+}
+
+/// The app failure-free, then under each mode with the kills of `injects`
+/// (one list per run): the same result every time, one recovery per kill,
+/// and every rank reported itself back after each.
+fn same_everywhere(app: &str, np: usize, args: &[&str], marker: &str, injects: &[Vec<String>]) {
+    let exe = build_example(&format!("{app}.c"));
+    let exe = exe.to_str().unwrap();
+    let clean = result(&run(exe, np, "none", &[], args), marker);
+    for mode in ["stages", "reinit", "cpr"] {
+        assert_eq!(
+            result(&run(exe, np, mode, &[], args), marker),
+            clean,
+            "{mode} without failure"
+        );
+        for kills in injects {
+            let r = run(exe, np, mode, kills, args);
+            assert_eq!(
+                result(&r, marker),
+                clean,
+                "{app} {mode} with {kills:?}\n{}",
+                r.stderr
+            );
+            assert_eq!(
+                recoveries(&r),
+                kills.len(),
+                "{mode} {kills:?}:\n{}",
+                r.stderr
+            );
+            let back = r
+                .stderr
+                .lines()
+                .filter(|l| l.contains(" back at iteration "))
+                .count();
+            assert!(
+                back >= np,
+                "{mode}: only {back} ranks said they were back:\n{}",
+                r.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn hydro3d_energy_is_the_same_in_every_mode_and_failure_count() {
+    // hydro3d counts one MPI_Waitall in its set-up and one per iteration:
+    // call N is iteration N - 2. Checkpoints every 5 iterations.
+    let kill = |rank: usize, n: u32| format!("rank={rank},call=MPI_Waitall:{n}");
+    same_everywhere(
+        "hydro3d",
+        8,
+        &["-s", "5", "-i", "24", "-k", "5"],
+        "final origin energy",
+        &[
+            vec![kill(3, 13)],             // iteration 11, after epoch 2
+            vec![kill(5, 4), kill(2, 20)], // before the first checkpoint, then later
+        ],
+    );
+}
+
+#[test]
+fn md_energies_are_the_same_in_every_mode_and_failure_count() {
+    // md: 12 Sendrecv in the initial halo, 24 per step.
+    let kill = |rank: usize, step: u32, k: u32| {
+        format!("rank={rank},call=MPI_Sendrecv:{}", 12 + 24 * step + k)
+    };
+    same_everywhere(
+        "md",
+        4,
+        &["-s", "4", "-i", "24", "-k", "5"],
+        "energy per atom",
+        &[vec![kill(1, 11, 7)], vec![kill(3, 6, 20), kill(0, 17, 1)]],
+    );
+}
+
+#[test]
+fn one_rank_jobs_recover_too() {
+    let exe = build_example("md.c");
+    let exe = exe.to_str().unwrap();
+    let args = ["-s", "3", "-i", "12", "-k", "4"];
+    let clean = result(&run(exe, 1, "none", &[], &args), "energy per atom");
+    for mode in ["stages", "reinit", "cpr"] {
+        let r = run(
+            exe,
+            1,
+            mode,
+            &["rank=0,call=MPI_Sendrecv:200".into()],
+            &args,
+        );
+        assert_eq!(result(&r, "energy per atom"), clean, "{mode}");
+        assert_eq!(recoveries(&r), 1, "{mode}");
+    }
+}
+
+/// States and reset of MPIX_Reinit: live ranks REINITED with the MPI state
+/// of MPI_Init (checked inside the program), the replacement RESTARTED;
+/// under cpr every rank RESTARTED; without a failure NEW only.
+#[test]
+fn reinit_states_and_reset() {
+    let exe = build("reinit.c");
+    let exe = exe.to_str().unwrap();
+    let states = |r: &Run, rank: usize| -> String {
+        let p = format!("rank {rank} states ");
+        r.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&p))
+            .unwrap_or_else(|| panic!("no states of rank {rank}:\n{}\n{}", r.stdout, r.stderr))
+            .to_string()
+    };
+    let kill = vec!["rank=1,call=MPI_Allreduce:8".to_string()];
+    let r = run(exe, 3, "none", &[], &[]);
+    assert!(r.stdout.contains("OK reinit"));
+    assert_eq!((states(&r, 0), states(&r, 1)), ("1".into(), "1".into()));
+    let r = run(exe, 3, "reinit", &kill, &[]);
+    assert!(r.stdout.contains("OK reinit"), "{}", r.stderr);
+    assert_eq!(states(&r, 0), "1 2");
+    assert_eq!(states(&r, 2), "1 2");
+    assert_eq!(states(&r, 1), "3");
+    let r = run(exe, 3, "cpr", &kill, &[]);
+    assert!(r.stdout.contains("OK reinit"), "{}", r.stderr);
+    for rank in 0..3 {
+        assert_eq!(states(&r, rank), "3", "rank {rank}");
+    }
+    assert!(r.stderr.contains("relaunching the job"), "{}", r.stderr);
+}
+
+#[test]
+fn recovery_benchmark_writes_rows_and_charts() {
+    let out = Scratch::new("bench-recovery");
+    let bench = env!("CARGO_BIN_EXE_mpistages-bench");
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let r = std::process::Command::new(bench)
+        .args([
+            "recovery", "--apps", "md", "--ranks", "1,2", "--reps", "2", "--iters", "20",
+        ])
+        .args([
+            "--every",
+            "5",
+            "--size",
+            "3",
+            "--out",
+            out.path(),
+            "--examples",
+            examples,
+        ])
+        .output()
+        .expect("run mpistages-bench");
+    let (so, se) = (
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr),
+    );
+    assert!(r.status.success(), "{so}\n{se}");
+    assert!(se.contains("[28/28]"), "progress is shown:\n{se}");
+    let csv = std::fs::read_to_string(out.0.join("recovery.csv")).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("app,mode,ranks,rep,recovery_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(
+        rows.len(),
+        2 * 3 * 2,
+        "2 rank counts x 3 modes x 2 repetitions:\n{csv}"
+    );
+    for row in &rows {
+        assert_eq!(row.len(), 8);
+        let ms: f64 = row[4].parse().unwrap();
+        assert!(ms > 0.0 && ms < 60_000.0, "recovery {ms} ms in {row:?}");
+        let tts: f64 = row[5].parse().unwrap();
+        assert!(tts > 0.0);
+    }
+    for mode in ["stages", "reinit", "cpr"] {
+        assert!(
+            so.contains(&format!(" {mode} ")),
+            "the table has {mode}:\n{so}"
+        );
+    }
+    let svg = std::fs::read_to_string(out.0.join("recovery-md.svg")).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.matches("<polyline").count() == 3,
+        "{svg}"
+    );
+    let png = std::fs::read(out.0.join("recovery-md.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(png.len() > 720 * 440 * 3, "the PNG holds every pixel");
+}
