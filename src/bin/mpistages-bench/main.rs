@@ -10,6 +10,7 @@
 //!   checkpointing (same mode, no kill) and without (the -DPLAIN build);
 //! - the final energies, which must be identical in every run of one
 //!   configuration (the run fails otherwise).
+//!
 //! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg/.png.
 
 mod chart;
