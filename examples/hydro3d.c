@@ -378,15 +378,7 @@ static int step(int it)
 int main(int argc, char **argv)
 {
     int iters = 100, every = 10;
-    for (int a = 1; a + 1 < argc; a += 2) {
-        if (!strcmp(argv[a], "-s")) n = atoi(argv[a + 1]);
-        else if (!strcmp(argv[a], "-i")) iters = atoi(argv[a + 1]);
-        else if (!strcmp(argv[a], "-k")) every = atoi(argv[a + 1]);
-        else {
-            fprintf(stderr, "hydro3d: unknown option %s (options: -s N -i ITERS -k EVERY)\n", argv[a]);
-            return 1;
-        }
-    }
+    if (proxy_options(argc, argv, "hydro3d", &n, &iters, &every)) return 1;
     MPI_Init(&argc, &argv);
     double t0 = MPI_Wtime();
     struct proxy app = {"hydro3d", iters, every, setup, setup_mpi, protect, initial, step, &hdr.iter};

@@ -45,6 +45,21 @@ struct proxy {
 };
 
 static struct proxy *proxy_app;
+
+/* The proxies' options: -s SIZE -i ITERS -k EVERY; 0 on success. An odd
+ * option or a missing value is an error (nothing runs then). */
+static int proxy_options(int argc, char **argv, const char *name, int *size, int *iters, int *every)
+{
+    for (int a = 1; a < argc; a += 2) {
+        int *to = !strcmp(argv[a], "-s") ? size : !strcmp(argv[a], "-i") ? iters : !strcmp(argv[a], "-k") ? every : NULL;
+        if (!to || a + 1 >= argc) {
+            fprintf(stderr, "%s: bad option %s (options: -s SIZE -i ITERS -k EVERY)\n", name, argv[a]);
+            return -1;
+        }
+        *to = atoi(argv[a + 1]);
+    }
+    return 0;
+}
 static int proxy_back; /* this process is coming back from a failure */
 
 static double proxy_unix_time(void)
