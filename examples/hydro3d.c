@@ -48,17 +48,6 @@ static double *sendbuf[26], *recvbuf[26];
 
 #define NODE(i, j, k) (((k) * (n + 1) + (j)) * (n + 1) + (i))
 
-static void *alloc(void *old, size_t bytes)
-{
-    free(old);
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (!m) {
-        fprintf(stderr, "hydro3d: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return m;
-}
-
 /* Direction index d <-> offsets (dx, dy, dz) in {-1, 0, 1}^3 \ {0}. */
 static void offsets(int d, int *dx, int *dy, int *dz)
 {
@@ -155,12 +144,12 @@ static int setup(void)
     nn = (n + 1) * (n + 1) * (n + 1);
     ne = n * n * n;
     double **nodal[] = {&x, &y, &z, &xd, &yd, &zd, &fx, &fy, &fz, &nmass};
-    for (size_t i = 0; i < sizeof nodal / sizeof *nodal; i++) *nodal[i] = alloc(*nodal[i], nn * sizeof(double));
+    for (size_t i = 0; i < sizeof nodal / sizeof *nodal; i++) *nodal[i] = proxy_alloc(*nodal[i], nn * sizeof(double));
     double **elem[] = {&e, &p, &q, &v, &vdov, &volo, &emass, &ss};
-    for (size_t i = 0; i < sizeof elem / sizeof *elem; i++) *elem[i] = alloc(*elem[i], ne * sizeof(double));
-    nodelist = alloc(nodelist, 8 * (size_t)ne * sizeof(int));
-    region = alloc(region, ne * sizeof(int));
-    rep = alloc(rep, NREG * sizeof(int));
+    for (size_t i = 0; i < sizeof elem / sizeof *elem; i++) *elem[i] = proxy_alloc(*elem[i], ne * sizeof(double));
+    nodelist = proxy_alloc(nodelist, 8 * (size_t)ne * sizeof(int));
+    region = proxy_alloc(region, ne * sizeof(int));
+    rep = proxy_alloc(rep, NREG * sizeof(int));
 
     /* Reference coordinates: the whole mesh spans [0, 1.125]^3. */
     double h = 1.125 / (tp * n);
@@ -187,9 +176,9 @@ static int setup(void)
             }
     /* Symmetry planes x = 0, y = 0, z = 0 on the ranks that hold them. */
     int plane = (n + 1) * (n + 1);
-    symx = alloc(symx, plane * sizeof(int));
-    symy = alloc(symy, plane * sizeof(int));
-    symz = alloc(symz, plane * sizeof(int));
+    symx = proxy_alloc(symx, plane * sizeof(int));
+    symy = proxy_alloc(symy, plane * sizeof(int));
+    symz = proxy_alloc(symz, plane * sizeof(int));
     nsymx = nsymy = nsymz = 0;
     for (int a = 0; a <= n; a++)
         for (int b = 0; b <= n; b++) {
@@ -224,9 +213,9 @@ static int setup(void)
             hi[c] = off[c] == -1 ? 0 : n;
         }
         nshared[d] = nbr[d] < 0 ? 0 : (hi[0] - lo[0] + 1) * (hi[1] - lo[1] + 1) * (hi[2] - lo[2] + 1);
-        shared[d] = alloc(shared[d], nshared[d] * sizeof(int));
-        sendbuf[d] = alloc(sendbuf[d], 3 * nshared[d] * sizeof(double));
-        recvbuf[d] = alloc(recvbuf[d], 3 * nshared[d] * sizeof(double));
+        shared[d] = proxy_alloc(shared[d], nshared[d] * sizeof(int));
+        sendbuf[d] = proxy_alloc(sendbuf[d], 3 * nshared[d] * sizeof(double));
+        recvbuf[d] = proxy_alloc(recvbuf[d], 3 * nshared[d] * sizeof(double));
         if (nbr[d] < 0) continue;
         int s = 0;
         for (int k = lo[2]; k <= hi[2]; k++)

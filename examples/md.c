@@ -47,17 +47,6 @@ static double cell[3];
 static int *sendidx;
 static double *sendbuf, *recvbuf;
 
-static void *grow(void *old, size_t bytes)
-{
-    free(old);
-    void *m = calloc(1, bytes ? bytes : 1);
-    if (!m) {
-        fprintf(stderr, "md: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    return m;
-}
-
 /* The most cubic px >= py >= pz with px * py * pz = size. */
 static void decompose(void)
 {
@@ -103,18 +92,18 @@ static int setup(void)
     int local = 4 * nc * nc * nc, shell = (int)(4 * 0.8442 * ((len[0] + 2 * RCUT) * (len[1] + 2 * RCUT) *
                                                                  (len[2] + 2 * RCUT) - len[0] * len[1] * len[2]));
     cap = 2 * local + 2 * shell + 64;
-    id = grow(id, cap * sizeof(int));
+    id = proxy_alloc(id, cap * sizeof(int));
     for (int d = 0; d < 3; d++) {
-        r[d] = grow(r[d], cap * sizeof(double));
-        v[d] = grow(v[d], cap * sizeof(double));
-        f[d] = grow(f[d], cap * sizeof(double));
+        r[d] = proxy_alloc(r[d], cap * sizeof(double));
+        v[d] = proxy_alloc(v[d], cap * sizeof(double));
+        f[d] = proxy_alloc(f[d], cap * sizeof(double));
     }
-    pe_atom = grow(pe_atom, cap * sizeof(double));
-    head = grow(head, (size_t)(ncell[0] + 2) * (ncell[1] + 2) * (ncell[2] + 2) * sizeof(int));
-    next = grow(next, cap * sizeof(int));
-    sendidx = grow(sendidx, cap * sizeof(int));
-    sendbuf = grow(sendbuf, 7 * (size_t)cap * sizeof(double));
-    recvbuf = grow(recvbuf, 7 * (size_t)cap * sizeof(double));
+    pe_atom = proxy_alloc(pe_atom, cap * sizeof(double));
+    head = proxy_alloc(head, (size_t)(ncell[0] + 2) * (ncell[1] + 2) * (ncell[2] + 2) * sizeof(int));
+    next = proxy_alloc(next, cap * sizeof(int));
+    sendidx = proxy_alloc(sendidx, cap * sizeof(int));
+    sendbuf = proxy_alloc(sendbuf, 7 * (size_t)cap * sizeof(double));
+    recvbuf = proxy_alloc(recvbuf, 7 * (size_t)cap * sizeof(double));
     return MPI_SUCCESS;
 }
 

@@ -46,6 +46,19 @@ struct proxy {
 
 static struct proxy *proxy_app;
 
+/* Frees `old` and returns `bytes` of zeroed memory (set-up may run again
+ * after a Reinit jump); aborts the job when memory is out. */
+static void *proxy_alloc(void *old, size_t bytes)
+{
+    free(old);
+    void *m = calloc(1, bytes ? bytes : 1);
+    if (!m) {
+        fprintf(stderr, "out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return m;
+}
+
 /* The proxies' options: -s SIZE -i ITERS -k EVERY; 0 on success. An odd
  * option or a missing value is an error (nothing runs then). */
 static int proxy_options(int argc, char **argv, const char *name, int *size, int *iters, int *every)
