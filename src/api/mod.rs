@@ -169,6 +169,9 @@ pub struct Mpi {
     pub regions: protect::Regions,
     /// What a failed rank means for this job (`mpiexec --recovery`).
     pub mode: RecoveryMode,
+    /// This process was started because of a failure (a replacement, or a
+    /// rank of a relaunched `cpr` job).
+    pub relaunched: bool,
     pub thread_level: i32,
     pub started: Instant,
 }
@@ -263,8 +266,7 @@ pub fn init(required: i32) -> MpiResult<i32> {
             return Err(e);
         }
     };
-    let replacement =
-        mpi.mode.announced() && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
+    let replacement = mpi.relaunched;
     let _ = MPI.set(Arc::new(mpi));
     if replacement {
         let m = MPI.get().expect("just set");
@@ -403,6 +405,7 @@ fn start() -> MpiResult<Mpi> {
         stages: Mutex::new(stages),
         regions: Default::default(),
         mode: recovery,
+        relaunched: replacement,
         thread_level: consts::THREAD_MULTIPLE,
         started: Instant::now(),
     })

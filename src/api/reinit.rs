@@ -19,9 +19,7 @@ pub const RESTARTED: i32 = 3;
 /// a process started because of a failure), and whether a failure makes
 /// this rank jump back (only under `--recovery reinit`).
 pub fn start(m: &Mpi) -> (i32, bool) {
-    let relaunched =
-        m.mode.announced() && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
-    let state = if relaunched { RESTARTED } else { NEW };
+    let state = if m.relaunched { RESTARTED } else { NEW };
     (state, m.mode == RecoveryMode::Reinit && m.client.is_some())
 }
 

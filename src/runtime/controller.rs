@@ -79,8 +79,6 @@ struct Recovering {
     number: usize,
     /// The ranks being replaced (every rank when the job is relaunched).
     failed: Vec<usize>,
-    /// `cpr`: every rank was killed; the job is relaunched once all are gone.
-    relaunch: bool,
     /// The epoch every rank rolls back to.
     epoch: u64,
     /// Kill time when known (injected), else detection.
@@ -561,13 +559,12 @@ impl Job {
         self.restarts += 1;
         self.generation += 1;
         let start = self.ranks[rank].killed_at.unwrap_or(now);
-        let relaunch = !self.opts.recovery.replaces_rank();
+        let relaunch = self.relaunches();
         let rec = self.recovering.get_or_insert_with(|| {
             self.recoveries += 1;
             Recovering {
                 number: self.recoveries,
                 failed: Vec::new(),
-                relaunch,
                 epoch: self.committed,
                 start,
                 detected: now,
@@ -631,14 +628,21 @@ impl Job {
         st.finalizing = false;
     }
 
+    /// `cpr`: a failure relaunches the whole job (the other modes replace
+    /// the failed rank).
+    fn relaunches(&self) -> bool {
+        !self.opts.recovery.replaces_rank()
+    }
+
     /// `cpr`: once every killed rank has been reaped, starts the whole job
     /// again at the new generation.
     fn relaunch_when_gone(&mut self) {
         let gone = self.live().next().is_none();
+        let relaunches = self.relaunches();
         let Some(rec) = self.recovering.as_mut() else {
             return;
         };
-        if !rec.relaunch || rec.spawned.is_some() || !gone {
+        if !relaunches || rec.spawned.is_some() || !gone {
             return;
         }
         rec.propagated = Some(Instant::now());
@@ -705,7 +709,7 @@ impl Job {
             - Instant::now()
                 .saturating_duration_since(rec.start)
                 .as_secs_f64();
-        let what = if rec.relaunch {
+        let what = if self.relaunches() {
             "job relaunched".to_string()
         } else {
             format!("ranks {:?} replaced", rec.failed)
@@ -824,10 +828,11 @@ impl Job {
             };
             let st = &mut self.ranks[r];
             st.exit = Some(exit);
-            if self
-                .recovering
-                .as_ref()
-                .is_some_and(|rec| rec.relaunch && rec.spawned.is_none())
+            if self.relaunches()
+                && self
+                    .recovering
+                    .as_ref()
+                    .is_some_and(|rec| rec.spawned.is_none())
             {
                 // `cpr`: the old job's processes going, whatever their end.
                 self.relaunch_when_gone();
