@@ -5,6 +5,7 @@
 use super::consts::err;
 use super::error::{fail, MpiError, MpiResult};
 use super::{protect, recovery, state, Mpi, RecoveryMode};
+use crate::checkpoint::store::Restored;
 use crate::stages::{
     self, CHandles, DeserializeFn, FortranHandlerFn, Handler, LibraryHandles, SerializeFn, Stages,
 };
@@ -122,10 +123,37 @@ pub(super) fn rejoin_and_restore(
     client: &crate::runtime::client::Client,
     replacement: bool,
 ) -> MpiResult<()> {
+    // The copy this rank holds is looked up (and a file copy read and
+    // verified) before the barrier, while the other ranks are still on
+    // their way to it; when every rank holds the same epoch, mpiexec says
+    // so at the resume and no agreement among the ranks is needed.
+    let mut held: Option<Restored> = None;
+    let partner = m.stages().partner();
     loop {
-        let (_, epoch) = stages::rejoin(&m.engine, client)
+        let mut newest = |epoch: u64| {
+            if epoch == 0 || partner {
+                // Partner copies are fetched over the transport, once it runs.
+                held = None;
+                return None;
+            }
+            if held.as_ref().is_none_or(|h| h.epoch != epoch) {
+                held = m.stages().newest_local(epoch);
+            }
+            Some(held.as_ref().map_or(0, |h| h.epoch))
+        };
+        let r = stages::rejoin(&m.engine, client, &mut newest)
             .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
-        match restore(m, epoch, replacement, m.mode == RecoveryMode::Stages) {
+        let copy = match (&held, r.agreed) {
+            (Some(h), Some(e)) if h.epoch == e => Some(h.clone()),
+            _ => None,
+        };
+        match restore(
+            m,
+            r.epoch,
+            replacement,
+            m.mode == RecoveryMode::Stages,
+            copy,
+        ) {
             Err(e) if e.class == err::TRY_RELOAD => continue,
             Err(e) => super::abort(
                 err::OTHER,
@@ -167,8 +195,15 @@ fn reset_tables(m: &Mpi) {
 /// in it is loaded into the tables; without (Reinit, CPR) the MPI state is
 /// the one right after `MPI_Init` and only the application data of the
 /// epoch is there to restore. Epoch 0: nothing was committed yet. A
-/// replacement says where its copy came from.
-pub fn restore(m: &Mpi, epoch: u64, replacement: bool, mpi_state: bool) -> MpiResult<()> {
+/// replacement says where its copy came from. `agreed`: this rank's copy
+/// of the epoch every rank holds, when that is already known.
+pub fn restore(
+    m: &Mpi,
+    epoch: u64,
+    replacement: bool,
+    mpi_state: bool,
+    agreed: Option<Restored>,
+) -> MpiResult<()> {
     let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
     if epoch == 0 || !mpi_state {
         reset_tables(m);
@@ -186,7 +221,16 @@ pub fn restore(m: &Mpi, epoch: u64, replacement: bool, mpi_state: bool) -> MpiRe
             return Ok(());
         }
     }
-    let copy = recovery::agree_on_copy(m, epoch)?;
+    let copy = match agreed {
+        Some(c) => c,
+        None => recovery::agree_on_copy(m, epoch)?,
+    };
+    if copy.epoch < epoch && m.rank == 0 {
+        eprintln!(
+            "mpistages: committed epoch {epoch} is not valid on every rank; restoring epoch {} instead",
+            copy.epoch
+        );
+    }
     // A relaunched job says it once, not once per rank.
     if replacement && (m.mode != RecoveryMode::Cpr || m.rank == 0) {
         let who = if m.mode == RecoveryMode::Cpr {

@@ -264,14 +264,7 @@ pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
             );
         }
         if min == max {
-            let r = best.expect("min > 0, so this rank has a copy");
-            if r.epoch < committed && m.rank == 0 {
-                eprintln!(
-                    "mpistages: committed epoch {committed} is not valid on every rank; restoring epoch {} instead",
-                    r.epoch
-                );
-            }
-            return Ok(r);
+            return Ok(best.expect("min > 0, so this rank has a copy"));
         }
         want = min;
     }

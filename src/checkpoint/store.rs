@@ -53,7 +53,7 @@ pub struct Store {
 }
 
 /// Where a restore came from, and what was skipped on the way.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Restored {
     pub epoch: u64,
     pub level: String,

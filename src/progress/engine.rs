@@ -62,6 +62,8 @@ pub struct Notices {
     pub epoch: u64,
     /// Newest generation at which the job resumed.
     pub resumed: u32,
+    /// The epoch mpiexec saw every rank hold at that resume, if it did.
+    pub agreed: Option<u64>,
     /// Newest epoch every rank completed.
     pub committed: u64,
     /// The control connection is gone (mpiexec ended).
@@ -756,8 +758,11 @@ impl Core {
                     bell.ring();
                     let _ = client.send(&ToController::Halted { generation });
                 }
-                ToRank::Resume { generation } => {
-                    self.notices.resumed = self.notices.resumed.max(generation);
+                ToRank::Resume { generation, agreed } => {
+                    if generation >= self.notices.resumed {
+                        self.notices.resumed = generation;
+                        self.notices.agreed = agreed;
+                    }
                     self.changes += 1;
                     // A user thread may be asleep in the main epoll set
                     // (the progress thread read the socket): wake it.

@@ -64,6 +64,8 @@ struct RankState {
     /// Generation at which the rank reported itself halted / ready.
     halted: Option<u32>,
     ready: Option<u32>,
+    /// What the rank's Ready said it holds (see `ToController::Ready`).
+    newest: Option<u64>,
     /// When fault injection killed the current process.
     killed_at: Option<Instant>,
 }
@@ -450,8 +452,9 @@ impl Job {
                 self.ranks[r].halted = Some(generation);
                 self.check_recovery();
             }
-            (ToController::Ready { generation }, Some(r)) => {
+            (ToController::Ready { generation, newest }, Some(r)) => {
                 self.ranks[r].ready = Some(generation);
+                self.ranks[r].newest = newest;
                 self.check_recovery();
             }
             (ToController::Injecting { spec }, Some(r)) => {
@@ -596,17 +599,19 @@ impl Job {
         rec.failed.push(rank);
         rec.propagated = None;
         rec.restored = None;
-        let failed = rec.failed.clone();
         eprintln!(
             "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it (generation {}), every rank rolls back to epoch {epoch}",
             self.generation
         );
         self.forget_process(rank);
         self.ranks[rank].epoch = epoch;
+        // Only the rank that failed now: a replacement of an earlier
+        // failure in the same recovery may already be connected at an
+        // earlier generation, and those connections are good.
         let notice = ToRank::Failure {
             generation: self.generation,
             epoch,
-            failed: failed.iter().map(|&r| r as u32).collect(),
+            failed: vec![rank as u32],
         };
         for r in 0..self.ranks.len() {
             if self.ranks[r].welcomed {
@@ -688,9 +693,20 @@ impl Job {
             return;
         }
         let rec = self.recovering.take().expect("checked above");
+        // The epoch agreement rides on this barrier when every rank holds
+        // the same newest copy (the common case); otherwise the ranks work
+        // it out among themselves after resuming.
+        let first = self.ranks[0].newest;
+        let agreed = first.filter(|&e| e > 0 && self.ranks.iter().all(|r| r.newest == first));
         for r in 0..self.ranks.len() {
             self.ranks[r].epoch = rec.epoch;
-            self.send_to(r, &ToRank::Resume { generation: g });
+            self.send_to(
+                r,
+                &ToRank::Resume {
+                    generation: g,
+                    agreed,
+                },
+            );
         }
         let ms = |t: Option<Instant>| {
             t.map_or("-".to_string(), |t| {
@@ -754,6 +770,7 @@ impl Job {
         st.killed_at = None;
         st.halted = None;
         st.ready = None;
+        st.newest = None;
         self.forwarders.extend(f);
         Ok(())
     }

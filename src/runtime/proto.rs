@@ -28,7 +28,13 @@ pub enum ToController {
     Halted { generation: u32 },
     /// The rank is cleaned up (a live rank in `MPIX_Checkpoint_read`) or
     /// restored (a replacement in `MPI_Init`) at `generation`, and waits.
-    Ready { generation: u32 },
+    /// `newest`: the newest epoch (at most the one to roll back to) of
+    /// which it holds a valid copy on a level of its own (0: none), or
+    /// `None` when the ranks must agree among themselves (partner level).
+    Ready {
+        generation: u32,
+        newest: Option<u64>,
+    },
     /// Fault injection: the rank is about to SIGKILL itself.
     Injecting { spec: usize },
 }
@@ -45,14 +51,21 @@ pub enum ToRank {
         epoch: u64,
         fresh: Vec<u32>,
     },
-    /// Ranks failed: stop, and roll back to `epoch` at `generation`.
+    /// Ranks failed (those whose failure opened `generation`): stop, and
+    /// roll back to `epoch` at `generation`.
     Failure {
         generation: u32,
         epoch: u64,
         failed: Vec<u32>,
     },
-    /// Every rank is ready at `generation`: go on.
-    Resume { generation: u32 },
+    /// Every rank is ready at `generation`: go on. `agreed`: the epoch
+    /// every rank reported holding as its newest valid copy, so no further
+    /// agreement is needed; `None` when the ranks must agree among
+    /// themselves (a copy is missing, invalid or held by a partner).
+    Resume {
+        generation: u32,
+        agreed: Option<u64>,
+    },
     /// Every rank has completed `epoch`.
     Committed { epoch: u64 },
 }

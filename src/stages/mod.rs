@@ -82,6 +82,8 @@ pub struct Stages {
     partner: bool,
     /// Not started by mpiexec: nobody else removes the files directory.
     singleton: bool,
+    /// Invalid copies already reported (a restore may look twice).
+    reported: std::collections::HashSet<String>,
 }
 
 /// How many injection triggers count calls: MPI entry points skip the
@@ -137,6 +139,7 @@ impl Stages {
             restored: None,
             partner,
             singleton,
+            reported: Default::default(),
             epoch: 0,
             store,
             serializers: Vec::new(),
@@ -246,7 +249,7 @@ impl Stages {
 
     /// The newest valid local copy of an epoch at most `at_most`. Copies
     /// that were there but invalid are reported on stderr.
-    pub fn newest_local(&self, at_most: u64) -> Option<Restored> {
+    pub fn newest_local(&mut self, at_most: u64) -> Option<Restored> {
         let mut skipped = Vec::new();
         let mut found = None;
         for e in self.store.local_epochs().into_iter().rev() {
@@ -262,7 +265,9 @@ impl Stages {
         // A level without a copy is normal (a new process has nothing in
         // memory); a copy that was there but invalid is worth a line.
         for why in skipped.iter().filter(|w| !w.ends_with("no copy")) {
-            eprintln!("mpistages: checkpoint copy skipped: {why}");
+            if self.reported.insert(why.clone()) {
+                eprintln!("mpistages: checkpoint copy skipped: {why}");
+            }
         }
         found
     }
@@ -412,24 +417,41 @@ pub enum RejoinError {
     Orphaned,
 }
 
+/// Where a rejoin ends: the job runs again at `generation`, every rank
+/// restores `epoch`, and `agreed` is the epoch of the copy every rank said
+/// it holds (see `ToRank::Resume`).
+pub struct Rejoined {
+    pub generation: u32,
+    pub epoch: u64,
+    pub agreed: Option<u64>,
+}
+
 /// The rejoin barrier of a rollback: clean up to the newest announced
-/// failure, tell mpiexec this rank is ready, and wait until every rank is.
-/// A further failure announced meanwhile starts the round again. Returns
-/// the generation the job resumed at and the epoch to restore.
-pub fn rejoin(engine: &Arc<Engine>, client: &Client) -> Result<(u32, u64), RejoinError> {
+/// failure, tell mpiexec this rank is ready and which copy it holds
+/// (`newest`, given the epoch to restore), and wait until every rank is.
+/// A further failure announced meanwhile starts the round again.
+pub fn rejoin(
+    engine: &Arc<Engine>,
+    client: &Client,
+    newest: &mut dyn FnMut(u64) -> Option<u64>,
+) -> Result<Rejoined, RejoinError> {
     loop {
-        let generation = engine.with(|c| {
+        let (generation, epoch) = engine.with(|c| {
             let g = c.notices.failed.max(c.generation());
             if g > c.generation() {
                 c.cleanup(g);
             }
-            g
+            (g, c.notices.epoch)
         });
-        if client.send(&ToController::Ready { generation }).is_err() {
+        let newest = newest(epoch);
+        if client
+            .send(&ToController::Ready { generation, newest })
+            .is_err()
+        {
             return Err(RejoinError::Orphaned);
         }
         enum Next {
-            Resumed(u64),
+            Resumed(Rejoined),
             Again,
             Orphaned,
         }
@@ -437,7 +459,11 @@ pub fn rejoin(engine: &Arc<Engine>, client: &Client) -> Result<(u32, u64), Rejoi
             if c.notices.failed > c.generation() {
                 Some(Next::Again)
             } else if c.notices.resumed >= c.generation() {
-                Some(Next::Resumed(c.notices.epoch))
+                Some(Next::Resumed(Rejoined {
+                    generation: c.generation(),
+                    epoch: c.notices.epoch,
+                    agreed: c.notices.agreed,
+                }))
             } else if c.notices.orphaned {
                 Some(Next::Orphaned)
             } else {
@@ -445,7 +471,7 @@ pub fn rejoin(engine: &Arc<Engine>, client: &Client) -> Result<(u32, u64), Rejoi
             }
         });
         match next {
-            Next::Resumed(epoch) => return Ok((generation, epoch)),
+            Next::Resumed(r) => return Ok(r),
             Next::Again => continue,
             Next::Orphaned => return Err(RejoinError::Orphaned),
         }
