@@ -308,3 +308,109 @@ fn without_recovery_a_failure_ends_the_job() {
     assert_eq!(recoveries(&r), 0);
     assert!(!r.stdout.contains("checksum"), "{}", r.stdout);
 }
+
+/// Pids of the processes still running `exe` (scanning /proc; nothing is
+/// signalled).
+fn running(exe: &std::path::Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|p| p == exe))
+        .collect()
+}
+
+/// `tests/c/spare.c` at 3 ranks with rank 1 killed in its 22nd Allreduce:
+/// the expected sums, each rank's pid, and the pids that printed before
+/// MPI_Init.
+fn spare_run(extra: &[&str]) -> (Run, Vec<u32>, Vec<u32>) {
+    let exe = build("spare.c");
+    let r = run_app(
+        exe.to_str().unwrap(),
+        3,
+        &[],
+        &["rank=1,call=MPI_Allreduce:22"],
+        extra,
+    );
+    assert!(r.ok(), "{:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+    assert!(
+        running(&exe).is_empty(),
+        "processes left: {:?}",
+        running(&exe)
+    );
+    let pid_after = |l: &str, key: &str| -> Option<u32> {
+        l.split(key).nth(1)?.split_whitespace().next()?.parse().ok()
+    };
+    let early: Vec<u32> = r
+        .stdout
+        .lines()
+        .filter_map(|l| pid_after(l, "before MPI_Init: pid "))
+        .collect();
+    let mut ranks = Vec::new();
+    for rank in 0..3 {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {rank} pid ")))
+            .unwrap_or_else(|| panic!("no line of rank {rank}:\n{}", r.stdout));
+        // Sum over 40 iterations of sum over ranks of (rank + it).
+        let want: i64 = (0..40).map(|it| 3 * it + 3).sum();
+        assert!(line.ends_with(&format!("sum {want}")), "{line}");
+        ranks.push(pid_after(line, " pid ").unwrap());
+    }
+    (r, ranks, early)
+}
+
+/// One test, so that no other job runs the same program meanwhile (the
+/// process check looks for any process running it).
+#[test]
+fn spare_processes() {
+    // A spare replaces the failed rank. Three ranks and that spare printed
+    // before MPI_Init; the spare started after the recovery, never needed,
+    // did not show.
+    let (r, ranks, early) = spare_run(&[]);
+    assert!(
+        r.stderr.contains("replacing it with a spare process"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(early.len(), 4, "{}", r.stdout);
+    for pid in &ranks {
+        assert!(early.contains(pid), "rank pid {pid} missing in {early:?}");
+    }
+
+    // Without spares the replacement starts at the failure; same output.
+    let (r, ranks, early) = spare_run(&["--spares", "0"]);
+    assert!(
+        r.stderr.contains("replacing it (generation 1)"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(early.len(), 4, "{}", r.stdout);
+    for pid in &ranks {
+        assert!(early.contains(pid), "rank pid {pid} missing in {early:?}");
+    }
+
+    // A job that cannot recover ends its spares too.
+    let exe = build("spare.c");
+    let r = run_app(
+        exe.to_str().unwrap(),
+        3,
+        &[],
+        &["rank=1,call=MPI_Allreduce:22"],
+        &["--max-restarts", "0", "--spares", "2"],
+    );
+    assert!(!r.ok(), "{}", r.stderr);
+    assert!(r.stderr.contains("cannot recover"), "{}", r.stderr);
+    assert!(
+        running(&exe).is_empty(),
+        "processes left: {:?}",
+        running(&exe)
+    );
+    assert_eq!(
+        r.stdout.matches("before MPI_Init").count(),
+        3,
+        "{}",
+        r.stdout
+    );
+}

@@ -309,7 +309,8 @@ fn start() -> MpiResult<Mpi> {
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
     let recovery = RecoveryMode::from_env()?;
     let resilient = recovery.announced();
-    let replacement = resilient && std::env::var_os(crate::runtime::env::RESTART_EPOCH).is_some();
+    let replacement = resilient && job.as_ref().is_some_and(|j| j.restart_epoch.is_some());
+    let injections = job.as_ref().map(|j| j.inject.clone()).unwrap_or_default();
     let job_id = std::env::var(crate::runtime::env::JOB_ID).unwrap_or_default();
     let (rank, size, generation, client, transport, restore_epoch) = match job {
         None => (0, 1, 0, None, None, 0),
@@ -375,7 +376,7 @@ fn start() -> MpiResult<Mpi> {
         _ => None,
     };
     let stages = if client.is_some() {
-        crate::stages::Stages::new(&job_id, rank, size)
+        crate::stages::Stages::new(&job_id, rank, size, &injections)
     } else {
         crate::stages::Stages::singleton()
     }

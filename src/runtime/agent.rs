@@ -5,7 +5,7 @@ use super::env;
 use crate::sys::process;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 pub struct Launch {
@@ -30,9 +30,86 @@ pub struct RankProc {
 /// Serializes forwarded lines so lines from different ranks never interleave.
 static OUTPUT: Mutex<()> = Mutex::new(());
 
+/// Whose output a process's forwarders pass on. A rank's is open from the
+/// start. A spare's lines are held until it becomes a rank (then they come
+/// out as that rank's, as a freshly started replacement's would) and
+/// dropped if it never does.
+pub struct Gate {
+    state: Mutex<GateState>,
+    /// `--tag-output`: the job id for the prefix.
+    tag_job: Option<String>,
+}
+
+enum GateState {
+    Open(usize),
+    Held(Vec<(bool, Vec<u8>)>),
+    Dropped,
+}
+
+/// Output a spare may hold before it becomes a rank; beyond it, lines are
+/// dropped (pre-`MPI_Init` output of a spare is rare and short).
+const HELD_MAX: usize = 1 << 20;
+
+impl Gate {
+    fn new(state: GateState, tag_job: Option<String>) -> Arc<Gate> {
+        Arc::new(Gate {
+            state: Mutex::new(state),
+            tag_job,
+        })
+    }
+
+    /// The process is now rank `rank`: what it held comes out.
+    pub fn open(&self, rank: usize) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let GateState::Held(lines) = std::mem::replace(&mut *st, GateState::Open(rank)) {
+            for (to_stderr, line) in lines {
+                self.write(rank, to_stderr, &line);
+            }
+        }
+    }
+
+    /// The process will never be a rank: its output goes nowhere.
+    pub fn drop_output(&self) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = GateState::Dropped;
+    }
+
+    fn line(&self, to_stderr: bool, line: &[u8]) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *st {
+            GateState::Open(rank) => self.write(*rank, to_stderr, line),
+            GateState::Held(lines) => {
+                if lines.iter().map(|(_, l)| l.len()).sum::<usize>() < HELD_MAX {
+                    lines.push((to_stderr, line.to_vec()));
+                }
+            }
+            GateState::Dropped => {}
+        }
+    }
+
+    fn write(&self, rank: usize, to_stderr: bool, line: &[u8]) {
+        let _guard = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
+        let write = |w: &mut dyn Write| {
+            if let Some(job) = &self.tag_job {
+                let stream = if to_stderr { "stderr" } else { "stdout" };
+                let _ = write!(w, "[{job},{rank}]<{stream}>:");
+            }
+            let _ = w.write_all(line);
+            if !line.ends_with(b"\n") {
+                let _ = w.write_all(b"\n");
+            }
+            let _ = w.flush();
+        };
+        if to_stderr {
+            write(&mut std::io::stderr().lock());
+        } else {
+            write(&mut std::io::stdout().lock());
+        }
+    }
+}
+
 fn forward(
     mut from: impl Read + Send + 'static,
-    prefix: Option<String>,
+    gate: Arc<Gate>,
     to_stderr: bool,
 ) -> JoinHandle<()> {
     std::thread::spawn(move || {
@@ -42,27 +119,17 @@ fn forward(
             line.clear();
             match reader.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => return,
-                Ok(_) => {
-                    let _guard = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
-                    let write = |w: &mut dyn Write| {
-                        if let Some(p) = &prefix {
-                            let _ = w.write_all(p.as_bytes());
-                        }
-                        let _ = w.write_all(&line);
-                        if !line.ends_with(b"\n") {
-                            let _ = w.write_all(b"\n");
-                        }
-                        let _ = w.flush();
-                    };
-                    if to_stderr {
-                        write(&mut std::io::stderr().lock());
-                    } else {
-                        write(&mut std::io::stdout().lock());
-                    }
-                }
+                Ok(_) => gate.line(to_stderr, &line),
             }
         }
     })
+}
+
+/// A started process and the threads forwarding its output.
+pub struct Started {
+    pub proc: RankProc,
+    pub gate: Arc<Gate>,
+    pub forwarders: Vec<JoinHandle<()>>,
 }
 
 impl Launch {
@@ -72,52 +139,76 @@ impl Launch {
         rank: usize,
         generation: u32,
         extra_env: &[(&str, String)],
-    ) -> std::io::Result<(RankProc, Vec<JoinHandle<()>>)> {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args)
-            .env(env::RANK, rank.to_string())
-            .env(env::SIZE, self.size.to_string())
-            .env(env::CONTROL, &self.control)
-            .env(env::KEY, &self.key)
-            .env(env::JOB_ID, &self.job_id)
+    ) -> std::io::Result<Started> {
+        let mut cmd = self.command();
+        cmd.env(env::RANK, rank.to_string())
             .env(env::GENERATION, generation.to_string())
             .env("OMPI_COMM_WORLD_RANK", rank.to_string())
             .env("PMI_RANK", rank.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .stdin(if rank == 0 {
                 Stdio::inherit()
             } else {
                 Stdio::null()
             });
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
+        self.start(cmd, rank, GateState::Open(rank))
+    }
+
+    /// Starts a spare: the program runs up to `MPI_Init` and waits there
+    /// until mpiexec makes it the replacement of a failed rank. It gets
+    /// no rank variables, and its output is held until then.
+    pub fn spawn_spare(&self, extra_env: &[(&str, String)]) -> std::io::Result<Started> {
+        let mut cmd = self.command();
+        cmd.env(env::SPARE, "1")
+            .env_remove(env::RANK)
+            .env_remove("OMPI_COMM_WORLD_RANK")
+            .env_remove("PMI_RANK")
+            .stdin(Stdio::null());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        self.start(cmd, usize::MAX, GateState::Held(Vec::new()))
+    }
+
+    /// The command line and the environment every process of the job gets.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .env(env::SIZE, self.size.to_string())
+            .env(env::CONTROL, &self.control)
+            .env(env::KEY, &self.key)
+            .env(env::JOB_ID, &self.job_id)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn start(&self, mut cmd: Command, rank: usize, gate: GateState) -> std::io::Result<Started> {
         process::supervise(&mut cmd);
         let mut child = cmd.spawn()?;
-        let tag = |s: &str| {
-            self.tag_output
-                .then(|| format!("[{},{}]<{}>:", self.job_id, rank, s))
-        };
-        let mut fwd = Vec::new();
+        let gate = Gate::new(gate, self.tag_output.then(|| self.job_id.clone()));
+        let mut forwarders = Vec::new();
         if let Some(out) = child.stdout.take() {
-            fwd.push(forward(out, tag("stdout"), false));
+            forwarders.push(forward(out, gate.clone(), false));
         }
         if let Some(err) = child.stderr.take() {
-            fwd.push(forward(err, tag("stderr"), true));
+            forwarders.push(forward(err, gate.clone(), true));
         }
         let pid = child.id() as i32;
-        Ok((
-            RankProc {
+        Ok(Started {
+            proc: RankProc {
                 rank,
                 pid,
                 _child: child,
             },
-            fwd,
-        ))
+            gate,
+            forwarders,
+        })
     }
 }
 

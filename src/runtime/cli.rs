@@ -24,6 +24,15 @@ options:
                          cpr     every rank is killed and the whole job
                                  relaunched; MPIX_Get_fault_epoch gives the
                                  checkpoint to reload
+  --spares N           with --recovery stages or reinit: keep N spare
+                       processes of the program waiting in MPI_Init; a
+                       failed rank is replaced by one of them (no exec,
+                       no start-up on the recovery path) and a new spare
+                       is started after the recovery (default 1; 0 starts
+                       each replacement when it is needed). A spare's
+                       output before MPI_Init shows once it replaces a
+                       rank; it has no rank variables (MPISTAGES_RANK,
+                       PMI_RANK, OMPI_COMM_WORLD_RANK) and no stdin
   --max-restarts N     with a recovery mode: end the job when more than N
                        recoveries were needed (default 8)
   --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
@@ -67,6 +76,8 @@ pub struct Options {
     pub kill_grace_secs: f64,
     pub recovery: Recovery,
     pub max_restarts: usize,
+    /// Spare processes kept waiting for a failure (stages, reinit).
+    pub spares: usize,
     pub inject: Vec<Inject>,
     pub ckpt: Option<String>,
     pub program: String,
@@ -111,6 +122,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut kill_grace_secs = 2.0;
     let mut recovery = Recovery::None;
     let mut max_restarts = 8;
+    let mut spares = None;
     let mut inject = Vec::new();
     let mut ckpt = None;
     let mut i = 0;
@@ -178,6 +190,18 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                     .map_err(|_| format!("--max-restarts needs a number, not '{v}'"))?;
                 i += 2;
             }
+            "--spares" => {
+                let v = value(i, a)?;
+                spares = Some(
+                    v.parse::<usize>()
+                        .ok()
+                        .filter(|&n| n <= 64)
+                        .ok_or_else(|| {
+                            format!("--spares needs a number from 0 to 64, not '{v}'")
+                        })?,
+                );
+                i += 2;
+            }
             "--inject" => {
                 inject.push(super::inject::parse(&value(i, a)?)?);
                 i += 2;
@@ -209,6 +233,16 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
             bad.rank
         ));
     }
+    let spares = match spares {
+        Some(n) if n > 0 && !recovery.replaces_rank() => {
+            return Err(format!(
+                "--spares {n} needs --recovery stages or reinit (the failed rank is replaced)"
+            ))
+        }
+        Some(n) => n,
+        None if recovery.replaces_rank() => 1,
+        None => 0,
+    };
     Ok(Parsed::Run(Options {
         ranks,
         tag_output,
@@ -216,6 +250,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         kill_grace_secs,
         recovery,
         max_restarts,
+        spares,
         inject,
         ckpt,
         program,
@@ -265,5 +300,20 @@ mod tests {
             assert_eq!(o.recovery, r);
         }
         assert!(p("-n 2 --ckpt bogus ./a").is_err());
+        // One spare by default where a failed rank is replaced, none
+        // elsewhere; asking for spares without replacement is an error.
+        let spares = |s: &str| match p(s) {
+            Ok(Parsed::Run(o)) => Ok(o.spares),
+            Ok(_) => panic!(),
+            Err(e) => Err(e),
+        };
+        assert_eq!(spares("-n 2 --recovery stages ./a"), Ok(1));
+        assert_eq!(spares("-n 2 --recovery reinit --spares 0 ./a"), Ok(0));
+        assert_eq!(spares("-n 2 --recovery stages --spares 3 ./a"), Ok(3));
+        assert_eq!(spares("-n 2 --recovery cpr ./a"), Ok(0));
+        assert_eq!(spares("-n 2 ./a"), Ok(0));
+        assert!(spares("-n 2 --recovery cpr --spares 1 ./a").is_err());
+        assert!(spares("-n 2 --recovery stages --spares x ./a").is_err());
+        assert!(spares("-n 2 --recovery stages --spares 65 ./a").is_err());
     }
 }

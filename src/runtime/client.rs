@@ -13,7 +13,13 @@ pub struct JobInfo {
     pub size: usize,
     pub key: Vec<u8>,
     pub generation: u32,
+    /// Started because of a failure: the epoch to restore.
+    pub restart_epoch: Option<u64>,
+    /// Fault injections for this rank (`inject::ENV` encoding).
+    pub inject: String,
     control: String,
+    /// A spare's control connection, already open.
+    stream: Option<UnixStream>,
 }
 
 impl JobInfo {
@@ -35,14 +41,17 @@ impl JobInfo {
                 .and_then(|v| v.parse().ok())
                 .ok_or_else(|| bad(name))
         };
-        let rank = num(env::RANK)?;
         let size = num(env::SIZE)?;
-        if size == 0 || rank >= size {
-            return Err(bad(env::RANK));
-        }
         let key = std::env::var(env::KEY)
             .map_err(|_| bad(env::KEY))?
             .into_bytes();
+        if std::env::var_os(env::SPARE).is_some() {
+            return Self::as_spare(control, size, key).map(Some);
+        }
+        let rank = num(env::RANK)?;
+        if size == 0 || rank >= size {
+            return Err(bad(env::RANK));
+        }
         let generation = std::env::var(env::GENERATION)
             .ok()
             .and_then(|v| v.parse().ok())
@@ -52,8 +61,55 @@ impl JobInfo {
             size,
             key,
             generation,
+            restart_epoch: std::env::var(env::RESTART_EPOCH)
+                .ok()
+                .and_then(|v| v.parse().ok()),
+            inject: std::env::var(super::inject::ENV).unwrap_or_default(),
             control,
+            stream: None,
         }))
+    }
+
+    /// A spare: says so to mpiexec and sleeps until it is made the
+    /// replacement of a failed rank. A spare that is not needed is killed
+    /// by mpiexec; if mpiexec goes away first, the process ends here
+    /// without running any more of the program.
+    fn as_spare(control: String, size: usize, key: Vec<u8>) -> io::Result<JobInfo> {
+        let mut stream = UnixStream::connect(&control)?;
+        proto::send(
+            &mut stream,
+            &ToController::Spare {
+                key: key.clone(),
+                pid: std::process::id(),
+            },
+        )?;
+        let Ok(ToRank::Assign {
+            rank,
+            generation,
+            epoch,
+            inject,
+        }) = proto::recv(&mut stream)
+        else {
+            // SAFETY: _exit takes no pointers and ends the process at once
+            // (no atexit handlers of a program that never got its turn).
+            unsafe { libc::_exit(0) }
+        };
+        if rank as usize >= size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "mpiexec assigned a rank outside the job",
+            ));
+        }
+        Ok(JobInfo {
+            rank: rank as usize,
+            size,
+            key,
+            generation,
+            restart_epoch: Some(epoch),
+            inject,
+            control,
+            stream: Some(stream),
+        })
     }
 }
 
@@ -85,7 +141,10 @@ impl Client {
     /// Says hello with this rank's transport address and waits at the
     /// bootstrap fence for everyone's addresses.
     pub fn bootstrap(job: &JobInfo, addr: &str) -> io::Result<(Client, Welcome)> {
-        let mut stream = UnixStream::connect(&job.control)?;
+        let mut stream = match &job.stream {
+            Some(s) => s.try_clone()?,
+            None => UnixStream::connect(&job.control)?,
+        };
         proto::send(
             &mut stream,
             &ToController::Hello {

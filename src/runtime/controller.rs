@@ -4,11 +4,13 @@
 //! the failed rank is replaced and every rank rolls back to the committed
 //! epoch (the ranks differ in what they do about it, see `api::mpix` and
 //! `api::reinit`); with `cpr` every rank is killed and the job relaunched.
+//! A replacement is a spare process when one is waiting (`spares`).
 
 use super::agent::{Launch, RankProc};
 use super::cli::{self, Parsed, Recovery, USAGE};
 use super::inject::{self, Trigger};
 use super::proto::{self, Decoder, ToController, ToRank};
+use super::spares::{Spares, Taken};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::process::{self, Exit, SignalFd};
 use std::io::{Read, Write};
@@ -74,6 +76,8 @@ struct Conn {
     stream: UnixStream,
     dec: Decoder,
     rank: Option<usize>,
+    /// A spare's connection: the rank it was made the replacement of.
+    assigned: Option<usize>,
 }
 
 /// A recovery in progress, with its timeline.
@@ -124,6 +128,7 @@ struct Job {
     recovering: Option<Recovering>,
     /// Which `--inject` specs fired.
     fired: Vec<bool>,
+    spares: Spares,
 }
 
 pub fn main() -> ! {
@@ -196,6 +201,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         restarts: 0,
         recoveries: 0,
         recovering: None,
+        spares: Spares::default(),
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
@@ -205,6 +211,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         }
     }
     job.event_loop();
+    job.spares.dismiss(true);
     // Output of the last lines may still be in flight; give it a moment.
     let deadline = Instant::now() + Duration::from_secs(2);
     for f in std::mem::take(&mut job.forwarders) {
@@ -308,6 +315,7 @@ impl Job {
         if self.failure.is_none() {
             self.failure = Some(f);
         }
+        self.spares.dismiss(false);
         if self.teardown.is_none() {
             for p in self.live() {
                 p.signal(libc::SIGTERM);
@@ -343,6 +351,7 @@ impl Job {
                     stream,
                     dec: Decoder::default(),
                     rank: None,
+                    assigned: None,
                 });
             }
         }
@@ -358,6 +367,7 @@ impl Job {
                 r.conn = None;
             }
         }
+        self.spares.disconnected(slot);
     }
 
     fn on_conn(&mut self, slot: usize) {
@@ -416,16 +426,12 @@ impl Job {
                 None,
             ) => {
                 let rank = rank as usize;
-                if key.len() != self.key.len()
-                    || key
-                        .iter()
-                        .zip(self.key.as_bytes())
-                        .fold(0, |a, (x, y)| a | (x ^ y))
-                        != 0
+                self.check_key(&key)?;
+                let assigned = self.conns[slot].as_ref().and_then(|c| c.assigned);
+                if rank >= self.ranks.len()
+                    || self.ranks[rank].hello.is_some()
+                    || assigned.is_some_and(|a| a != rank)
                 {
-                    return Err("wrong job key".into());
-                }
-                if rank >= self.ranks.len() || self.ranks[rank].hello.is_some() {
                     return Err(format!("unexpected hello from rank {rank}"));
                 }
                 self.ranks[rank].hello = Some(addr);
@@ -463,6 +469,15 @@ impl Job {
                 }
                 self.ranks[r].killed_at = Some(Instant::now());
             }
+            (ToController::Spare { key, pid }, None) => {
+                self.check_key(&key)?;
+                if !self.spares.connected(pid as i32, slot) {
+                    return Err(format!("unexpected spare (pid {pid})"));
+                }
+            }
+            (ToController::Spare { .. }, Some(r)) => {
+                return Err(format!("rank {r} says it is a spare"))
+            }
             (_, None) => return Err("message before hello".into()),
             (ToController::Hello { .. }, Some(r)) => {
                 return Err(format!("second hello from rank {r}"))
@@ -471,18 +486,37 @@ impl Job {
         Ok(())
     }
 
+    fn check_key(&self, key: &[u8]) -> Result<(), String> {
+        let same = key.len() == self.key.len()
+            && key
+                .iter()
+                .zip(self.key.as_bytes())
+                .fold(0, |a, (x, y)| a | (x ^ y))
+                == 0;
+        if same {
+            Ok(())
+        } else {
+            Err("wrong job key".into())
+        }
+    }
+
     /// Sends a message to a rank's current process (small: a blocking write
     /// is brief). A rank that is gone is skipped: its exit is handled apart.
     fn send_to(&mut self, rank: usize, msg: &ToRank) {
-        let Some(slot) = self.ranks[rank].conn else {
-            return;
-        };
-        if let Some(c) = self.conns[slot].as_mut() {
-            let bytes = proto::encode(msg);
-            let _ = c.stream.set_nonblocking(false);
-            let _ = c.stream.write_all(&bytes);
-            let _ = c.stream.set_nonblocking(true);
+        if let Some(slot) = self.ranks[rank].conn {
+            let _ = self.send_on(slot, msg);
         }
+    }
+
+    fn send_on(&mut self, slot: usize, msg: &ToRank) -> std::io::Result<()> {
+        let Some(c) = self.conns[slot].as_mut() else {
+            return Err(std::io::ErrorKind::NotConnected.into());
+        };
+        let bytes = proto::encode(msg);
+        c.stream.set_nonblocking(false)?;
+        let sent = c.stream.write_all(&bytes);
+        let _ = c.stream.set_nonblocking(true);
+        sent
     }
 
     /// The bootstrap fence, also for replacements: once every process not
@@ -509,6 +543,37 @@ impl Job {
             self.ranks[r].welcomed = true;
         }
         self.bootstrapped = true;
+        self.top_up_spares();
+    }
+
+    /// Starts spares up to `--spares`, outside a recovery (whose critical
+    /// path they would slow down) and while the job runs normally.
+    fn top_up_spares(&mut self) {
+        let quiet = self.bootstrapped
+            && self.recovering.is_none()
+            && self.failure.is_none()
+            && !self.ranks.iter().any(|r| r.finalizing);
+        if !quiet || self.opts.spares == 0 {
+            return;
+        }
+        let env = self.job_env();
+        match self.spares.top_up(self.opts.spares, &self.launch, &env) {
+            Ok(f) => self.forwarders.extend(f),
+            Err(e) => {
+                eprintln!("mpiexec: cannot start a spare process: {e}; failed ranks get new processes instead");
+                self.opts.spares = 0;
+            }
+        }
+    }
+
+    /// Environment every process of the job gets from mpiexec besides the
+    /// launcher's own (recovery mode, checkpoint configuration).
+    fn job_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![(super::env::RECOVERY, self.opts.recovery.name().to_string())];
+        if let Some(c) = &self.opts.ckpt {
+            env.push((super::env::CKPT, c.clone()));
+        }
+        env
     }
 
     fn on_checkpoint(&mut self, rank: usize, epoch: u64) {
@@ -599,8 +664,13 @@ impl Job {
         rec.failed.push(rank);
         rec.propagated = None;
         rec.restored = None;
+        let with = if self.spares.ready() {
+            " with a spare process"
+        } else {
+            ""
+        };
         eprintln!(
-            "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it (generation {}), every rank rolls back to epoch {epoch}",
+            "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it{with} (generation {}), every rank rolls back to epoch {epoch}",
             self.generation
         );
         self.forget_process(rank);
@@ -618,7 +688,38 @@ impl Job {
                 self.send_to(r, &notice);
             }
         }
+        while let Some(spare) = self.spares.take() {
+            if self.assign(rank, spare) {
+                return;
+            }
+        }
         self.spawn_replacements(&[rank]);
+    }
+
+    /// Makes a spare the replacement of `rank`. False if the spare could
+    /// not be told (it is discarded).
+    fn assign(&mut self, rank: usize, spare: Taken) -> bool {
+        let msg = ToRank::Assign {
+            rank: rank as u32,
+            generation: self.generation,
+            epoch: self.recovering.as_ref().map_or(0, |r| r.epoch),
+            inject: self.injections_for(rank),
+        };
+        if self.send_on(spare.conn, &msg).is_err() {
+            self.spares.discard(spare);
+            return false;
+        }
+        if let Some(c) = self.conns[spare.conn].as_mut() {
+            c.assigned = Some(rank);
+        }
+        spare.gate.open(rank);
+        let mut proc = spare.proc;
+        proc.rank = rank;
+        self.started(rank, proc);
+        if let Some(rec) = self.recovering.as_mut() {
+            rec.spawned = Some(Instant::now());
+        }
+        true
     }
 
     /// Drops what the controller knew of a rank's current process (its
@@ -740,11 +841,29 @@ impl Job {
             ms(rec.restored),
             ms(Some(now)),
         );
+        self.top_up_spares();
     }
 
     /// Starts (or restarts) a rank's process with the injection specs that
     /// concern it and have not fired.
     fn spawn(&mut self, rank: usize) -> std::io::Result<()> {
+        let mut env = self.job_env();
+        let injected = self.injections_for(rank);
+        if !injected.is_empty() {
+            env.push((inject::ENV, injected));
+        }
+        if let Some(rec) = &self.recovering {
+            env.push((super::env::RESTART_EPOCH, rec.epoch.to_string()));
+        }
+        let started = self.launch.spawn(rank, self.generation, &env)?;
+        self.forwarders.extend(started.forwarders);
+        self.started(rank, started.proc);
+        Ok(())
+    }
+
+    /// The injection specs that concern `rank` and have not fired, encoded
+    /// for the rank.
+    fn injections_for(&self, rank: usize) -> String {
         let specs: Vec<(usize, &inject::Inject)> = self
             .opts
             .inject
@@ -752,18 +871,11 @@ impl Job {
             .enumerate()
             .filter(|(i, s)| s.rank == rank && !self.fired[*i])
             .collect();
-        let mut env = vec![(super::env::RECOVERY, self.opts.recovery.name().to_string())];
-        let injected = inject::encode_for_rank(&specs);
-        if !injected.is_empty() {
-            env.push((inject::ENV, injected));
-        }
-        if let Some(c) = &self.opts.ckpt {
-            env.push((super::env::CKPT, c.clone()));
-        }
-        if let Some(rec) = &self.recovering {
-            env.push((super::env::RESTART_EPOCH, rec.epoch.to_string()));
-        }
-        let (p, f) = self.launch.spawn(rank, self.generation, &env)?;
+        inject::encode_for_rank(&specs)
+    }
+
+    /// `p` is now rank `rank`'s process.
+    fn started(&mut self, rank: usize, p: RankProc) {
         let st = &mut self.ranks[rank];
         st.proc = Some(p);
         st.exit = None;
@@ -771,8 +883,6 @@ impl Job {
         st.halted = None;
         st.ready = None;
         st.newest = None;
-        self.forwarders.extend(f);
-        Ok(())
     }
 
     fn next_timed_injection(&self) -> Option<Instant> {
@@ -836,6 +946,15 @@ impl Job {
 
     fn reap(&mut self) {
         while let Some((pid, exit)) = process::try_wait_any() {
+            if let Some(conn) = self.spares.ended(pid) {
+                if let Some(slot) = conn {
+                    self.close(slot);
+                }
+                if self.failure.is_none() {
+                    eprintln!("mpiexec: spare process (pid {pid}) ended ({exit:?}) before it was needed; a failed rank gets a new process instead");
+                }
+                continue;
+            }
             let Some(r) = self
                 .ranks
                 .iter()

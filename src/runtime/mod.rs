@@ -11,6 +11,7 @@ pub mod client;
 pub mod controller;
 pub mod inject;
 pub mod proto;
+pub mod spares;
 pub mod wrapper;
 
 /// Environment variables through which `mpiexec` tells a rank who it is.
@@ -28,4 +29,9 @@ pub mod env {
     pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
     /// The checkpoint configuration (see `checkpoint::config`).
     pub const CKPT: &str = "MPISTAGES_CKPT";
+    /// Set in a spare process: it waits in `MPI_Init` until mpiexec makes
+    /// it the replacement of a failed rank (and tells it the rank, the
+    /// generation, the epoch and the injections that the variables above
+    /// carry for a rank started as such).
+    pub const SPARE: &str = "MPISTAGES_SPARE";
 }

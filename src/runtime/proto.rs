@@ -37,6 +37,8 @@ pub enum ToController {
     },
     /// Fault injection: the rank is about to SIGKILL itself.
     Injecting { spec: usize },
+    /// First message of a spare process: it waits for an `Assign`.
+    Spare { key: Vec<u8>, pid: u32 },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -68,6 +70,15 @@ pub enum ToRank {
     },
     /// Every rank has completed `epoch`.
     Committed { epoch: u64 },
+    /// To a spare: become the replacement of `rank` at `generation`,
+    /// restoring `epoch`, with these fault injections (`inject::ENV`
+    /// encoding). It goes on with a `Hello` on the same connection.
+    Assign {
+        rank: u32,
+        generation: u32,
+        epoch: u64,
+        inject: String,
+    },
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {

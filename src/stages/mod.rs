@@ -93,7 +93,7 @@ static CALL_TRIGGERS: AtomicU64 = AtomicU64::new(0);
 impl Stages {
     /// The checkpoint configuration from the environment, with node-local
     /// levels moved into this job's own directory.
-    pub fn new(job_id: &str, rank: usize, size: usize) -> Result<Stages, String> {
+    pub fn new(job_id: &str, rank: usize, size: usize, injections: &str) -> Result<Stages, String> {
         let spec = std::env::var(crate::runtime::env::CKPT).unwrap_or_default();
         let mut cfg: Config = config::parse(&spec).map_err(|e| format!("MPISTAGES_CKPT: {e}"))?;
         let files = config::job_dir(&cfg.node_local_root(), job_id)
@@ -112,7 +112,7 @@ impl Stages {
                 "mpistages: warning: the partner level needs at least two ranks; it is ignored"
             );
         }
-        let injections = inject::decode_for_rank(&std::env::var(inject::ENV).unwrap_or_default());
+        let injections = inject::decode_for_rank(injections);
         let counted = injections
             .iter()
             .filter(|i| matches!(i.trigger, Trigger::Call { .. }))

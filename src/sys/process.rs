@@ -24,6 +24,15 @@ pub fn kill_group(pid: i32, sig: i32) {
     }
 }
 
+/// Waits until our child `pid` has ended and reaps it.
+pub fn wait_for(pid: i32) {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid out-pointer for the duration of the call.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+    {}
+}
+
 /// Reaps one exited child without blocking.
 pub fn try_wait_any() -> Option<(i32, Exit)> {
     let mut status: libc::c_int = 0;
