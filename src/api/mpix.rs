@@ -45,24 +45,20 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     }
     let failed = |e: String| MpiError::new(err::OTHER, format!("MPIX_Checkpoint_write: {e}"));
     let generation = m.engine.with(|c| c.generation());
-    let protected = protect::sections(m);
+    let regions = protect::regions(m);
     let (epoch, copy) = {
         let mut st = m.stages();
         let killer = st
             .dies_while_writing(st.epoch + 1)
             .map(|(spec, dir)| kill_while_writing(m, spec, dir));
         let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
-        let written = st.write(&saved, protected, generation);
+        let written = st.write(&saved, &protect::sections(&regions), generation);
         if let Some((done, thread)) = killer {
             // The rank dies now at the latest, before reporting the epoch.
             done.store(true, std::sync::atomic::Ordering::Release);
             let _ = thread.join();
         }
-        let (epoch, sections) = written.map_err(failed)?;
-        let copy = st
-            .partner()
-            .then(|| st.partner_copy(epoch, generation, &sections));
-        (epoch, copy)
+        written.map_err(failed)?
     };
     if let Some(copy) = copy {
         let held = recovery::exchange_partner_copies(m, &copy)?;

@@ -9,8 +9,9 @@ use super::error::{fail, MpiError, MpiResult};
 use super::mpix::check_running;
 use super::usermem::TypedBuf;
 use super::Mpi;
-use crate::checkpoint::format::{Kind, Section};
+use crate::checkpoint::format::{Kind, Section, SectionRef};
 use crate::progress::Layout;
+use crate::transport::RawBuf;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -59,15 +60,48 @@ pub fn unprotect_all(m: &Mpi) {
 
 /// The regions' current contents, one section each (packed: holes of a
 /// derived datatype are not saved).
-pub fn sections(m: &Mpi) -> Vec<Section> {
+/// A protected region's bytes for a checkpoint: the application's memory
+/// itself when the region is one run (directory levels write it without a
+/// copy), else packed.
+pub enum RegionBytes {
+    User(RawBuf),
+    Packed(Vec<u8>),
+}
+
+impl RegionBytes {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            RegionBytes::User(b) => b.as_slice(),
+            RegionBytes::Packed(v) => v,
+        }
+    }
+}
+
+/// Every registered region's id and bytes (valid during the checkpoint
+/// call: the application does not change or free its regions meanwhile).
+pub fn regions(m: &Mpi) -> Vec<(u64, RegionBytes)> {
     m.regions
         .lock()
         .iter()
-        .map(|(&id, buf)| Section {
+        .map(|(&id, buf)| {
+            let bytes = match buf.contiguous() {
+                Some(run) => RegionBytes::User(run),
+                None => RegionBytes::Packed(buf.pack()),
+            };
+            (id as u64, bytes)
+        })
+        .collect()
+}
+
+/// `regions` as sections to write.
+pub fn sections(regions: &[(u64, RegionBytes)]) -> Vec<SectionRef<'_>> {
+    regions
+        .iter()
+        .map(|(id, b)| SectionRef {
             kind: Kind::Protected,
-            id: id as u64,
-            name: String::new(),
-            data: buf.pack(),
+            id: *id,
+            name: "",
+            data: b.bytes(),
         })
         .collect()
 }

@@ -2,7 +2,7 @@
 //! `ROOT/epoch-E/rank-R.ckpt`. Each rank writes, reads and removes only its
 //! own files, so ranks sharing a directory never race on each other's.
 
-use super::format::{self, Checkpoint, CkptError, Compression, Identity, Section, WriteStats};
+use super::format::{self, AsSection, Checkpoint, CkptError, Compression, Identity, WriteStats};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -37,10 +37,10 @@ impl DirLevel {
 
     /// Writes this rank's checkpoint for `who.epoch`. On failure (disk full,
     /// …) nothing is left under the final name and older epochs are intact.
-    pub fn write(
+    pub fn write<S: AsSection>(
         &self,
         who: &Identity,
-        sections: &[Section],
+        sections: &[S],
         compression: Compression,
     ) -> io::Result<WriteStats> {
         use std::os::unix::fs::DirBuilderExt;
@@ -109,7 +109,7 @@ impl DirLevel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::format::Kind;
+    use crate::checkpoint::format::{Kind, Section};
     use crate::checkpoint::testutil::Scratch;
 
     fn scratch(tag: &str) -> Scratch {

@@ -79,6 +79,50 @@ pub struct Section {
     pub data: Vec<u8>,
 }
 
+/// A section to write whose bytes live elsewhere: a protected region is
+/// written to a directory level straight from the application's memory,
+/// and copied only by the levels that keep it in memory.
+#[derive(Clone, Copy, Debug)]
+pub struct SectionRef<'a> {
+    pub kind: Kind,
+    pub id: u64,
+    pub name: &'a str,
+    pub data: &'a [u8],
+}
+
+impl SectionRef<'_> {
+    pub fn to_owned(&self) -> Section {
+        Section {
+            kind: self.kind,
+            id: self.id,
+            name: self.name.to_string(),
+            data: self.data.to_vec(),
+        }
+    }
+}
+
+/// What can be written as a section: an owned `Section` or a `SectionRef`.
+pub trait AsSection {
+    fn section(&self) -> SectionRef<'_>;
+}
+
+impl AsSection for Section {
+    fn section(&self) -> SectionRef<'_> {
+        SectionRef {
+            kind: self.kind,
+            id: self.id,
+            name: &self.name,
+            data: &self.data,
+        }
+    }
+}
+
+impl AsSection for SectionRef<'_> {
+    fn section(&self) -> SectionRef<'_> {
+        *self
+    }
+}
+
 /// Compression applied when writing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
@@ -138,7 +182,7 @@ pub struct WriteStats {
 }
 
 struct Prepared<'a> {
-    section: &'a Section,
+    section: SectionRef<'a>,
     codec: Codec,
     stored: std::borrow::Cow<'a, [u8]>,
     crc: u32,
@@ -151,20 +195,25 @@ struct Layout<'a> {
     prepared: Vec<Prepared<'a>>,
 }
 
-fn layout<'a>(who: &Identity, sections: &'a [Section], compression: Compression) -> Layout<'a> {
+fn layout<'a, S: AsSection>(
+    who: &Identity,
+    sections: &'a [S],
+    compression: Compression,
+) -> Layout<'a> {
     let prepared: Vec<Prepared> = sections
         .iter()
         .map(|s| {
+            let s = s.section();
             let (codec, stored) = match compression {
                 Compression::Zstd(level) if !s.data.is_empty() => {
-                    match zstd::bulk::compress(&s.data, level) {
+                    match zstd::bulk::compress(s.data, level) {
                         Ok(c) if c.len() < s.data.len() => {
                             (Codec::Zstd, std::borrow::Cow::Owned(c))
                         }
-                        _ => (Codec::None, std::borrow::Cow::Borrowed(&s.data[..])),
+                        _ => (Codec::None, std::borrow::Cow::Borrowed(s.data)),
                     }
                 }
-                _ => (Codec::None, std::borrow::Cow::Borrowed(&s.data[..])),
+                _ => (Codec::None, std::borrow::Cow::Borrowed(s.data)),
             };
             let crc = crc32fast::hash(&stored);
             Prepared {
@@ -207,7 +256,7 @@ fn layout<'a>(who: &Identity, sections: &'a [Section], compression: Compression)
 }
 
 /// The bytes of a checkpoint file, in memory (for the partner level).
-pub fn encode(who: &Identity, sections: &[Section], compression: Compression) -> Vec<u8> {
+pub fn encode<S: AsSection>(who: &Identity, sections: &[S], compression: Compression) -> Vec<u8> {
     let l = layout(who, sections, compression);
     let body: usize = l.prepared.iter().map(|p| pad8(p.stored.len())).sum();
     let mut out = Vec::with_capacity(l.head.len() + body);
@@ -222,10 +271,10 @@ pub fn encode(who: &Identity, sections: &[Section], compression: Compression) ->
 /// Writes a checkpoint file atomically (temporary name, then rename);
 /// `sync` makes it durable first (fsync of the file and its directory).
 /// On any error the temporary file is removed and `path` is untouched.
-pub fn write(
+pub fn write<S: AsSection>(
     path: &Path,
     who: &Identity,
-    sections: &[Section],
+    sections: &[S],
     compression: Compression,
     sync: bool,
 ) -> io::Result<WriteStats> {
@@ -600,8 +649,18 @@ mod tests {
         write(&p, &who(), &sample(), Compression::Off, false).unwrap();
         // A directory in the way of the temporary name makes the write fail.
         fs::create_dir(temp_name(&p)).unwrap();
-        assert!(write(&p, &who(), &[], Compression::Off, false).is_err());
+        assert!(write(&p, &who(), &[] as &[Section], Compression::Off, false).is_err());
         assert_eq!(read(&p, Some(&who())).unwrap().sections, sample());
+    }
+
+    #[test]
+    fn borrowed_sections_write_the_same_bytes_as_owned_ones() {
+        let owned = sample();
+        let refs: Vec<SectionRef> = owned.iter().map(|s| s.section()).collect();
+        for c in [Compression::Off, Compression::Zstd(1)] {
+            assert_eq!(encode(&who(), &refs, c), encode(&who(), &owned, c));
+        }
+        assert_eq!(refs[1].to_owned(), owned[1]);
     }
 
     proptest! {

@@ -7,7 +7,7 @@
 use super::config::{Config, Level};
 use super::dirlevel::DirLevel;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{self, Compression, Identity, Section};
+use super::format::{self, AsSection, Compression, Identity, Section};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -123,7 +123,7 @@ impl Store {
 
     /// This rank's checkpoint of `epoch` as the bytes of a checkpoint file,
     /// for its partner to hold.
-    pub fn encode(&self, epoch: u64, generation: u32, sections: &[Section]) -> Vec<u8> {
+    pub fn encode<S: AsSection>(&self, epoch: u64, generation: u32, sections: &[S]) -> Vec<u8> {
         format::encode(&self.who(epoch, generation), sections, self.compression)
     }
 
@@ -230,12 +230,22 @@ impl Store {
     /// Writes `epoch` on every local level (the partner copy is the MPI
     /// layer's). Fails only if the first level fails; failures of later
     /// levels come back as warnings.
-    pub fn write(
+    pub fn write<S: AsSection>(
         &mut self,
         epoch: u64,
         generation: u32,
-        sections: Arc<Vec<Section>>,
+        sections: &[S],
     ) -> Result<Vec<String>, String> {
+        // The in-memory levels keep one owned copy, made only if one of
+        // them is configured; directory levels write the sections as given.
+        let mut owned: Option<Arc<Vec<Section>>> = None;
+        let mut owned_copy = || {
+            owned
+                .get_or_insert_with(|| {
+                    Arc::new(sections.iter().map(|s| s.section().to_owned()).collect())
+                })
+                .clone()
+        };
         let who = self.who(epoch, generation);
         let compression = self.compression;
         let rank = self.rank;
@@ -245,15 +255,15 @@ impl Store {
         for (i, (name, level)) in self.levels.iter_mut().enumerate() {
             let r = match level {
                 Backend::Mem(m) => {
-                    m.epochs.insert(epoch, sections.clone());
+                    m.epochs.insert(epoch, owned_copy());
                     Ok(())
                 }
                 Backend::Partner(p) => {
-                    p.own.epochs.insert(epoch, sections.clone());
+                    p.own.epochs.insert(epoch, owned_copy());
                     Ok(())
                 }
                 Backend::Dir(d) => {
-                    let r = d.write(&who, &sections, compression).map(|_| ());
+                    let r = d.write(&who, sections, compression).map(|_| ());
                     if r.is_ok() {
                         local_copy = Some(d.path(epoch, rank));
                     }
@@ -272,7 +282,7 @@ impl Store {
                             flusher.submit(epoch, from.clone(), level.path(epoch, rank), true);
                             Ok(())
                         }
-                        None => level.write(&who, &sections, compression).map(|_| ()),
+                        None => level.write(&who, sections, compression).map(|_| ()),
                     }
                 }
             };
@@ -417,7 +427,7 @@ mod tests {
     #[test]
     fn restores_from_the_fastest_valid_level() {
         let (s, mut store) = setup("fast");
-        store.write(1, 0, state(1)).unwrap();
+        store.write(1, 0, &state(1)).unwrap();
         store.wait_flushed();
         let r = store.restore(&[1]).unwrap();
         assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
@@ -449,9 +459,9 @@ mod tests {
     #[test]
     fn corrupt_newest_copy_falls_back_cleanly() {
         let (s, mut store) = setup("corrupt");
-        store.write(1, 0, state(1)).unwrap();
+        store.write(1, 0, &state(1)).unwrap();
         store.commit(1);
-        store.write(2, 0, state(2)).unwrap();
+        store.write(2, 0, &state(2)).unwrap();
         store.wait_flushed();
         store.commit(2);
         let fresh = Store::new(
@@ -496,7 +506,7 @@ mod tests {
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
         let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         for e in 1..=4 {
-            store.write(e, 0, state(e)).unwrap();
+            store.write(e, 0, &state(e)).unwrap();
         }
         let st = store.wait_flushed();
         assert_eq!(st[0].1.flushed, Some(4), "{st:?}");
@@ -524,14 +534,14 @@ mod tests {
         let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
         let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         assert!(first_fails
-            .write(1, 0, state(1))
+            .write(1, 0, &state(1))
             .unwrap_err()
             .contains("tmpfs"));
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
         let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         // The durable level is written in the background: its failure is
         // reported by the flush status, and the write itself succeeds.
-        assert!(later_fails.write(1, 0, state(1)).unwrap().is_empty());
+        assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());
         let flushed = later_fails.wait_flushed();
         assert_eq!(flushed[0].1.errors.len(), 1, "{flushed:?}");
         assert_eq!(flushed[0].1.flushed, None);

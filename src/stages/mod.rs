@@ -20,7 +20,7 @@ pub mod files;
 pub mod state;
 
 use crate::checkpoint::config::{self, Config, Level};
-use crate::checkpoint::format::{Kind, Section};
+use crate::checkpoint::format::{AsSection, Kind, Section, SectionRef};
 use crate::checkpoint::store::{Restored, Store};
 use crate::progress::Engine;
 use crate::runtime::client::Client;
@@ -180,28 +180,34 @@ impl Stages {
     /// next epoch on every local level. The epoch counts as written once the
     /// first level has it; `report` then tells mpiexec (after the partner
     /// copy, if any, is across).
+    /// Returns the epoch and, with a partner level, the checkpoint's bytes
+    /// for the partner.
     pub fn write(
         &mut self,
         state: &MpiState,
-        protected: Vec<Section>,
+        protected: &[SectionRef<'_>],
         generation: u32,
-    ) -> Result<(u64, Arc<Vec<Section>>), String> {
+    ) -> Result<(u64, Option<Vec<u8>>), String> {
         let epoch = self.epoch + 1;
-        let mut sections = vec![Section {
+        let state = Section {
             kind: Kind::MpiState,
             id: 0,
             name: String::new(),
             data: state.encode(),
-        }];
-        sections.extend(protected);
-        sections.extend(self.files.collect()?);
-        let sections = Arc::new(sections);
-        for w in self.store.write(epoch, generation, sections.clone())? {
+        };
+        let files = self.files.collect()?;
+        let mut sections = vec![state.section()];
+        sections.extend_from_slice(protected);
+        sections.extend(files.iter().map(|f| f.section()));
+        for w in self.store.write(epoch, generation, &sections)? {
             eprintln!("mpistages: warning: {w}");
         }
+        let partner = self
+            .partner
+            .then(|| self.store.encode(epoch, generation, &sections));
         self.epoch = epoch;
         self.files.clear();
-        Ok((epoch, sections))
+        Ok((epoch, partner))
     }
 
     /// Why a rank may find no copy at all, for error messages.
@@ -216,11 +222,6 @@ impl Stages {
     /// Whether checkpoints are copied to a partner rank.
     pub fn partner(&self) -> bool {
         self.partner
-    }
-
-    /// This rank's checkpoint as file bytes, for its partner.
-    pub fn partner_copy(&self, epoch: u64, generation: u32, sections: &[Section]) -> Vec<u8> {
-        self.store.encode(epoch, generation, sections)
     }
 
     /// Keeps the copy of `epoch` received from the rank this one is partner of.
