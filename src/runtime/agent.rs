@@ -42,7 +42,8 @@ pub struct Gate {
 
 enum GateState {
     Open(usize),
-    Held(Vec<(bool, Vec<u8>)>),
+    /// Lines (and whether to stderr), and their total size.
+    Held(Vec<(bool, Vec<u8>)>, usize),
     Dropped,
 }
 
@@ -61,7 +62,7 @@ impl Gate {
     /// The process is now rank `rank`: what it held comes out.
     pub fn open(&self, rank: usize) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let GateState::Held(lines) = std::mem::replace(&mut *st, GateState::Open(rank)) {
+        if let GateState::Held(lines, _) = std::mem::replace(&mut *st, GateState::Open(rank)) {
             for (to_stderr, line) in lines {
                 self.write(rank, to_stderr, &line);
             }
@@ -77,8 +78,9 @@ impl Gate {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *st {
             GateState::Open(rank) => self.write(*rank, to_stderr, line),
-            GateState::Held(lines) => {
-                if lines.iter().map(|(_, l)| l.len()).sum::<usize>() < HELD_MAX {
+            GateState::Held(lines, size) => {
+                if *size < HELD_MAX {
+                    *size += line.len();
                     lines.push((to_stderr, line.to_vec()));
                 }
             }
@@ -169,7 +171,7 @@ impl Launch {
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
-        self.start(cmd, usize::MAX, GateState::Held(Vec::new()))
+        self.start(cmd, usize::MAX, GateState::Held(Vec::new(), 0))
     }
 
     /// The command line and the environment every process of the job gets.

@@ -487,13 +487,7 @@ impl Job {
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), String> {
-        let same = key.len() == self.key.len()
-            && key
-                .iter()
-                .zip(self.key.as_bytes())
-                .fold(0, |a, (x, y)| a | (x ^ y))
-                == 0;
-        if same {
+        if crate::sys::constant_time_eq(key, self.key.as_bytes()) {
             Ok(())
         } else {
             Err("wrong job key".into())

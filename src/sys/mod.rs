@@ -19,6 +19,11 @@ pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// Compares secrets (job keys) in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// Chooses a socket's TCP congestion control algorithm by name.
 pub fn set_tcp_congestion(fd: std::os::fd::RawFd, name: &str) -> io::Result<()> {
     // SAFETY: passes a pointer to the name's bytes and their exact length.

@@ -628,7 +628,10 @@ impl Tcp {
                     if h.kind == Kind::Hello
                         && h.len as usize == self.cfg.key.len()
                         && h.src as usize != self.cfg.me
-                        && constant_time_eq(&hs.buf[HEADER_LEN..want], &self.cfg.key) =>
+                        && crate::sys::constant_time_eq(
+                            &hs.buf[HEADER_LEN..want],
+                            &self.cfg.key,
+                        ) =>
                 {
                     Ok((h.src as usize, h.generation))
                 }
@@ -651,10 +654,6 @@ impl Tcp {
             }
         }
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl Transport for Tcp {
