@@ -247,6 +247,28 @@ fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
     }
 }
 
+/// How long a waiting thread polls before it sleeps, unless
+/// `MPISTAGES_SPIN_US` says: polling saves the ~15 us a wake-up from epoll
+/// costs per message (more on a virtual machine), but only while every
+/// rank has a core of its own. On an oversubscribed machine a polling rank
+/// takes the core from the rank it is waiting for, so it sleeps at once
+/// (as Open MPI yields when oversubscribed). Measured in bench/run: 2 ranks
+/// on 2 cores, 8-byte latency 43 -> 5-9 us; 4 ranks on 2 cores, 8-byte
+/// allreduce 68 -> 104 us with polling.
+fn default_spin_us(size: usize) -> usize {
+    const SPIN_US: usize = 50;
+    let local = std::env::var(crate::runtime::env::LOCAL_SIZE)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(size);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if local <= cores {
+        SPIN_US
+    } else {
+        0
+    }
+}
+
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> MpiError + '_ {
     move |e| MpiError::new(err::OTHER, format!("{what}: {e}"))
 }
@@ -381,9 +403,7 @@ fn start() -> MpiResult<Mpi> {
         crate::stages::Stages::singleton()
     }
     .map_err(|e| MpiError::new(err::ARG, e))?;
-    // Polling before sleeping is off by default: measured on 2 cores it
-    // starves the kernel's loopback work and the other ranks (bench/README).
-    let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", 0)? as u64);
+    let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", default_spin_us(size))? as u64);
     let engine = Engine::new(EngineConfig {
         spin,
         me: rank,

@@ -179,6 +179,8 @@ impl Launch {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .env(env::SIZE, self.size.to_string())
+            // This agent starts every rank of the job on this machine.
+            .env(env::LOCAL_SIZE, self.size.to_string())
             .env(env::CONTROL, &self.control)
             .env(env::KEY, &self.key)
             .env(env::JOB_ID, &self.job_id)

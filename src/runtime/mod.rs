@@ -18,6 +18,8 @@ pub mod wrapper;
 pub mod env {
     pub const RANK: &str = "MPISTAGES_RANK";
     pub const SIZE: &str = "MPISTAGES_SIZE";
+    /// How many ranks of the job run on this machine (they share its cores).
+    pub const LOCAL_SIZE: &str = "MPISTAGES_LOCAL_SIZE";
     pub const CONTROL: &str = "MPISTAGES_CONTROL";
     pub const KEY: &str = "MPISTAGES_JOB_KEY";
     pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
