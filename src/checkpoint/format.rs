@@ -21,7 +21,7 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 pub const MAGIC: &[u8; 8] = b"MPISTCKP";
@@ -188,19 +188,10 @@ struct Prepared<'a> {
     crc: u32,
 }
 
-/// Sections prepared for storage (compressed where that shrinks them,
-/// checksummed) and the header + section table that describes them.
-struct Layout<'a> {
-    head: Vec<u8>,
-    prepared: Vec<Prepared<'a>>,
-}
-
-fn layout<'a, S: AsSection>(
-    who: &Identity,
-    sections: &'a [S],
-    compression: Compression,
-) -> Layout<'a> {
-    let prepared: Vec<Prepared> = sections
+/// Compresses each section where that shrinks it (`zstd`), without
+/// checksumming yet: the file writer checksums while it writes.
+fn prepare<'a, S: AsSection>(sections: &'a [S], compression: Compression) -> Vec<Prepared<'a>> {
+    sections
         .iter()
         .map(|s| {
             let s = s.section();
@@ -215,16 +206,20 @@ fn layout<'a, S: AsSection>(
                 }
                 _ => (Codec::None, std::borrow::Cow::Borrowed(s.data)),
             };
-            let crc = crc32fast::hash(&stored);
             Prepared {
                 section: s,
                 codec,
                 stored,
-                crc,
+                crc: 0,
             }
         })
-        .collect();
-    let mut head = Vec::with_capacity(HEADER_LEN + sections.len() * (ENTRY_LEN + 16));
+        .collect()
+}
+
+/// The header and section table describing `prepared` (whose checksums
+/// must be filled in for a valid file; the length does not depend on them).
+fn header(who: &Identity, prepared: &[Prepared]) -> Vec<u8> {
+    let mut head = Vec::with_capacity(HEADER_LEN + prepared.len() * (ENTRY_LEN + 16));
     head.extend_from_slice(MAGIC);
     head.extend_from_slice(&VERSION.to_le_bytes());
     head.extend_from_slice(&0u32.to_le_bytes());
@@ -233,9 +228,9 @@ fn layout<'a, S: AsSection>(
     head.extend_from_slice(&who.size.to_le_bytes());
     head.extend_from_slice(&who.epoch.to_le_bytes());
     head.extend_from_slice(&who.generation.to_le_bytes());
-    head.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    head.extend_from_slice(&(prepared.len() as u32).to_le_bytes());
     head.extend_from_slice(&[0u8; 8]); // table crc + reserved, filled below
-    for p in &prepared {
+    for p in prepared {
         let name = p.section.name.as_bytes();
         head.extend_from_slice(&(p.section.kind as u16).to_le_bytes());
         head.extend_from_slice(&(p.codec as u16).to_le_bytes());
@@ -252,25 +247,37 @@ fn layout<'a, S: AsSection>(
     crc.update(&head[..48]);
     crc.update(&head[HEADER_LEN..]);
     head[48..52].copy_from_slice(&crc.finalize().to_le_bytes());
-    Layout { head, prepared }
+    head
 }
 
 /// The bytes of a checkpoint file, in memory (for the partner level).
 pub fn encode<S: AsSection>(who: &Identity, sections: &[S], compression: Compression) -> Vec<u8> {
-    let l = layout(who, sections, compression);
-    let body: usize = l.prepared.iter().map(|p| pad8(p.stored.len())).sum();
-    let mut out = Vec::with_capacity(l.head.len() + body);
-    out.extend_from_slice(&l.head);
-    for p in &l.prepared {
+    let mut prepared = prepare(sections, compression);
+    for p in &mut prepared {
+        p.crc = crc32fast::hash(&p.stored);
+    }
+    let head = header(who, &prepared);
+    let body: usize = prepared.iter().map(|p| pad8(p.stored.len())).sum();
+    let mut out = Vec::with_capacity(head.len() + body);
+    out.extend_from_slice(&head);
+    for p in &prepared {
         out.extend_from_slice(&p.stored);
         out.resize(pad8(out.len()), 0);
     }
     out
 }
 
+/// Section data goes to the file in pieces of this size, each checksummed
+/// just before it is written: the bytes are read from memory once (the
+/// write copies them from cache) instead of once for the checksum and
+/// again for the write.
+const WRITE_CHUNK: usize = 256 << 10;
+
 /// Writes a checkpoint file atomically (temporary name, then rename);
 /// `sync` makes it durable first (fsync of the file and its directory).
-/// On any error the temporary file is removed and `path` is untouched.
+/// The sections go first, then the header with their checksums at the
+/// start of the file. On any error the temporary file is removed and
+/// `path` is untouched.
 pub fn write<S: AsSection>(
     path: &Path,
     who: &Identity,
@@ -278,19 +285,28 @@ pub fn write<S: AsSection>(
     compression: Compression,
     sync: bool,
 ) -> io::Result<WriteStats> {
-    let Layout { head, prepared } = layout(who, sections, compression);
+    use std::os::unix::fs::FileExt;
+    let mut prepared = prepare(sections, compression);
     let tmp = temp_name(path);
     let result = (|| -> io::Result<WriteStats> {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(&head)?;
+        let f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut offset = header(who, &prepared).len() as u64;
         let mut stats = WriteStats::default();
-        for p in &prepared {
-            f.write_all(&p.stored)?;
+        for p in &mut prepared {
+            let mut crc = crc32fast::Hasher::new();
+            for chunk in p.stored.chunks(WRITE_CHUNK) {
+                crc.update(chunk);
+                f.write_all_at(chunk, offset)?;
+                offset += chunk.len() as u64;
+            }
+            p.crc = crc.finalize();
             let pad = pad8(p.stored.len()) - p.stored.len();
-            f.write_all(&[0u8; 8][..pad])?;
+            f.write_all_at(&[0u8; 8][..pad], offset)?;
+            offset += pad as u64;
             stats.raw_bytes += p.section.data.len() as u64;
             stats.stored_bytes += p.stored.len() as u64;
         }
+        f.write_all_at(&header(who, &prepared), 0)?;
         if sync {
             f.sync_all()?;
         }
