@@ -193,3 +193,101 @@ fn protect_route_api_checks() {
         );
     }
 }
+
+/// Epoch directories under a pfs root, and any file that is not a
+/// finished checkpoint (a temporary copy left behind).
+fn pfs_contents(root: &std::path::Path) -> (Vec<u64>, Vec<String>) {
+    let mut epochs = Vec::new();
+    let mut stray = Vec::new();
+    for e in std::fs::read_dir(root).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(n) = name.strip_prefix("epoch-").and_then(|n| n.parse().ok()) else {
+            stray.push(name);
+            continue;
+        };
+        epochs.push(n);
+        for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+            let f = f.file_name().to_string_lossy().into_owned();
+            if !(f.starts_with("rank-") && f.ends_with(".ckpt")) {
+                stray.push(format!("{name}/{f}"));
+            }
+        }
+    }
+    epochs.sort_unstable();
+    (epochs, stray)
+}
+
+/// A job that ends normally leaves its newest epochs durable and complete
+/// on a slow pfs level (MPI_Finalize waits for the background flushes), no
+/// temporary files, and only `keep` epochs, with and without a recovery
+/// mode (mpiexec announces committed epochs in every mode).
+#[test]
+fn pfs_holds_the_newest_epochs_when_a_job_ends() {
+    let exe = build_example("stencil2d.c");
+    for recovery in ["none", "stages"] {
+        let s = Scratch::new(&format!("storage-pfs-end-{recovery}"));
+        let durable = s.0.join("durable");
+        let spec = format!(
+            "mem,tmpfs:{0}/local,pfs:{0}/durable@every=1,keep=2",
+            s.path()
+        );
+        let mut a = vec!["-n", "4", "--recovery", recovery, "--ckpt", &spec];
+        a.push(exe.to_str().unwrap());
+        a.extend(GRID);
+        a.push("protect");
+        // A slow pfs: the last flushes are still queued when the ranks
+        // reach MPI_Finalize.
+        let r = mpiexec(&a, &[("MPISTAGES_FLUSH_DELAY_MS", "30")], LIMIT);
+        assert!(r.ok(), "{recovery}: {:?}\n{}", r.status, r.stderr);
+        assert_eq!(checksum(&r), reference());
+        let (epochs, stray) = pfs_contents(&durable);
+        assert!(stray.is_empty(), "{recovery}: left on pfs: {stray:?}");
+        // 100 iterations, a checkpoint every 10: epochs 1..=10, every one
+        // flushed (in order), then all but the newest `keep` removed.
+        assert_eq!(epochs, vec![9, 10], "{recovery}");
+        // The flush is slower than the checkpoints: they waited, and said so.
+        assert!(
+            r.stderr.contains("is slower than the checkpoints"),
+            "{recovery}: {}",
+            r.stderr
+        );
+        let v = std::process::Command::new(env!("CARGO_BIN_EXE_mpistages-ckpt"))
+            .arg("verify")
+            .arg(&durable)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&v.stdout);
+        assert!(v.status.success(), "{recovery}: {out}");
+        assert!(out.contains("8 files, 0 corrupt"), "{recovery}: {out}");
+    }
+}
+
+/// A pfs level that cannot be written is reported (once per epoch, on
+/// stderr) and the job still finishes from its node-local levels.
+#[test]
+fn failed_pfs_flushes_are_reported() {
+    let s = Scratch::new("storage-pfs-fails");
+    std::fs::create_dir_all(&s.0).unwrap();
+    // A regular file where the pfs directory's parent should be.
+    std::fs::write(s.0.join("not-a-dir"), b"x").unwrap();
+    let spec = format!(
+        "mem,tmpfs:{0}/local,pfs:{0}/not-a-dir/pfs@every=5",
+        s.path()
+    );
+    let exe = build_example("stencil2d.c");
+    let mut a = vec!["-n", "4", "--ckpt", &spec];
+    a.push(exe.to_str().unwrap());
+    a.extend(GRID);
+    a.push("protect");
+    let r = mpiexec(&a, &[], LIMIT);
+    assert!(r.ok(), "{:?}\n{}", r.status, r.stderr);
+    assert_eq!(checksum(&r), reference());
+    for epoch in [5, 10] {
+        let said = r
+            .stderr
+            .lines()
+            .filter(|l| l.contains(&format!("epoch {epoch} could not be made durable")))
+            .count();
+        assert_eq!(said, 4, "epoch {epoch}, one line per rank:\n{}", r.stderr);
+    }
+}

@@ -389,13 +389,15 @@ fn start() -> MpiResult<Mpi> {
             )
         }
     };
-    let control = match (&client, resilient) {
-        (Some(c), true) => Some((
+    // Watched in every mode: besides failures, mpiexec announces committed
+    // checkpoint epochs on it, which is when old epochs may be removed.
+    let control = match &client {
+        Some(c) => Some((
             c.reader()
                 .map_err(io_err("watching the control connection"))?,
             c.clone(),
         )),
-        _ => None,
+        None => None,
     };
     let stages = if client.is_some() {
         crate::stages::Stages::new(&job_id, rank, size, &injections)
@@ -491,9 +493,12 @@ pub fn finalize() -> MpiResult<()> {
         let _ = c.send(&crate::runtime::proto::ToController::Finalizing);
     }
     let world = m.tables().comm(consts::COMM_WORLD)?;
-    crate::coll::barrier(m, &world)?;
+    // Background flushes finish first; agreeing on the newest epoch every
+    // rank then has durable is also the barrier MPI_Finalize needs.
+    let flushed = m.stages().wait_flushes();
+    let (durable, _) = recovery::min_max(m, &world, flushed.unwrap_or(0))?;
     m.engine.shutdown();
-    m.stages().finalize();
+    m.stages().finalize((durable > 0).then_some(durable));
     STATE.store(FINALIZED, Ordering::Release);
     Ok(())
 }

@@ -64,9 +64,9 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         let held = recovery::exchange_partner_copies(m, &copy)?;
         m.stages().hold(epoch, held);
     }
-    let committed = m.engine.with(|c| c.notices.committed);
+    let (committed, durable) = m.engine.with(|c| (c.notices.committed, c.notices.durable));
     let mut st = m.stages();
-    st.report(epoch, m.client.as_deref(), committed)
+    st.report(epoch, m.client.as_deref(), committed, durable)
         .map_err(failed)?;
     if let Some(spec) = st.after_checkpoint(epoch) {
         st.damage(spec);

@@ -186,7 +186,7 @@ fn ask_partner(m: &Mpi, want: u64) -> MpiResult<Option<Restored>> {
 }
 
 /// Minimum and maximum of `v` over all ranks.
-fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
+pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
     // (v, !v) reduced with min gives (min, !max).
     let mut inp = [0u8; 16];
     inp[..8].copy_from_slice(&v.to_le_bytes());

@@ -363,9 +363,27 @@ fn need(bytes: &[u8], end: u64) -> Result<(), CkptError> {
     Ok(())
 }
 
-/// Parses and verifies checkpoint bytes. With `expect`, the identity must
-/// match (the generation is not compared: it only records the writer's).
-pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
+/// One section of a verified checkpoint, as stored (`raw` may be
+/// compressed).
+struct StoredSection<'a> {
+    index: usize,
+    kind: Kind,
+    codec: Codec,
+    id: u64,
+    length: u64,
+    name: &'a str,
+    raw: &'a [u8],
+}
+
+/// Walks checkpoint bytes, checking the header, the table, every section's
+/// checksum and the padding, and hands each section to `each`. With
+/// `expect`, the identity must match (the generation is not compared: it
+/// only records the writer's).
+fn walk<'a>(
+    bytes: &'a [u8],
+    expect: Option<&Identity>,
+    mut each: impl FnMut(StoredSection<'a>) -> Result<(), CkptError>,
+) -> Result<Identity, CkptError> {
     if bytes.len() < MAGIC.len() || &bytes[..8] != MAGIC {
         return Err(CkptError::NotACheckpoint);
     }
@@ -424,8 +442,6 @@ pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, Ckpt
         }
     }
     let mut data_pos = table_end as u64;
-    let mut sections = Vec::with_capacity(entries.len());
-    let mut stored_bytes = 0;
     for (index, (e, name_len)) in entries.into_iter().enumerate() {
         let kind = Kind::from_u16(u16_at(bytes, e))
             .ok_or_else(|| CkptError::Corrupt(format!("section {index} has an unknown kind")))?;
@@ -455,32 +471,8 @@ pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, Ckpt
         if crc32fast::hash(raw) != sum {
             return Err(CkptError::SectionChecksum { index, kind, id });
         }
-        let data = match codec {
-            Codec::None => raw.to_vec(),
-            Codec::Zstd => {
-                let cap = usize::try_from(length)
-                    .map_err(|_| CkptError::Corrupt("section too large".into()))?;
-                let out = zstd::bulk::decompress(raw, cap)
-                    .map_err(|e| CkptError::Corrupt(format!("section {index}: {e}")))?;
-                if out.len() as u64 != length {
-                    return Err(CkptError::Corrupt(format!(
-                        "section {index} decompressed to {} bytes, not {length}",
-                        out.len()
-                    )));
-                }
-                out
-            }
-        };
         let name = std::str::from_utf8(&bytes[e + ENTRY_LEN..e + ENTRY_LEN + name_len])
-            .map_err(|_| CkptError::Corrupt(format!("section {index} name is not UTF-8")))?
-            .to_string();
-        stored_bytes += stored;
-        sections.push(Section {
-            kind,
-            id,
-            name,
-            data,
-        });
+            .map_err(|_| CkptError::Corrupt(format!("section {index} name is not UTF-8")))?;
         // Padding is not under a checksum, so it must be exactly zeros.
         let pad_end = (pad8(end as usize) as u64).min(bytes.len() as u64);
         if bytes[end as usize..pad_end as usize]
@@ -491,6 +483,15 @@ pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, Ckpt
                 "non-zero padding after section {index}"
             )));
         }
+        each(StoredSection {
+            index,
+            kind,
+            codec,
+            id,
+            length,
+            name,
+            raw,
+        })?;
         data_pos = pad8(end as usize) as u64;
     }
     if data_pos != bytes.len() as u64 && pad8(bytes.len()) as u64 != data_pos {
@@ -499,11 +500,53 @@ pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, Ckpt
             bytes.len() as u64 - data_pos.min(bytes.len() as u64)
         )));
     }
+    Ok(who)
+}
+
+/// Parses and verifies checkpoint bytes into owned sections (decompressed).
+/// With `expect`, the identity must match.
+pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
+    let mut sections = Vec::new();
+    let mut stored_bytes = 0;
+    let who = walk(bytes, expect, |s| {
+        let data = match s.codec {
+            Codec::None => s.raw.to_vec(),
+            Codec::Zstd => {
+                let index = s.index;
+                let cap = usize::try_from(s.length)
+                    .map_err(|_| CkptError::Corrupt("section too large".into()))?;
+                let out = zstd::bulk::decompress(s.raw, cap)
+                    .map_err(|e| CkptError::Corrupt(format!("section {index}: {e}")))?;
+                if out.len() as u64 != s.length {
+                    return Err(CkptError::Corrupt(format!(
+                        "section {index} decompressed to {} bytes, not {}",
+                        out.len(),
+                        s.length
+                    )));
+                }
+                out
+            }
+        };
+        stored_bytes += s.raw.len() as u64;
+        sections.push(Section {
+            kind: s.kind,
+            id: s.id,
+            name: s.name.to_string(),
+            data,
+        });
+        Ok(())
+    })?;
     Ok(Checkpoint {
         who,
         sections,
         stored_bytes,
     })
+}
+
+/// Verifies checkpoint bytes (structure and every checksum) without
+/// copying or decompressing any section; returns the identity.
+pub fn verify(bytes: &[u8]) -> Result<Identity, CkptError> {
+    walk(bytes, None, |_| Ok(()))
 }
 
 /// Reads and verifies a checkpoint file (mapped, not read into memory).

@@ -72,14 +72,14 @@ impl Store {
                     format!("tmpfs:{}", d.display()),
                     Backend::Dir(DirLevel::new(d, false, cfg.keep)),
                 ),
-                Level::Pfs { dir, every } => (
-                    format!("pfs:{}", dir.display()),
+                Level::Pfs { dir, every } => (format!("pfs:{}", dir.display()), {
+                    let level = DirLevel::new(dir, true, cfg.keep);
                     Backend::Durable {
-                        level: DirLevel::new(dir, true, cfg.keep),
+                        flusher: Flusher::new(level.clone()),
+                        level,
                         every: (*every).max(1) as u64,
-                        flusher: Flusher::new(),
-                    },
-                ),
+                    }
+                }),
                 Level::Partner => (
                     "partner".to_string(),
                     Backend::Partner(PartnerLevel::default()),
@@ -319,8 +319,23 @@ impl Store {
             .collect()
     }
 
-    /// Every rank has `epoch`: drop what no restore can need any more.
-    pub fn commit(&mut self, epoch: u64) -> Vec<String> {
+    /// The newest epoch this rank's background flushes have made durable
+    /// (the oldest such epoch over several pfs levels); none without a pfs
+    /// level or before the first flush.
+    pub fn durable(&self) -> Option<u64> {
+        self.levels
+            .iter()
+            .filter_map(|(_, l)| match l {
+                Backend::Durable { flusher, .. } => Some(flusher.status().flushed),
+                _ => None,
+            })
+            .min()
+            .flatten()
+    }
+
+    /// Every rank has `epoch`, and on the pfs level every rank has
+    /// `durable`: drop what no restore can need any more.
+    pub fn commit(&mut self, epoch: u64, durable: Option<u64>) -> Vec<String> {
         let keep = self.keep as u64;
         let rank = self.rank;
         let mut warnings = Vec::new();
@@ -336,12 +351,15 @@ impl Store {
                         warnings.push(format!("removing old checkpoints on {name}: {e}"));
                     }
                 }
-                Backend::Durable { level, flusher, .. } => {
-                    // Only epochs already durable there count as committed
-                    // on this level.
-                    let durable = flusher.status().flushed.map_or(epoch, |f| f.min(epoch));
-                    if let Err(e) = level.commit(rank, durable) {
-                        warnings.push(format!("removing old checkpoints on {name}: {e}"));
+                Backend::Durable { flusher, .. } => {
+                    // Only an epoch durable there on every rank counts as
+                    // committed on this level: a rank whose node is lost
+                    // restores from it, and the others must still have it.
+                    // The flush thread removes the files (slow on some file
+                    // systems); it reports its failures itself.
+                    let mine = flusher.status().flushed;
+                    if let Some(durable) = durable.min(mine) {
+                        flusher.prune(rank, durable);
                     }
                 }
             }
@@ -460,10 +478,10 @@ mod tests {
     fn corrupt_newest_copy_falls_back_cleanly() {
         let (s, mut store) = setup("corrupt");
         store.write(1, 0, &state(1)).unwrap();
-        store.commit(1);
+        store.commit(1, None);
         store.write(2, 0, &state(2)).unwrap();
         store.wait_flushed();
-        store.commit(2);
+        store.commit(2, store.durable());
         let fresh = Store::new(
             &config::parse(&format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs", s.0.display())).unwrap(),
             5,

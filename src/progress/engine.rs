@@ -66,6 +66,8 @@ pub struct Notices {
     pub agreed: Option<u64>,
     /// Newest epoch every rank completed.
     pub committed: u64,
+    /// Newest epoch every rank has on its pfs level.
+    pub durable: Option<u64>,
     /// The control connection is gone (mpiexec ended).
     pub orphaned: bool,
 }
@@ -768,8 +770,9 @@ impl Core {
                     // (the progress thread read the socket): wake it.
                     bell.ring();
                 }
-                ToRank::Committed { epoch } => {
-                    self.notices.committed = self.notices.committed.max(epoch)
+                ToRank::Committed { epoch, durable } => {
+                    self.notices.committed = self.notices.committed.max(epoch);
+                    self.notices.durable = self.notices.durable.max(durable);
                 }
                 _ => {}
             }

@@ -63,6 +63,8 @@ struct RankState {
     welcomed: bool,
     /// Newest checkpoint epoch the rank completed.
     epoch: u64,
+    /// Newest epoch the rank reported durable on its pfs level.
+    durable: Option<u64>,
     /// Generation at which the rank reported itself halted / ready.
     halted: Option<u32>,
     ready: Option<u32>,
@@ -123,6 +125,8 @@ struct Job {
     generation: u32,
     /// Newest epoch every rank completed.
     committed: u64,
+    /// Newest epoch every rank has on its pfs level.
+    durable: Option<u64>,
     restarts: usize,
     recoveries: usize,
     recovering: Option<Recovering>,
@@ -198,6 +202,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         bootstrapped: false,
         generation: 0,
         committed: 0,
+        durable: None,
         restarts: 0,
         recoveries: 0,
         recovering: None,
@@ -453,7 +458,9 @@ impl Job {
                 }
                 self.fail(Failure::Abort { code });
             }
-            (ToController::Checkpoint { epoch }, Some(r)) => self.on_checkpoint(r, epoch),
+            (ToController::Checkpoint { epoch, durable }, Some(r)) => {
+                self.on_checkpoint(r, epoch, durable)
+            }
             (ToController::Halted { generation }, Some(r)) => {
                 self.ranks[r].halted = Some(generation);
                 self.check_recovery();
@@ -570,7 +577,7 @@ impl Job {
         env
     }
 
-    fn on_checkpoint(&mut self, rank: usize, epoch: u64) {
+    fn on_checkpoint(&mut self, rank: usize, epoch: u64, durable: Option<u64>) {
         // During a recovery the epoch to restore is fixed; reports from
         // ranks that had not stopped yet are for epochs being rolled back.
         if self.recovering.is_some() {
@@ -578,11 +585,18 @@ impl Job {
         }
         let st = &mut self.ranks[rank];
         st.epoch = st.epoch.max(epoch);
+        st.durable = st.durable.max(durable);
         let committed = self.ranks.iter().map(|r| r.epoch).min().unwrap_or(0);
-        if committed > self.committed {
-            self.committed = committed;
+        let durable = self.ranks.iter().map(|r| r.durable).min().flatten();
+        if committed > self.committed || durable > self.durable {
+            self.committed = self.committed.max(committed);
+            self.durable = self.durable.max(durable);
+            let note = ToRank::Committed {
+                epoch: self.committed,
+                durable: self.durable,
+            };
             for r in 0..self.ranks.len() {
-                self.send_to(r, &ToRank::Committed { epoch: committed });
+                self.send_to(r, &note);
             }
         }
     }

@@ -22,7 +22,9 @@ pub enum ToController {
     /// `MPI_Abort` was called.
     Abort { code: i32, message: String },
     /// `MPIX_Checkpoint_write` made this epoch complete on the first level.
-    Checkpoint { epoch: u64 },
+    /// `durable`: the newest epoch this rank's background flush has made
+    /// durable on the pfs level so far (none without one).
+    Checkpoint { epoch: u64, durable: Option<u64> },
     /// The rank saw the failure notice of `generation` and stopped (for the
     /// propagation timing).
     Halted { generation: u32 },
@@ -68,8 +70,9 @@ pub enum ToRank {
         generation: u32,
         agreed: Option<u64>,
     },
-    /// Every rank has completed `epoch`.
-    Committed { epoch: u64 },
+    /// Every rank has completed `epoch`, and (`durable`) every rank's copy
+    /// of that epoch is on its pfs level: older ones may be removed there.
+    Committed { epoch: u64, durable: Option<u64> },
     /// To a spare: become the replacement of `rank` at `generation`,
     /// restoring `epoch`, with these fault injections (`inject::ENV`
     /// encoding). It goes on with a `Hello` on the same connection.

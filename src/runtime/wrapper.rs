@@ -38,12 +38,18 @@ pub fn locate(exe: &Path) -> Layout {
         PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/include"))
     };
     // `cargo build` puts the library beside the wrappers; `cargo test`
-    // leaves it in deps/.
-    let lib = if !bin.join("libmpistages.so").exists() && bin.join("deps/libmpistages.so").exists()
-    {
-        bin.join("deps")
-    } else {
-        bin.to_path_buf()
+    // rebuilds it only in deps/ (and leaves an older copy beside the
+    // wrappers alone): take the newer.
+    let modified = |dir: &Path| {
+        std::fs::metadata(dir.join("libmpistages.so"))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    let deps = bin.join("deps");
+    let lib = match (modified(bin), modified(&deps)) {
+        (Some(b), Some(d)) if d > b => deps,
+        (None, Some(_)) => deps,
+        _ => bin.to_path_buf(),
     };
     Layout {
         include,

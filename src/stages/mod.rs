@@ -20,6 +20,7 @@ pub mod files;
 pub mod state;
 
 use crate::checkpoint::config::{self, Config, Level};
+use crate::checkpoint::flush::FlushStatus;
 use crate::checkpoint::format::{AsSection, Kind, Section, SectionRef};
 use crate::checkpoint::store::{Restored, Store};
 use crate::progress::Engine;
@@ -71,6 +72,8 @@ pub struct Stages {
     pub library: Vec<LibraryHandles>,
     /// Committed epoch applied to the store's retention.
     committed: u64,
+    /// Newest epoch every rank has on its pfs level, as last heard.
+    durable: Option<u64>,
     /// Rank-side fault injection (`mpiexec --inject`).
     injections: Vec<RankInject>,
     calls: HashMap<String, u64>,
@@ -146,6 +149,7 @@ impl Stages {
             deserializers: Vec::new(),
             library: Vec::new(),
             committed: 0,
+            durable: None,
             injections,
             calls: HashMap::new(),
         }
@@ -169,10 +173,49 @@ impl Stages {
     }
 
     /// At `MPI_Finalize`: a process without mpiexec removes its own files.
-    pub fn finalize(&self) {
+    /// Waits for this rank's background flushes (the newest epochs must be
+    /// durable before the process goes), says what went wrong or was slow,
+    /// and returns the newest epoch this rank has on its pfs level.
+    pub fn wait_flushes(&mut self) -> Option<u64> {
+        let flushes = self.store.wait_flushed();
+        for (level, st) in &flushes {
+            if st.stalled >= std::time::Duration::from_millis(1) {
+                eprintln!(
+                    "mpistages: {level} is slower than the checkpoints: MPIX_Checkpoint_write waited {:.3} s in all for its background flush (flush less often: @every=N)",
+                    st.stalled.as_secs_f64()
+                );
+            }
+        }
+        self.report_flush_errors(flushes);
+        self.store.durable()
+    }
+
+    /// The job ends: `durable` is the newest epoch every rank has on its
+    /// pfs level, so the older ones beyond `keep` can go there too.
+    pub fn finalize(&mut self, durable: Option<u64>) {
+        self.apply_committed(self.committed, durable);
+        let removals = self.store.wait_flushed();
+        self.report_flush_errors(removals);
         if self.singleton {
             self.files.remove_all();
             let _ = std::fs::remove_dir(config::DEFAULT_TMPFS);
+        }
+    }
+
+    /// Background flushes that failed, each said once on stderr (the job
+    /// goes on: the node-local levels still hold the checkpoint).
+    fn report_flush_errors(&mut self, flushes: Vec<(String, FlushStatus)>) {
+        for (level, st) in flushes {
+            let failed = st.errors.into_iter().map(|(epoch, why)| {
+                format!("{level}: epoch {epoch} could not be made durable: {why}")
+            });
+            let stuck = (st.prune_errors.into_iter())
+                .map(|why| format!("removing old checkpoints on {level}: {why}"));
+            for msg in failed.chain(stuck) {
+                if self.reported.insert(msg.clone()) {
+                    eprintln!("mpistages: warning: {msg}");
+                }
+            }
         }
     }
 
@@ -202,6 +245,8 @@ impl Stages {
         for w in self.store.write(epoch, generation, &sections)? {
             eprintln!("mpistages: warning: {w}");
         }
+        let flushes = self.store.flush_status();
+        self.report_flush_errors(flushes);
         let partner = self
             .partner
             .then(|| self.store.encode(epoch, generation, &sections));
@@ -307,29 +352,38 @@ impl Stages {
         Ok(r.sections)
     }
 
-    /// Tells mpiexec that `epoch` is complete on this rank.
+    /// Tells mpiexec that `epoch` is complete on this rank (and how far
+    /// its pfs flush got), and applies what mpiexec said every rank has
+    /// (`committed`, and `durable` on the pfs level).
     pub fn report(
         &mut self,
         epoch: u64,
         client: Option<&Client>,
         committed: u64,
+        durable: Option<u64>,
     ) -> Result<(), String> {
+        let flushed = self.store.durable();
         match client {
             Some(c) => c
-                .send(&ToController::Checkpoint { epoch })
+                .send(&ToController::Checkpoint {
+                    epoch,
+                    durable: flushed,
+                })
                 .map_err(|e| format!("telling mpiexec about epoch {epoch}: {e}"))?,
             // Alone, every epoch is committed when written.
-            None => self.apply_committed(epoch),
+            None => self.apply_committed(epoch, flushed),
         }
-        self.apply_committed(committed);
+        self.apply_committed(committed, durable);
         Ok(())
     }
 
-    /// Old epochs go once a newer one is complete on every rank.
-    pub fn apply_committed(&mut self, committed: u64) {
-        if committed > self.committed {
-            self.committed = committed;
-            for w in self.store.commit(committed) {
+    /// Old epochs go once a newer one is complete on every rank (on the
+    /// pfs level: durable there on every rank).
+    pub fn apply_committed(&mut self, committed: u64, durable: Option<u64>) {
+        if committed > self.committed || durable > self.durable {
+            self.committed = self.committed.max(committed);
+            self.durable = self.durable.max(durable);
+            for w in self.store.commit(self.committed, self.durable) {
                 eprintln!("mpistages: warning: {w}");
             }
         }

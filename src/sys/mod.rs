@@ -38,3 +38,19 @@ pub fn set_tcp_congestion(fd: std::os::fd::RawFd, name: &str) -> io::Result<()> 
     })?;
     Ok(())
 }
+
+/// Turns direct I/O (`O_DIRECT`: transfers between the caller's memory
+/// and the device, bypassing the page cache) on or off for an open file.
+/// Fails with `EINVAL` on file systems that do not support it.
+pub fn set_direct_io(fd: std::os::fd::RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: fcntl with F_GETFL/F_SETFL takes and returns only integers.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    let flags = if on {
+        flags | libc::O_DIRECT
+    } else {
+        flags & !libc::O_DIRECT
+    };
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })?;
+    Ok(())
+}
