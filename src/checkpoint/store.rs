@@ -32,7 +32,8 @@ pub struct PartnerLevel {
 /// One configured level and the copies it holds.
 enum Backend {
     Mem(MemLevel),
-    Dir(DirLevel),
+    /// A node-local directory; its thread removes old epochs.
+    Dir(DirLevel, Flusher),
     Partner(PartnerLevel),
     /// A durable level written every `every` epochs, in the background when
     /// a node-local level has the file already.
@@ -68,10 +69,10 @@ impl Store {
         for l in &cfg.levels {
             levels.push(match l {
                 Level::Mem => ("mem".to_string(), Backend::Mem(MemLevel::default())),
-                Level::Tmpfs(d) => (
-                    format!("tmpfs:{}", d.display()),
-                    Backend::Dir(DirLevel::new(d, false, cfg.keep)),
-                ),
+                Level::Tmpfs(d) => (format!("tmpfs:{}", d.display()), {
+                    let level = DirLevel::new(d, false, cfg.keep);
+                    Backend::Dir(level.clone(), Flusher::new(level))
+                }),
                 Level::Pfs { dir, every } => (format!("pfs:{}", dir.display()), {
                     let level = DirLevel::new(dir, true, cfg.keep);
                     Backend::Durable {
@@ -161,7 +162,7 @@ impl Store {
                 Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) => {
                     v.extend(m.epochs.keys().copied())
                 }
-                Backend::Dir(d) | Backend::Durable { level: d, .. } => v.extend(
+                Backend::Dir(d, _) | Backend::Durable { level: d, .. } => v.extend(
                     d.epochs()
                         .unwrap_or_default()
                         .into_iter()
@@ -177,7 +178,9 @@ impl Store {
     /// Where the first directory level puts `epoch` (for fault injection).
     pub fn first_file(&self, epoch: u64) -> Option<std::path::PathBuf> {
         self.levels.iter().find_map(|(_, l)| match l {
-            Backend::Dir(d) | Backend::Durable { level: d, .. } => Some(d.path(epoch, self.rank)),
+            Backend::Dir(d, _) | Backend::Durable { level: d, .. } => {
+                Some(d.path(epoch, self.rank))
+            }
             _ => None,
         })
     }
@@ -187,7 +190,7 @@ impl Store {
     pub fn lose_node_local(&self) -> Result<String, String> {
         let mut n = 0;
         for (_, l) in &self.levels {
-            if let Backend::Dir(d) = l {
+            if let Backend::Dir(d, _) = l {
                 for e in d.epochs().map_err(|e| e.to_string())? {
                     if std::fs::remove_file(d.path(e, self.rank)).is_ok() {
                         n += 1;
@@ -206,7 +209,7 @@ impl Store {
     pub fn corrupt_newest_node_local(&self) -> Result<String, String> {
         let mut done = Vec::new();
         for (_, l) in &self.levels {
-            let Backend::Dir(d) = l else { continue };
+            let Backend::Dir(d, _) = l else { continue };
             let newest = d
                 .epochs()
                 .map_err(|e| e.to_string())?
@@ -262,7 +265,7 @@ impl Store {
                     p.own.epochs.insert(epoch, owned_copy());
                     Ok(())
                 }
-                Backend::Dir(d) => {
+                Backend::Dir(d, _) => {
                     let r = d.write(&who, sections, compression).map(|_| ());
                     if r.is_ok() {
                         local_copy = Some(d.path(epoch, rank));
@@ -297,12 +300,15 @@ impl Store {
         Ok(warnings)
     }
 
-    /// Progress of background flushes to durable levels, by level name.
+    /// Progress of the background work of directory levels (flushes to
+    /// durable levels, removal of old epochs), by level name.
     pub fn flush_status(&self) -> Vec<(String, FlushStatus)> {
         self.levels
             .iter()
             .filter_map(|(name, l)| match l {
-                Backend::Durable { flusher, .. } => Some((name.clone(), flusher.status())),
+                Backend::Durable { flusher, .. } | Backend::Dir(_, flusher) => {
+                    Some((name.clone(), flusher.status()))
+                }
                 _ => None,
             })
             .collect()
@@ -313,7 +319,9 @@ impl Store {
         self.levels
             .iter()
             .filter_map(|(name, l)| match l {
-                Backend::Durable { flusher, .. } => Some((name.clone(), flusher.wait_idle())),
+                Backend::Durable { flusher, .. } | Backend::Dir(_, flusher) => {
+                    Some((name.clone(), flusher.wait_idle()))
+                }
                 _ => None,
             })
             .collect()
@@ -334,23 +342,21 @@ impl Store {
     }
 
     /// Every rank has `epoch`, and on the pfs level every rank has
-    /// `durable`: drop what no restore can need any more.
-    pub fn commit(&mut self, epoch: u64, durable: Option<u64>) -> Vec<String> {
+    /// `durable`: drop what no restore can need any more. Files go in the
+    /// background; failures show in the levels' status.
+    pub fn commit(&mut self, epoch: u64, durable: Option<u64>) {
         let keep = self.keep as u64;
         let rank = self.rank;
-        let mut warnings = Vec::new();
-        for (name, level) in &mut self.levels {
+        for (_, level) in &mut self.levels {
             match level {
                 Backend::Mem(m) => m.epochs.retain(|&e, _| e + keep > epoch),
                 Backend::Partner(p) => {
                     p.own.epochs.retain(|&e, _| e + keep > epoch);
                     p.held.retain(|&e, _| e + keep > epoch)
                 }
-                Backend::Dir(d) => {
-                    if let Err(e) = d.commit(rank, epoch) {
-                        warnings.push(format!("removing old checkpoints on {name}: {e}"));
-                    }
-                }
+                // Removing files costs time (freeing a tmpfs file's pages,
+                // or worse): the level's thread does it, not the application.
+                Backend::Dir(_, janitor) => janitor.prune(rank, epoch),
                 Backend::Durable { flusher, .. } => {
                     // Only an epoch durable there on every rank counts as
                     // committed on this level: a rank whose node is lost
@@ -364,7 +370,6 @@ impl Store {
                 }
             }
         }
-        warnings
     }
 
     /// The copy of `epoch` from the fastest local level holding a valid
@@ -377,7 +382,7 @@ impl Store {
                     .get(&epoch)
                     .cloned()
                     .ok_or_else(|| "no copy".to_string()),
-                Backend::Dir(d) | Backend::Durable { level: d, .. } => d
+                Backend::Dir(d, _) | Backend::Durable { level: d, .. } => d
                     .read(&self.who(epoch, 0))
                     .map(|c| Arc::new(c.sections))
                     .map_err(|e| e.to_string()),
@@ -527,8 +532,9 @@ mod tests {
             store.write(e, 0, &state(e)).unwrap();
         }
         let st = store.wait_flushed();
-        assert_eq!(st[0].1.flushed, Some(4), "{st:?}");
-        assert!(st[0].1.errors.is_empty(), "{st:?}");
+        let pfs = &st.iter().find(|(n, _)| n.starts_with("pfs")).unwrap().1;
+        assert_eq!(pfs.flushed, Some(4), "{st:?}");
+        assert!(pfs.errors.is_empty(), "{st:?}");
         let pfs = DirLevel::new(root.join("pfs"), true, 2);
         assert_eq!(pfs.epochs().unwrap(), vec![2, 4]);
         // Node lost: restore the newest committed epoch from pfs.
@@ -561,7 +567,12 @@ mod tests {
         // reported by the flush status, and the write itself succeeds.
         assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());
         let flushed = later_fails.wait_flushed();
-        assert_eq!(flushed[0].1.errors.len(), 1, "{flushed:?}");
-        assert_eq!(flushed[0].1.flushed, None);
+        let pfs = &flushed
+            .iter()
+            .find(|(n, _)| n.starts_with("pfs"))
+            .unwrap()
+            .1;
+        assert_eq!(pfs.errors.len(), 1, "{flushed:?}");
+        assert_eq!(pfs.flushed, None);
     }
 }

@@ -383,9 +383,7 @@ impl Stages {
         if committed > self.committed || durable > self.durable {
             self.committed = self.committed.max(committed);
             self.durable = self.durable.max(durable);
-            for w in self.store.commit(self.committed, self.durable) {
-                eprintln!("mpistages: warning: {w}");
-            }
+            self.store.commit(self.committed, self.durable);
         }
     }
 
