@@ -28,6 +28,9 @@ use super::dirlevel::DirLevel;
 
 struct Job {
     epoch: u64,
+    /// `State::rollbacks` when queued: a copy queued before a rollback
+    /// does not count as durable when it completes.
+    rollbacks: u64,
     /// The source, open (it may be unlinked meanwhile), and its name.
     from: File,
     from_path: PathBuf,
@@ -60,6 +63,8 @@ struct State {
     prune: Option<(u32, u64)>,
     /// A removal is queued or running.
     pruning: bool,
+    /// Rollbacks so far.
+    rollbacks: u64,
     closed: bool,
 }
 
@@ -229,10 +234,11 @@ impl Flusher {
                 let mut st = s.lock();
                 st.status.pending -= 1;
                 match r {
-                    Ok(_) => {
+                    Ok(_) if job.rollbacks == st.rollbacks => {
                         let f = &mut st.status.flushed;
                         *f = Some(f.map_or(job.epoch, |f| f.max(job.epoch)));
                     }
+                    Ok(_) => {}
                     Err(e) => st.status.errors.push((
                         job.epoch,
                         format!("{} -> {}: {e}", job.from_path.display(), job.to.display()),
@@ -254,6 +260,7 @@ impl Flusher {
         let job = match (opened, &self.thread) {
             (Ok(file), Some(_)) => Job {
                 epoch,
+                rollbacks: st.rollbacks,
                 from: file,
                 from_path: from,
                 to,
@@ -292,6 +299,17 @@ impl Flusher {
         st.prune = Some((rank, upto));
         st.pruning = true;
         self.shared.work.notify_one();
+    }
+
+    /// The job rolled back to `epoch`: copies of later epochs (done, or
+    /// still to come from the abandoned run) are not durable epochs of the
+    /// job any more.
+    pub fn rolled_back(&self, epoch: u64) {
+        let mut st = self.shared.lock();
+        st.rollbacks += 1;
+        if st.status.flushed.is_some_and(|f| f > epoch) {
+            st.status.flushed = None;
+        }
     }
 
     pub fn status(&self) -> FlushStatus {
@@ -391,5 +409,30 @@ mod tests {
         for e in 1..=n {
             assert_eq!(std::fs::read(durable(&s, e)).unwrap(), data(e));
         }
+    }
+
+    /// After a rollback, copies of later epochs (done, or finishing from
+    /// before the rollback) are not durable epochs; new copies are.
+    #[test]
+    fn a_rollback_forgets_later_durable_epochs() {
+        let s = Scratch::new("flush-rollback");
+        std::fs::create_dir_all(s.0.join("fast")).unwrap();
+        let level = DirLevel::new(s.0.join("durable"), true, 2);
+        let f = Flusher::with_delay(level, Some(std::time::Duration::from_millis(100)));
+        let src = |e: u64| {
+            let p = s.0.join(format!("fast/{e}"));
+            std::fs::write(&p, vec![e as u8; 10_000]).unwrap();
+            p
+        };
+        f.submit(2, src(2), durable(&s, 2), false);
+        assert_eq!(f.wait_idle().flushed, Some(2));
+        f.rolled_back(1);
+        assert_eq!(f.status().flushed, None);
+        // Queued before the rollback, done after it: not counted.
+        f.submit(3, src(3), durable(&s, 3), false);
+        f.rolled_back(1);
+        assert_eq!(f.wait_idle().flushed, None);
+        f.submit(2, src(2), durable(&s, 2), false);
+        assert_eq!(f.wait_idle().flushed, Some(2));
     }
 }

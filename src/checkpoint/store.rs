@@ -300,6 +300,16 @@ impl Store {
         Ok(warnings)
     }
 
+    /// The job rolled back to `epoch`: copies of later epochs on durable
+    /// levels belong to the abandoned run and no longer count as durable.
+    pub fn rolled_back(&self, epoch: u64) {
+        for (_, l) in &self.levels {
+            if let Backend::Durable { flusher, .. } = l {
+                flusher.rolled_back(epoch);
+            }
+        }
+    }
+
     /// Progress of the background work of directory levels (flushes to
     /// durable levels, removal of old epochs), by level name.
     pub fn flush_status(&self) -> Vec<(String, FlushStatus)> {

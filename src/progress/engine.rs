@@ -772,7 +772,8 @@ impl Core {
                 }
                 ToRank::Committed { epoch, durable } => {
                     self.notices.committed = self.notices.committed.max(epoch);
-                    self.notices.durable = self.notices.durable.max(durable);
+                    // Not a maximum: a recovery starts the count again.
+                    self.notices.durable = durable;
                 }
                 _ => {}
             }

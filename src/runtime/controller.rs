@@ -807,8 +807,12 @@ impl Job {
         // it out among themselves after resuming.
         let first = self.ranks[0].newest;
         let agreed = first.filter(|&e| e > 0 && self.ranks.iter().all(|r| r.newest == first));
+        // Epochs after the one restored are rolled back, also on pfs:
+        // what is durable there is counted again from the ranks' reports.
+        self.durable = None;
         for r in 0..self.ranks.len() {
             self.ranks[r].epoch = rec.epoch;
+            self.ranks[r].durable = None;
             self.send_to(
                 r,
                 &ToRank::Resume {

@@ -321,6 +321,9 @@ impl Stages {
     /// Makes `r` the fault epoch: its sections are what restore, locate and
     /// the MPI-state load use. Files routed since are discarded.
     pub fn set_restored(&mut self, r: Restored) {
+        // Later epochs are rolled back, also on the pfs level.
+        self.durable = None;
+        self.store.rolled_back(r.epoch);
         self.epoch = r.epoch;
         self.files.clear();
         self.files.forget_located(r.epoch);
