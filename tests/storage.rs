@@ -177,8 +177,24 @@ fn kill_while_writing_keeps_the_previous_epoch() {
 fn protect_route_api_checks() {
     let exe = build("protect.c");
     let exe = exe.to_str().unwrap();
-    for n in ["1", "2", "3"] {
-        let r = mpiexec(&["-n", n, exe], &[], LIMIT);
+    let s = Scratch::new("storage-protect");
+    let wiped = format!("mem,tmpfs:{}", s.path());
+    // The default levels, then the same with the tmpfs files deleted
+    // before the restore (a live rank restores from memory).
+    let runs = [
+        ("1", vec![]),
+        ("2", vec![]),
+        ("3", vec![]),
+        (
+            "2",
+            vec![
+                ("MPISTAGES_CKPT", wiped.as_str()),
+                ("PROTECT_WIPE", s.path()),
+            ],
+        ),
+    ];
+    for (n, env) in runs {
+        let r = mpiexec(&["-n", n, exe], &env, LIMIT);
         assert!(
             r.ok(),
             "{n} ranks: {:?}\n{}\n{}",

@@ -7,9 +7,12 @@
  * - argument errors: negative id, unknown id, NULL region, bad names,
  *   a path buffer too small, a name the checkpoint does not hold;
  * - a routed file that was never written makes the checkpoint fail;
- * - restore before any checkpoint is an error, not garbage. */
+ * - restore before any checkpoint is an error, not garbage;
+ * - with PROTECT_WIPE, restore and locate work with every checkpoint file
+ *   deleted: a live rank restores from the mem level without file I/O. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "check.h"
 
@@ -54,6 +57,18 @@ int main(int argc, char **argv)
     fprintf(f, "rank %d epoch 1\n", rank);
     fclose(f);
     CHECK_RC(MPIX_Checkpoint_write());
+    /* PROTECT_WIPE=DIR (the tmpfs level's root): every checkpoint file is
+     * deleted now, so what follows must come from the mem level alone. */
+    const char *wipe = getenv("PROTECT_WIPE");
+    if (wipe) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            char cmd[4200];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'/job-*/epoch-*", wipe);
+            CHECK(system(cmd) == 0, "cannot run %s", cmd);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
 
     /* Change everything, then restore. */
     for (int i = 0; i < N; i++) a[i] = -1;
