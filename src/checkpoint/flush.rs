@@ -342,6 +342,16 @@ mod tests {
     use super::*;
     use crate::checkpoint::testutil::Scratch;
 
+    /// A scratch directory with a `fast/` level, and a flusher to its
+    /// `durable/` level that starts each copy 100 ms late.
+    fn slow_flusher(tag: &str) -> (Scratch, Flusher) {
+        let s = Scratch::new(tag);
+        std::fs::create_dir_all(s.0.join("fast")).unwrap();
+        let level = DirLevel::new(s.0.join("durable"), true, 2);
+        let f = Flusher::with_delay(level, Some(std::time::Duration::from_millis(100)));
+        (s, f)
+    }
+
     fn durable(s: &Scratch, e: u64) -> PathBuf {
         s.0.join(format!("durable/epoch-{e}/rank-0.ckpt"))
     }
@@ -387,10 +397,7 @@ mod tests {
     /// multiple of it take both the direct and the buffered path.
     #[test]
     fn a_slow_level_copies_every_epoch_and_counts_the_wait() {
-        let s = Scratch::new("flush-slow");
-        std::fs::create_dir_all(s.0.join("fast")).unwrap();
-        let level = DirLevel::new(s.0.join("durable"), true, 2);
-        let f = Flusher::with_delay(level, Some(std::time::Duration::from_millis(100)));
+        let (s, f) = slow_flusher("flush-slow");
         let data = |e: u64| -> Vec<u8> { (0..50_001u32).map(|i| (i as u64 * e) as u8).collect() };
         let n = MAX_QUEUED as u64 + 3;
         for e in 1..=n {
@@ -415,10 +422,7 @@ mod tests {
     /// before the rollback) are not durable epochs; new copies are.
     #[test]
     fn a_rollback_forgets_later_durable_epochs() {
-        let s = Scratch::new("flush-rollback");
-        std::fs::create_dir_all(s.0.join("fast")).unwrap();
-        let level = DirLevel::new(s.0.join("durable"), true, 2);
-        let f = Flusher::with_delay(level, Some(std::time::Duration::from_millis(100)));
+        let (s, f) = slow_flusher("flush-rollback");
         let src = |e: u64| {
             let p = s.0.join(format!("fast/{e}"));
             std::fs::write(&p, vec![e as u8; 10_000]).unwrap();
