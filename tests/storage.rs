@@ -16,8 +16,20 @@ const GRID: [&str; 3] = ["64", "100", "10"];
 const KILL: &str = "rank=2,call=MPI_Allreduce:55";
 
 fn stencil(store: &str, ckpt: Option<&str>, injects: &[&str]) -> Run {
+    stencil_job("stages", store, ckpt, injects, &[])
+}
+
+/// The stencil on GRID at 4 ranks in a recovery mode, with levels,
+/// injections and extra environment.
+fn stencil_job(
+    recovery: &str,
+    store: &str,
+    ckpt: Option<&str>,
+    injects: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
     let exe = build_example("stencil2d.c");
-    let mut a = vec!["-n", "4", "--recovery", "stages"];
+    let mut a = vec!["-n", "4", "--recovery", recovery];
     if let Some(c) = ckpt {
         a.extend(["--ckpt", c]);
     }
@@ -27,7 +39,7 @@ fn stencil(store: &str, ckpt: Option<&str>, injects: &[&str]) -> Run {
     a.push(exe.to_str().unwrap());
     a.extend(GRID);
     a.push(store);
-    mpiexec(&a, &[], LIMIT)
+    mpiexec(&a, env, LIMIT)
 }
 
 /// The failure-free result (computed once per test process).
@@ -239,7 +251,6 @@ fn pfs_contents(root: &std::path::Path) -> (Vec<u64>, Vec<String>) {
 /// mode (mpiexec announces committed epochs in every mode).
 #[test]
 fn pfs_holds_the_newest_epochs_when_a_job_ends() {
-    let exe = build_example("stencil2d.c");
     for recovery in ["none", "stages"] {
         let s = Scratch::new(&format!("storage-pfs-end-{recovery}"));
         let durable = s.0.join("durable");
@@ -247,13 +258,10 @@ fn pfs_holds_the_newest_epochs_when_a_job_ends() {
             "mem,tmpfs:{0}/local,pfs:{0}/durable@every=1,keep=2",
             s.path()
         );
-        let mut a = vec!["-n", "4", "--recovery", recovery, "--ckpt", &spec];
-        a.push(exe.to_str().unwrap());
-        a.extend(GRID);
-        a.push("protect");
         // A slow pfs: the last flushes are still queued when the ranks
         // reach MPI_Finalize.
-        let r = mpiexec(&a, &[("MPISTAGES_FLUSH_DELAY_MS", "30")], LIMIT);
+        let slow = [("MPISTAGES_FLUSH_DELAY_MS", "30")];
+        let r = stencil_job(recovery, "protect", Some(&spec), &[], &slow);
         assert!(r.ok(), "{recovery}: {:?}\n{}", r.status, r.stderr);
         assert_eq!(checksum(&r), reference());
         let (epochs, stray) = pfs_contents(&durable);
@@ -290,12 +298,7 @@ fn failed_pfs_flushes_are_reported() {
         "mem,tmpfs:{0}/local,pfs:{0}/not-a-dir/pfs@every=5",
         s.path()
     );
-    let exe = build_example("stencil2d.c");
-    let mut a = vec!["-n", "4", "--ckpt", &spec];
-    a.push(exe.to_str().unwrap());
-    a.extend(GRID);
-    a.push("protect");
-    let r = mpiexec(&a, &[], LIMIT);
+    let r = stencil_job("none", "protect", Some(&spec), &[], &[]);
     assert!(r.ok(), "{:?}\n{}", r.status, r.stderr);
     assert_eq!(checksum(&r), reference());
     for epoch in [5, 10] {

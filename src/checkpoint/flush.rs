@@ -14,9 +14,10 @@
 //! `MAX_QUEUED` copies wait; the next checkpoint then waits for a place
 //! (as SCR waits for an unfinished flush), and the time lost is counted.
 //!
-//! The same thread removes old epochs from the durable level: deleting a
-//! file there can block for long (ext4 mounted with `discard` trims the
-//! device synchronously in `unlink`), which must not stop the application.
+//! The same thread removes old epochs from its level (node-local levels
+//! have a flusher for this alone): deleting a file can take long (freeing
+//! a large tmpfs file; ext4 mounted with `discard` trims the device inside
+//! `unlink`), which must not stop the application.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -89,9 +90,56 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The next task for the thread (copies first); `None` once closed.
+    fn next_task(&self) -> Option<Task> {
+        let mut st = self.lock();
+        loop {
+            if let Some(job) = st.queue.pop_front() {
+                self.idle.notify_all();
+                return Some(Task::Copy(job));
+            }
+            if let Some((rank, upto)) = st.prune.take() {
+                return Some(Task::Prune(rank, upto));
+            }
+            if st.closed {
+                return None;
+            }
+            st = self.work.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn copied(&self, job: &Job, r: std::io::Result<u64>) {
+        let mut st = self.lock();
+        st.status.pending -= 1;
+        match r {
+            Ok(_) if job.rollbacks == st.rollbacks => {
+                let f = &mut st.status.flushed;
+                *f = Some(f.map_or(job.epoch, |f| f.max(job.epoch)));
+            }
+            Ok(_) => {}
+            Err(e) => st.status.errors.push((
+                job.epoch,
+                format!("{} -> {}: {e}", job.from_path.display(), job.to.display()),
+            )),
+        }
+        self.idle.notify_all();
+    }
+
+    fn pruned(&self, r: std::io::Result<()>) {
+        let mut st = self.lock();
+        if let Err(e) = r {
+            st.status.prune_errors.push(e.to_string());
+        }
+        st.pruning = st.prune.is_some();
+        self.idle.notify_all();
+    }
 }
 
+/// A directory level and its background thread, which removes old epochs
+/// there and (for a durable level) copies checkpoint files to it.
 pub struct Flusher {
+    level: Arc<DirLevel>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
@@ -193,61 +241,35 @@ impl Flusher {
     }
 
     fn with_delay(level: DirLevel, delay: Option<std::time::Duration>) -> Flusher {
+        let level = Arc::new(level);
         let shared = Arc::new(Shared::default());
-        let s = shared.clone();
+        let (s, l) = (shared.clone(), level.clone());
         let thread = std::thread::Builder::new()
             .name("mpistages-flush".into())
-            .spawn(move || loop {
-                let task = {
-                    let mut st = s.lock();
-                    loop {
-                        if let Some(job) = st.queue.pop_front() {
-                            s.idle.notify_all();
-                            break Task::Copy(job);
+            .spawn(move || {
+                while let Some(task) = s.next_task() {
+                    match task {
+                        Task::Prune(rank, upto) => s.pruned(l.commit(rank, upto)),
+                        Task::Copy(job) => {
+                            if let Some(d) = delay {
+                                std::thread::sleep(d);
+                            }
+                            s.copied(&job, copy_durably(&job.from, &job.to, job.verify));
                         }
-                        if let Some((rank, upto)) = st.prune.take() {
-                            break Task::Prune(rank, upto);
-                        }
-                        if st.closed {
-                            return;
-                        }
-                        st = s.work.wait(st).unwrap_or_else(|p| p.into_inner());
                     }
-                };
-                let job = match task {
-                    Task::Copy(job) => job,
-                    Task::Prune(rank, upto) => {
-                        let r = level.commit(rank, upto);
-                        let mut st = s.lock();
-                        if let Err(e) = r {
-                            st.status.prune_errors.push(e.to_string());
-                        }
-                        st.pruning = st.prune.is_some();
-                        s.idle.notify_all();
-                        continue;
-                    }
-                };
-                if let Some(d) = delay {
-                    std::thread::sleep(d);
                 }
-                let r = copy_durably(&job.from, &job.to, job.verify);
-                let mut st = s.lock();
-                st.status.pending -= 1;
-                match r {
-                    Ok(_) if job.rollbacks == st.rollbacks => {
-                        let f = &mut st.status.flushed;
-                        *f = Some(f.map_or(job.epoch, |f| f.max(job.epoch)));
-                    }
-                    Ok(_) => {}
-                    Err(e) => st.status.errors.push((
-                        job.epoch,
-                        format!("{} -> {}: {e}", job.from_path.display(), job.to.display()),
-                    )),
-                }
-                s.idle.notify_all();
             })
             .ok();
-        Flusher { shared, thread }
+        Flusher {
+            level,
+            shared,
+            thread,
+        }
+    }
+
+    /// The directory level this flusher works on.
+    pub fn level(&self) -> &DirLevel {
+        &self.level
     }
 
     /// Queues a copy of `from` to `to` for `epoch` and returns (after
@@ -314,6 +336,11 @@ impl Flusher {
 
     pub fn status(&self) -> FlushStatus {
         self.shared.lock().status.clone()
+    }
+
+    /// `status().flushed`, without copying the error lists.
+    pub fn flushed(&self) -> Option<u64> {
+        self.shared.lock().status.flushed
     }
 
     /// Blocks until every queued copy and removal has finished (or failed).

@@ -33,14 +33,13 @@ pub struct PartnerLevel {
 enum Backend {
     Mem(MemLevel),
     /// A node-local directory; its thread removes old epochs.
-    Dir(DirLevel, Flusher),
+    Dir(Flusher),
     Partner(PartnerLevel),
     /// A durable level written every `every` epochs, in the background when
     /// a node-local level has the file already.
     Durable {
-        level: DirLevel,
-        every: u64,
         flusher: Flusher,
+        every: u64,
     },
 }
 
@@ -69,18 +68,17 @@ impl Store {
         for l in &cfg.levels {
             levels.push(match l {
                 Level::Mem => ("mem".to_string(), Backend::Mem(MemLevel::default())),
-                Level::Tmpfs(d) => (format!("tmpfs:{}", d.display()), {
-                    let level = DirLevel::new(d, false, cfg.keep);
-                    Backend::Dir(level.clone(), Flusher::new(level))
-                }),
-                Level::Pfs { dir, every } => (format!("pfs:{}", dir.display()), {
-                    let level = DirLevel::new(dir, true, cfg.keep);
+                Level::Tmpfs(d) => (
+                    format!("tmpfs:{}", d.display()),
+                    Backend::Dir(Flusher::new(DirLevel::new(d, false, cfg.keep))),
+                ),
+                Level::Pfs { dir, every } => (
+                    format!("pfs:{}", dir.display()),
                     Backend::Durable {
-                        flusher: Flusher::new(level.clone()),
-                        level,
+                        flusher: Flusher::new(DirLevel::new(dir, true, cfg.keep)),
                         every: (*every).max(1) as u64,
-                    }
-                }),
+                    },
+                ),
                 Level::Partner => (
                     "partner".to_string(),
                     Backend::Partner(PartnerLevel::default()),
@@ -162,11 +160,12 @@ impl Store {
                 Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) => {
                     v.extend(m.epochs.keys().copied())
                 }
-                Backend::Dir(d, _) | Backend::Durable { level: d, .. } => v.extend(
-                    d.epochs()
+                Backend::Dir(f) | Backend::Durable { flusher: f, .. } => v.extend(
+                    f.level()
+                        .epochs()
                         .unwrap_or_default()
                         .into_iter()
-                        .filter(|&e| d.path(e, self.rank).exists()),
+                        .filter(|&e| f.level().path(e, self.rank).exists()),
                 ),
             }
         }
@@ -178,8 +177,8 @@ impl Store {
     /// Where the first directory level puts `epoch` (for fault injection).
     pub fn first_file(&self, epoch: u64) -> Option<std::path::PathBuf> {
         self.levels.iter().find_map(|(_, l)| match l {
-            Backend::Dir(d, _) | Backend::Durable { level: d, .. } => {
-                Some(d.path(epoch, self.rank))
+            Backend::Dir(f) | Backend::Durable { flusher: f, .. } => {
+                Some(f.level().path(epoch, self.rank))
             }
             _ => None,
         })
@@ -190,7 +189,8 @@ impl Store {
     pub fn lose_node_local(&self) -> Result<String, String> {
         let mut n = 0;
         for (_, l) in &self.levels {
-            if let Backend::Dir(d, _) = l {
+            if let Backend::Dir(f) = l {
+                let d = f.level();
                 for e in d.epochs().map_err(|e| e.to_string())? {
                     if std::fs::remove_file(d.path(e, self.rank)).is_ok() {
                         n += 1;
@@ -209,7 +209,8 @@ impl Store {
     pub fn corrupt_newest_node_local(&self) -> Result<String, String> {
         let mut done = Vec::new();
         for (_, l) in &self.levels {
-            let Backend::Dir(d, _) = l else { continue };
+            let Backend::Dir(f) = l else { continue };
+            let d = f.level();
             let newest = d
                 .epochs()
                 .map_err(|e| e.to_string())?
@@ -265,27 +266,26 @@ impl Store {
                     p.own.epochs.insert(epoch, owned_copy());
                     Ok(())
                 }
-                Backend::Dir(d, _) => {
-                    let r = d.write(&who, sections, compression).map(|_| ());
+                Backend::Dir(f) => {
+                    let r = f.level().write(&who, sections, compression).map(|_| ());
                     if r.is_ok() {
-                        local_copy = Some(d.path(epoch, rank));
+                        local_copy = Some(f.level().path(epoch, rank));
                     }
                     r
                 }
-                Backend::Durable {
-                    level,
-                    every,
-                    flusher,
-                } => {
+                Backend::Durable { flusher, every } => {
                     if !epoch.is_multiple_of(*every) {
                         continue;
                     }
+                    let to = flusher.level().path(epoch, rank);
                     match &local_copy {
                         Some(from) => {
-                            flusher.submit(epoch, from.clone(), level.path(epoch, rank), true);
+                            flusher.submit(epoch, from.clone(), to, true);
                             Ok(())
                         }
-                        None => level.write(&who, sections, compression).map(|_| ()),
+                        None => (flusher.level())
+                            .write(&who, sections, compression)
+                            .map(|_| ()),
                     }
                 }
             };
@@ -316,7 +316,7 @@ impl Store {
         self.levels
             .iter()
             .filter_map(|(name, l)| match l {
-                Backend::Durable { flusher, .. } | Backend::Dir(_, flusher) => {
+                Backend::Durable { flusher, .. } | Backend::Dir(flusher) => {
                     Some((name.clone(), flusher.status()))
                 }
                 _ => None,
@@ -329,7 +329,7 @@ impl Store {
         self.levels
             .iter()
             .filter_map(|(name, l)| match l {
-                Backend::Durable { flusher, .. } | Backend::Dir(_, flusher) => {
+                Backend::Durable { flusher, .. } | Backend::Dir(flusher) => {
                     Some((name.clone(), flusher.wait_idle()))
                 }
                 _ => None,
@@ -344,7 +344,7 @@ impl Store {
         self.levels
             .iter()
             .filter_map(|(_, l)| match l {
-                Backend::Durable { flusher, .. } => Some(flusher.status().flushed),
+                Backend::Durable { flusher, .. } => Some(flusher.flushed()),
                 _ => None,
             })
             .min()
@@ -366,14 +366,14 @@ impl Store {
                 }
                 // Removing files costs time (freeing a tmpfs file's pages,
                 // or worse): the level's thread does it, not the application.
-                Backend::Dir(_, janitor) => janitor.prune(rank, epoch),
+                Backend::Dir(flusher) => flusher.prune(rank, epoch),
                 Backend::Durable { flusher, .. } => {
                     // Only an epoch durable there on every rank counts as
                     // committed on this level: a rank whose node is lost
                     // restores from it, and the others must still have it.
                     // The flush thread removes the files (slow on some file
                     // systems); it reports its failures itself.
-                    let mine = flusher.status().flushed;
+                    let mine = flusher.flushed();
                     if let Some(durable) = durable.min(mine) {
                         flusher.prune(rank, durable);
                     }
@@ -392,7 +392,7 @@ impl Store {
                     .get(&epoch)
                     .cloned()
                     .ok_or_else(|| "no copy".to_string()),
-                Backend::Dir(d, _) | Backend::Durable { level: d, .. } => d
+                Backend::Dir(f) | Backend::Durable { flusher: f, .. } => (f.level())
                     .read(&self.who(epoch, 0))
                     .map(|c| Arc::new(c.sections))
                     .map_err(|e| e.to_string()),
