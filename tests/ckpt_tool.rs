@@ -26,19 +26,19 @@ fn ls_verify_show() {
                     kind: Kind::MpiState,
                     id: 0,
                     name: String::new(),
-                    data: vec![1, 2, 3],
+                    data: vec![1, 2, 3].into(),
                 },
                 Section {
                     kind: Kind::Protected,
                     id: 4,
                     name: String::new(),
-                    data: vec![0; 4096],
+                    data: vec![0; 4096].into(),
                 },
                 Section {
                     kind: Kind::File,
                     id: 0,
                     name: "out/u.dat".into(),
-                    data: b"payload".to_vec(),
+                    data: b"payload".to_vec().into(),
                 },
             ];
             format::write(

@@ -23,6 +23,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const MAGIC: &[u8; 8] = b"MPISTCKP";
 pub const VERSION: u32 = 1;
@@ -76,7 +77,52 @@ pub struct Section {
     pub kind: Kind,
     pub id: u64,
     pub name: String,
-    pub data: Vec<u8>,
+    pub data: SectionData,
+}
+
+/// A section's bytes: owned, or a range of a mapped checkpoint file (a
+/// restore then copies straight from the file's pages into the
+/// application's memory, with no copy in between).
+#[derive(Clone)]
+pub enum SectionData {
+    Owned(Vec<u8>),
+    Mapped(Arc<memmap2::Mmap>, std::ops::Range<usize>),
+}
+
+impl std::ops::Deref for SectionData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            SectionData::Owned(v) => v,
+            SectionData::Mapped(m, r) => &m[r.clone()],
+        }
+    }
+}
+
+impl From<Vec<u8>> for SectionData {
+    fn from(v: Vec<u8>) -> Self {
+        SectionData::Owned(v)
+    }
+}
+
+impl FromIterator<u8> for SectionData {
+    fn from_iter<I: IntoIterator<Item = u8>>(it: I) -> Self {
+        SectionData::Owned(it.into_iter().collect())
+    }
+}
+
+impl PartialEq for SectionData {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SectionData {}
+
+impl std::fmt::Debug for SectionData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} bytes", self.len())
+    }
 }
 
 /// A section to write whose bytes live elsewhere: a protected region is
@@ -96,7 +142,7 @@ impl SectionRef<'_> {
             kind: self.kind,
             id: self.id,
             name: self.name.to_string(),
-            data: self.data.to_vec(),
+            data: self.data.to_vec().into(),
         }
     }
 }
@@ -549,11 +595,24 @@ fn walk<'a>(
 /// Parses and verifies checkpoint bytes into owned sections (decompressed).
 /// With `expect`, the identity must match.
 pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
+    parse_with(bytes, expect, |raw, _| raw.to_vec().into())
+}
+
+/// `parse`, with `hold` making the data of an uncompressed section (its
+/// bytes and their range in `bytes`).
+fn parse_with(
+    bytes: &[u8],
+    expect: Option<&Identity>,
+    hold: impl Fn(&[u8], std::ops::Range<usize>) -> SectionData,
+) -> Result<Checkpoint, CkptError> {
     let mut sections = Vec::new();
     let mut stored_bytes = 0;
     let who = walk(bytes, expect, |s| {
         let data = match s.codec {
-            Codec::None => s.raw.to_vec(),
+            Codec::None => {
+                let start = s.raw.as_ptr() as usize - bytes.as_ptr() as usize;
+                hold(s.raw, start..start + s.raw.len())
+            }
             Codec::Zstd => {
                 let index = s.index;
                 let cap = usize::try_from(s.length)
@@ -567,7 +626,7 @@ pub fn parse(bytes: &[u8], expect: Option<&Identity>) -> Result<Checkpoint, Ckpt
                         s.length
                     )));
                 }
-                out
+                out.into()
             }
         };
         stored_bytes += s.raw.len() as u64;
@@ -592,7 +651,8 @@ pub fn verify(bytes: &[u8]) -> Result<Identity, CkptError> {
     walk(bytes, None, |_| Ok(()))
 }
 
-/// Reads and verifies a checkpoint file (mapped, not read into memory).
+/// Reads and verifies a checkpoint file. It is mapped, not read: the
+/// uncompressed sections stay views of the mapping.
 pub fn read(path: &Path, expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
     let f = File::open(path)?;
     if f.metadata()?.len() == 0 {
@@ -601,13 +661,17 @@ pub fn read(path: &Path, expect: Option<&Identity>) -> Result<Checkpoint, CkptEr
             have: 0,
         });
     }
-    // SAFETY: the mapping is read-only and private to this call. Checkpoint
-    // files are written under a temporary name and renamed into place, so
-    // no writer modifies a file at this path while we read it; a file
-    // truncated by someone else meanwhile would raise SIGBUS, which is the
+    // SAFETY: the mapping is read-only. Checkpoint files are written under
+    // a temporary name and renamed into place, and removed by unlink, so
+    // nothing in mpistages changes the bytes of a file once it has its
+    // name (the mapping outlives the name: an unlinked file's pages stay
+    // until the last view is dropped). Only someone else truncating a file
+    // in the job's private (0700) directory could raise SIGBUS, the
     // documented hazard of mapping files.
-    let map = unsafe { memmap2::Mmap::map(&f)? };
-    parse(&map, expect)
+    let map = Arc::new(unsafe { memmap2::Mmap::map(&f)? });
+    parse_with(&map, expect, |_, range| {
+        SectionData::Mapped(map.clone(), range)
+    })
 }
 
 #[cfg(test)]
@@ -632,7 +696,7 @@ mod tests {
                 kind: Kind::MpiState,
                 id: 0,
                 name: String::new(),
-                data: b"state".to_vec(),
+                data: b"state".to_vec().into(),
             },
             Section {
                 kind: Kind::Protected,
@@ -646,13 +710,13 @@ mod tests {
                 kind: Kind::Protected,
                 id: 6,
                 name: String::new(),
-                data: vec![0u8; 10000],
+                data: vec![0u8; 10000].into(),
             },
             Section {
                 kind: Kind::File,
                 id: 0,
                 name: "fields/u.dat".into(),
-                data: vec![],
+                data: vec![].into(),
             },
         ]
     }
@@ -710,6 +774,27 @@ mod tests {
             2,
             "no temporary files left"
         );
+    }
+
+    /// Uncompressed sections read from a file are views of its mapping
+    /// (no copy), and keep their bytes when the file is replaced by a
+    /// newer one under the same name or removed.
+    #[test]
+    fn read_sections_are_mapped_and_outlive_the_file() {
+        let d = tempdir();
+        let p = d.0.join("ck");
+        write(&p, &who(), &sample(), Compression::Off, false).unwrap();
+        let ck = read(&p, Some(&who())).unwrap();
+        assert!(ck
+            .sections
+            .iter()
+            .all(|s| matches!(s.data, SectionData::Mapped(..))));
+        let mut other = sample();
+        other[1].data = vec![7u8; 10000].into();
+        write(&p, &who(), &other, Compression::Off, false).unwrap();
+        assert_eq!(ck.sections, sample());
+        fs::remove_file(&p).unwrap();
+        assert_eq!(ck.sections, sample());
     }
 
     #[test]
@@ -792,7 +877,7 @@ mod tests {
         #[test]
         fn round_trips(datas in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..5), z in any::<bool>()) {
             let sections: Vec<Section> = datas.into_iter().enumerate().map(|(i, data)| Section {
-                kind: Kind::Protected, id: i as u64, name: format!("s{i}"), data,
+                kind: Kind::Protected, id: i as u64, name: format!("s{i}"), data: data.into(),
             }).collect();
             let c = if z { Compression::Zstd(1) } else { Compression::Off };
             let b = bytes_of(&sections, c);

@@ -224,7 +224,12 @@ impl Store {
                 for x in &mut b[mid..end] {
                     *x ^= 0x5A;
                 }
-                std::fs::write(&p, b).map_err(|e| format!("{}: {e}", p.display()))?;
+                // A new file renamed over the old one, as every writer does:
+                // a process holding the old one mapped keeps its bytes.
+                let tmp = p.with_extension("damaged");
+                std::fs::write(&tmp, b)
+                    .and_then(|()| std::fs::rename(&tmp, &p))
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
                 done.push(p.display().to_string());
             }
         }
@@ -453,7 +458,7 @@ mod tests {
             kind: Kind::Protected,
             id: 0,
             name: String::new(),
-            data: vec![epoch as u8; 1000],
+            data: vec![epoch as u8; 1000].into(),
         }])
     }
 

@@ -81,7 +81,7 @@ impl RoutedFiles {
                     kind: Kind::File,
                     id: 0,
                     name: name.clone(),
-                    data,
+                    data: data.into(),
                 })
             })
             .collect()
@@ -107,7 +107,7 @@ impl RoutedFiles {
         let p = d.join(name);
         // Written under a temporary name, so a reader never sees half a file.
         let tmp = d.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, &s.data)
+        std::fs::write(&tmp, &*s.data)
             .and_then(|_| std::fs::rename(&tmp, &p))
             .map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
@@ -153,7 +153,7 @@ mod tests {
         std::fs::write(&p, b"hello").unwrap();
         let sections = f.collect().unwrap();
         assert_eq!(sections[0].name, "grid.dat");
-        assert_eq!(sections[0].data, b"hello");
+        assert_eq!(&*sections[0].data, b"hello");
         f.clear();
         assert!(!p.exists());
         let back = f.locate("grid.dat", 3, &sections).unwrap();

@@ -236,7 +236,7 @@ impl Stages {
             kind: Kind::MpiState,
             id: 0,
             name: String::new(),
-            data: state.encode(),
+            data: state.encode().into(),
         };
         let files = self.files.collect()?;
         let mut sections = vec![state.section()];
