@@ -1,6 +1,10 @@
 //! A storage level kept in a directory (tmpfs or a parallel file system):
 //! `ROOT/epoch-E/rank-R.ckpt`. Each rank writes, reads and removes only its
 //! own files, so ranks sharing a directory never race on each other's.
+//! On a node-local level the file of an epoch that is no longer kept is
+//! not removed but parked as `ROOT/free-rank-R.ckpt` and overwritten by the
+//! rank's next checkpoint: on tmpfs, allocating the pages of a new file and
+//! freeing those of the old one cost several times the copy itself.
 
 use super::format::{self, AsSection, Checkpoint, CkptError, Compression, Identity, WriteStats};
 use std::io;
@@ -35,6 +39,11 @@ impl DirLevel {
         self.epoch_dir(epoch).join(format!("rank-{rank}.ckpt"))
     }
 
+    /// Where a node-local level parks a rank's old file for its next write.
+    fn free_path(&self, rank: u32) -> PathBuf {
+        self.root.join(format!("free-rank-{rank}.ckpt"))
+    }
+
     /// Writes this rank's checkpoint for `who.epoch`. On failure (disk full,
     /// …) nothing is left under the final name and older epochs are intact.
     pub fn write<S: AsSection>(
@@ -49,12 +58,14 @@ impl DirLevel {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
+        let free = self.free_path(who.rank);
         format::write(
             &self.path(who.epoch, who.rank),
             who,
             sections,
             compression,
             self.durable,
+            (!self.durable).then_some(free.as_path()),
         )
     }
 
@@ -90,9 +101,19 @@ impl DirLevel {
     /// newer, uncommitted epoch), and epoch directories left empty.
     pub fn commit(&self, rank: u32, committed: u64) -> io::Result<()> {
         let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
-        for e in self.epochs()? {
-            if e >= oldest_kept {
-                break;
+        let old: Vec<u64> = self
+            .epochs()?
+            .into_iter()
+            .take_while(|&e| e < oldest_kept)
+            .collect();
+        for &e in &old {
+            // The newest old file is parked for reuse (node-local levels).
+            let parked = !self.durable
+                && Some(&e) == old.last()
+                && std::fs::rename(self.path(e, rank), self.free_path(rank)).is_ok();
+            if parked {
+                let _ = std::fs::remove_dir(self.epoch_dir(e));
+                continue;
             }
             match std::fs::remove_file(self.path(e, rank)) {
                 Ok(()) => {}
@@ -155,6 +176,26 @@ mod tests {
         }
         level.commit(1, 3).unwrap();
         assert_eq!(level.epochs().unwrap(), vec![2, 3, 4]);
+        // Epoch 1's files were parked, and the next write of each rank
+        // takes its own.
+        for r in 0..2 {
+            assert!(level.free_path(r).exists());
+            level
+                .write(&who(r, 5), &data(50, 5), Compression::Off)
+                .unwrap();
+            assert!(!level.free_path(r).exists());
+            assert_eq!(level.read(&who(r, 5)).unwrap().sections, data(50, 5));
+        }
+        // A durable level removes old files.
+        let s = scratch("keep-durable");
+        let level = DirLevel::new(&s.0, true, 1);
+        for e in 1..=2 {
+            level
+                .write(&who(0, e), &data(100, 1), Compression::Off)
+                .unwrap();
+        }
+        level.commit(0, 2).unwrap();
+        assert!(!level.free_path(0).exists() && !level.path(1, 0).exists());
     }
 
     /// A real full disk: a 64 KiB tmpfs. The write fails with an error, the

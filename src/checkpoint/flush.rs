@@ -277,7 +277,7 @@ impl Flusher {
     /// then it first waits for one of them to start. With `verify`, `from`
     /// is a checkpoint file whose checksums must hold.
     pub fn submit(&self, epoch: u64, from: PathBuf, to: PathBuf, verify: bool) {
-        let opened = File::open(&from);
+        let opened = super::format::open_locked(&from);
         let mut st = self.shared.lock();
         let job = match (opened, &self.thread) {
             (Ok(file), Some(_)) => Job {

@@ -22,6 +22,7 @@
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -86,7 +87,14 @@ pub struct Section {
 #[derive(Clone)]
 pub enum SectionData {
     Owned(Vec<u8>),
-    Mapped(Arc<memmap2::Mmap>, std::ops::Range<usize>),
+    Mapped(Arc<MappedFile>, std::ops::Range<usize>),
+}
+
+/// A checkpoint file mapped for reading, with the shared lock that keeps a
+/// writer from reusing it (see `open_locked`) for as long as it is mapped.
+pub struct MappedFile {
+    map: memmap2::Mmap,
+    _locked: File,
 }
 
 impl std::ops::Deref for SectionData {
@@ -94,7 +102,7 @@ impl std::ops::Deref for SectionData {
     fn deref(&self) -> &[u8] {
         match self {
             SectionData::Owned(v) => v,
-            SectionData::Mapped(m, r) => &m[r.clone()],
+            SectionData::Mapped(m, r) => &m.map[r.clone()],
         }
     }
 }
@@ -323,27 +331,39 @@ const WRITE_CHUNK: usize = 256 << 10;
 /// `sync` makes it durable first (fsync of the file and its directory).
 /// The sections go first, then the header with their checksums at the
 /// start of the file. On any error the temporary file is removed and
-/// `path` is untouched.
+/// `path` is untouched. `reuse`: an old checkpoint file (nobody's any more)
+/// to overwrite instead of creating a new one, which saves the file
+/// system allocating pages for the new file and freeing the old one's
+/// (on tmpfs most of the cost of a write); it is used only if nobody has
+/// it open for reading (`open_locked`), else removed.
 pub fn write<S: AsSection>(
     path: &Path,
     who: &Identity,
     sections: &[S],
     compression: Compression,
     sync: bool,
+    reuse: Option<&Path>,
 ) -> io::Result<WriteStats> {
     let mut prepared = prepare(sections, compression);
     let tmp = temp_name(path);
     let result = (|| -> io::Result<WriteStats> {
-        let f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let f = match reuse.and_then(|old| take_for_reuse(old, &tmp)) {
+            Some(f) => f,
+            None => OpenOptions::new().write(true).create_new(true).open(&tmp)?,
+        };
         let mut stats = WriteStats::default();
         for p in &prepared {
             stats.raw_bytes += p.section.data.len() as u64;
             stats.stored_bytes += p.stored.len() as u64;
         }
-        if stats.stored_bytes <= SMALL_FILE {
-            write_small(&f, who, &mut prepared)?;
+        let end = if stats.stored_bytes <= SMALL_FILE {
+            write_small(&f, who, &mut prepared)?
         } else {
-            write_chunked(&f, who, &mut prepared)?;
+            write_chunked(&f, who, &mut prepared)?
+        };
+        // A reused file may have been longer.
+        if f.metadata()?.len() != end {
+            f.set_len(end)?;
         }
         if sync {
             f.sync_all()?;
@@ -369,7 +389,8 @@ const SMALL_FILE: u64 = 4 << 20;
 
 /// Checksums every section, then writes header, sections and padding with
 /// one vectored write (system calls are a large part of a small write).
-fn write_small(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Result<()> {
+/// Returns the length written.
+fn write_small(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Result<u64> {
     for p in prepared.iter_mut() {
         p.crc = crc32fast::hash(&p.stored);
     }
@@ -382,6 +403,7 @@ fn write_small(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Resul
             &zeros[..pad8(p.stored.len()) - p.stored.len()],
         ));
     }
+    let len = parts.iter().map(|p| p.len() as u64).sum();
     let mut rest = &mut parts[..];
     while !rest.is_empty() {
         match io::Write::write_vectored(&mut &*f, rest) {
@@ -391,12 +413,13 @@ fn write_small(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Resul
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(len)
 }
 
 /// Writes the sections piece by piece, each piece checksummed just before
 /// it is written, then the header with the checksums at the start.
-fn write_chunked(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Result<()> {
+/// Returns the length written.
+fn write_chunked(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Result<u64> {
     use std::os::unix::fs::FileExt;
     let mut offset = header(who, prepared).len() as u64;
     for p in prepared.iter_mut() {
@@ -411,7 +434,22 @@ fn write_chunked(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Res
         f.write_all_at(&[0u8; 8][..pad], offset)?;
         offset += pad as u64;
     }
-    f.write_all_at(&header(who, prepared), 0)
+    f.write_all_at(&header(who, prepared), 0)?;
+    Ok(offset)
+}
+
+/// Moves `old` to `tmp` and opens it for overwriting, with an exclusive
+/// lock; None (and `old` removed) if that cannot be done, e.g. because a
+/// reader still has it mapped.
+fn take_for_reuse(old: &Path, tmp: &Path) -> Option<File> {
+    fs::rename(old, tmp).ok()?;
+    match OpenOptions::new().write(true).open(tmp) {
+        Ok(f) if crate::sys::try_lock(f.as_raw_fd(), true).unwrap_or(false) => Some(f),
+        _ => {
+            let _ = fs::remove_file(tmp);
+            None
+        }
+    }
 }
 
 fn temp_name(path: &Path) -> PathBuf {
@@ -651,10 +689,24 @@ pub fn verify(bytes: &[u8]) -> Result<Identity, CkptError> {
     walk(bytes, None, |_| Ok(()))
 }
 
+/// Opens a checkpoint file for reading, with a shared lock: while it is
+/// held the file is not reused for a newer checkpoint (`write`'s `reuse`).
+/// A file that is being reused right now is an error.
+pub fn open_locked(path: &Path) -> io::Result<File> {
+    let f = File::open(path)?;
+    if !crate::sys::try_lock(f.as_raw_fd(), false)? {
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the file is being overwritten with a newer checkpoint",
+        ));
+    }
+    Ok(f)
+}
+
 /// Reads and verifies a checkpoint file. It is mapped, not read: the
 /// uncompressed sections stay views of the mapping.
 pub fn read(path: &Path, expect: Option<&Identity>) -> Result<Checkpoint, CkptError> {
-    let f = File::open(path)?;
+    let f = open_locked(path)?;
     if f.metadata()?.len() == 0 {
         return Err(CkptError::Truncated {
             need: HEADER_LEN as u64,
@@ -662,15 +714,16 @@ pub fn read(path: &Path, expect: Option<&Identity>) -> Result<Checkpoint, CkptEr
         });
     }
     // SAFETY: the mapping is read-only. Checkpoint files are written under
-    // a temporary name and renamed into place, and removed by unlink, so
-    // nothing in mpistages changes the bytes of a file once it has its
-    // name (the mapping outlives the name: an unlinked file's pages stay
-    // until the last view is dropped). Only someone else truncating a file
-    // in the job's private (0700) directory could raise SIGBUS, the
-    // documented hazard of mapping files.
-    let map = Arc::new(unsafe { memmap2::Mmap::map(&f)? });
-    parse_with(&map, expect, |_, range| {
-        SectionData::Mapped(map.clone(), range)
+    // a temporary name and renamed into place, and removed by unlink (the
+    // mapping outlives the name); a file is overwritten for reuse only
+    // under an exclusive lock, which cannot be had while `f` holds its
+    // shared one, and `f` lives as long as the mapping. Only someone else
+    // truncating a file in the job's private (0700) directory could raise
+    // SIGBUS, the documented hazard of mapping files.
+    let map = unsafe { memmap2::Mmap::map(&f)? };
+    let mapped = Arc::new(MappedFile { map, _locked: f });
+    parse_with(&mapped.map, expect, |_, range| {
+        SectionData::Mapped(mapped.clone(), range)
     })
 }
 
@@ -732,7 +785,7 @@ mod tests {
     fn bytes_of(sections: &[Section], c: Compression) -> Vec<u8> {
         let d = tempdir();
         let p = d.0.join("c");
-        write(&p, &who(), sections, c, false).unwrap();
+        write(&p, &who(), sections, c, false, None).unwrap();
         fs::read(&p).unwrap()
     }
 
@@ -756,7 +809,7 @@ mod tests {
         let d = tempdir();
         for c in [Compression::Off, Compression::Zstd(3)] {
             let p = d.0.join(format!("{c:?}"));
-            let stats = write(&p, &who(), &sample(), c, true).unwrap();
+            let stats = write(&p, &who(), &sample(), c, true, None).unwrap();
             let ck = read(&p, Some(&who())).unwrap();
             assert_eq!(ck.sections, sample());
             assert_eq!(ck.who, who());
@@ -783,7 +836,7 @@ mod tests {
     fn read_sections_are_mapped_and_outlive_the_file() {
         let d = tempdir();
         let p = d.0.join("ck");
-        write(&p, &who(), &sample(), Compression::Off, false).unwrap();
+        write(&p, &who(), &sample(), Compression::Off, false, None).unwrap();
         let ck = read(&p, Some(&who())).unwrap();
         assert!(ck
             .sections
@@ -791,10 +844,37 @@ mod tests {
             .all(|s| matches!(s.data, SectionData::Mapped(..))));
         let mut other = sample();
         other[1].data = vec![7u8; 10000].into();
-        write(&p, &who(), &other, Compression::Off, false).unwrap();
+        write(&p, &who(), &other, Compression::Off, false, None).unwrap();
         assert_eq!(ck.sections, sample());
         fs::remove_file(&p).unwrap();
         assert_eq!(ck.sections, sample());
+    }
+
+    /// An old file given for reuse is overwritten (and cut to the new
+    /// length) unless a reader still has it mapped: then it is left to
+    /// the reader and removed, and a new file is written.
+    #[test]
+    fn a_reused_file_is_overwritten_unless_someone_reads_it() {
+        let d = tempdir();
+        let (old, p) = (d.0.join("old"), d.0.join("new"));
+        let mut big = sample();
+        big[1].data = vec![9u8; 50_000].into();
+        write(&old, &who(), &big, Compression::Off, false, None).unwrap();
+        write(&p, &who(), &sample(), Compression::Off, false, Some(&old)).unwrap();
+        assert!(!old.exists());
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            encode(&who(), &sample(), Compression::Off)
+        );
+        // A reader holds `p` mapped; offering it for reuse changes nothing
+        // the reader sees.
+        let held = read(&p, Some(&who())).unwrap();
+        fs::rename(&p, &old).unwrap();
+        write(&p, &who(), &big, Compression::Off, false, Some(&old)).unwrap();
+        assert!(!old.exists());
+        assert_eq!(held.sections, sample());
+        assert_eq!(read(&p, Some(&who())).unwrap().sections, big);
+        assert_eq!(fs::read_dir(&d.0).unwrap().count(), 1, "only `new` is left");
     }
 
     #[test]
@@ -848,10 +928,10 @@ mod tests {
     fn a_failed_write_leaves_the_old_file() {
         let d = tempdir();
         let p = d.0.join("c");
-        write(&p, &who(), &sample(), Compression::Off, false).unwrap();
+        write(&p, &who(), &sample(), Compression::Off, false, None).unwrap();
         // A directory in the way of the temporary name makes the write fail.
         fs::create_dir(temp_name(&p)).unwrap();
-        assert!(write(&p, &who(), &[] as &[Section], Compression::Off, false).is_err());
+        assert!(write(&p, &who(), &[] as &[Section], Compression::Off, false, None).is_err());
         assert_eq!(read(&p, Some(&who())).unwrap().sections, sample());
     }
 

@@ -39,6 +39,24 @@ pub fn set_tcp_congestion(fd: std::os::fd::RawFd, name: &str) -> io::Result<()> 
     Ok(())
 }
 
+/// Takes an advisory lock on an open file without waiting (`flock`):
+/// shared (readers) or exclusive (a writer about to reuse the file). False
+/// when another open file holds a conflicting lock. The lock goes with the
+/// last descriptor of this open file.
+pub fn try_lock(fd: std::os::fd::RawFd, exclusive: bool) -> io::Result<bool> {
+    let how = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: flock takes and returns only integers.
+    match cvt(unsafe { libc::flock(fd, how | libc::LOCK_NB) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Turns direct I/O (`O_DIRECT`: transfers between the caller's memory
 /// and the device, bypassing the page cache) on or off for an open file.
 /// Fails with `EINVAL` on file systems that do not support it.
