@@ -18,7 +18,10 @@
  *   last committed checkpoint.
  * Every rank that comes back from a failure prints, on stderr,
  *   NAME: rank R back at iteration I at unix time T (data load L ms)
- * when it is about to iterate again; `mpistages-bench recovery` reads it.
+ * when it is about to iterate again, and every rank prints at the end
+ *   NAME: rank R: C ms of S s in MPIX_Checkpoint_write
+ * (S counted from its start or relaunch); `mpistages-bench recovery` reads
+ * both.
  *
  * Compiled with -DPLAIN the driver makes no MPIX call at all (the
  * non-resilient build for overhead measurements). */
@@ -74,6 +77,10 @@ static int proxy_options(int argc, char **argv, const char *name, int *size, int
     return 0;
 }
 static int proxy_back; /* this process is coming back from a failure */
+#ifndef PLAIN
+static double proxy_start;  /* when this process started the application */
+static double proxy_ckpt_s; /* time spent in MPIX_Checkpoint_write */
+#endif
 
 static double proxy_unix_time(void)
 {
@@ -122,7 +129,12 @@ static int proxy_attempt(int epoch)
         if ((rc = p->step(it)) != MPI_SUCCESS) return rc;
         *p->iter = it + 1;
 #ifndef PLAIN
-        if (p->every > 0 && (it + 1) % p->every == 0 && (rc = MPIX_Checkpoint_write()) != MPI_SUCCESS) return rc;
+        if (p->every > 0 && (it + 1) % p->every == 0) {
+            double t0 = proxy_unix_time();
+            rc = MPIX_Checkpoint_write();
+            proxy_ckpt_s += proxy_unix_time() - t0;
+            if (rc != MPI_SUCCESS) return rc;
+        }
 #endif
     }
     return MPI_SUCCESS;
@@ -175,7 +187,11 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
         }
         MPIX_Get_fault_epoch(&epoch);
         rc = proxy_attempt(epoch);
-        if (rc == MPI_SUCCESS) return 0;
+        if (rc == MPI_SUCCESS) {
+            fprintf(stderr, "%s: rank %d: %.3f ms of %.3f s in MPIX_Checkpoint_write\n", p->name, proxy_rank(),
+                    proxy_ckpt_s * 1e3, proxy_unix_time() - proxy_start);
+            return 0;
+        }
         if (rc != MPIX_TRY_RELOAD) proxy_fail("iteration", rc);
     }
 }
@@ -183,6 +199,7 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
 static int proxy_run(int argc, char **argv, struct proxy *p)
 {
     proxy_app = p;
+    proxy_start = proxy_unix_time();
     int rc = MPIX_Reinit(argc, argv, proxy_restart_point);
     if (rc != MPI_SUCCESS) proxy_fail("MPIX_Reinit", rc);
     return 0;

@@ -48,6 +48,10 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     let regions = protect::regions(m);
     let (epoch, copy) = {
         let mut st = m.stages();
+        // Epochs that newer commits made old go first: this write then
+        // reuses their memory.
+        let (committed, durable) = m.engine.with(|c| (c.notices.committed, c.notices.durable));
+        st.apply_committed(committed, durable);
         let killer = st
             .dies_while_writing(st.epoch + 1)
             .map(|(spec, dir)| kill_while_writing(m, spec, dir));

@@ -2,7 +2,7 @@
 //! `ROOT/epoch-E/rank-R.ckpt`. Each rank writes, reads and removes only its
 //! own files, so ranks sharing a directory never race on each other's.
 //! On a node-local level the file of an epoch that is no longer kept is
-//! not removed but parked as `ROOT/free-rank-R.ckpt` and overwritten by the
+//! not removed but parked as `ROOT/free-N-rank-R.ckpt` and overwritten by the
 //! rank's next checkpoint: on tmpfs, allocating the pages of a new file and
 //! freeing those of the old one cost several times the copy itself.
 
@@ -39,9 +39,21 @@ impl DirLevel {
         self.epoch_dir(epoch).join(format!("rank-{rank}.ckpt"))
     }
 
-    /// Where a node-local level parks a rank's old file for its next write.
-    fn free_path(&self, rank: u32) -> PathBuf {
-        self.root.join(format!("free-rank-{rank}.ckpt"))
+    /// Where a node-local level parks a rank's old files for its next
+    /// writes. Two places: the old epoch is parked (by the level's thread)
+    /// about when the next write starts, which must not find the place
+    /// taken by the file it is about to reuse and free that one instead.
+    fn free_paths(&self, rank: u32) -> [PathBuf; 2] {
+        [0, 1].map(|i| self.root.join(format!("free-{i}-rank-{rank}.ckpt")))
+    }
+
+    /// Parks `file` for reuse; false if both places are taken.
+    fn park(&self, file: &Path, rank: u32) -> bool {
+        // A new name without replacing another parked file (rename would).
+        self.free_paths(rank)
+            .iter()
+            .any(|to| std::fs::hard_link(file, to).is_ok())
+            && std::fs::remove_file(file).is_ok()
     }
 
     /// Writes this rank's checkpoint for `who.epoch`. On failure (disk full,
@@ -58,14 +70,15 @@ impl DirLevel {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        let free = self.free_path(who.rank);
+        let free = self.free_paths(who.rank);
+        let reuse = free.iter().find(|p| !self.durable && p.exists());
         format::write(
             &self.path(who.epoch, who.rank),
             who,
             sections,
             compression,
             self.durable,
-            (!self.durable).then_some(free.as_path()),
+            reuse.map(PathBuf::as_path),
         )
     }
 
@@ -108,9 +121,8 @@ impl DirLevel {
             .collect();
         for &e in &old {
             // The newest old file is parked for reuse (node-local levels).
-            let parked = !self.durable
-                && Some(&e) == old.last()
-                && std::fs::rename(self.path(e, rank), self.free_path(rank)).is_ok();
+            let parked =
+                !self.durable && Some(&e) == old.last() && self.park(&self.path(e, rank), rank);
             if parked {
                 let _ = std::fs::remove_dir(self.epoch_dir(e));
                 continue;
@@ -179,11 +191,11 @@ mod tests {
         // Epoch 1's files were parked, and the next write of each rank
         // takes its own.
         for r in 0..2 {
-            assert!(level.free_path(r).exists());
+            assert!(level.free_paths(r)[0].exists());
             level
                 .write(&who(r, 5), &data(50, 5), Compression::Off)
                 .unwrap();
-            assert!(!level.free_path(r).exists());
+            assert!(!level.free_paths(r)[0].exists());
             assert_eq!(level.read(&who(r, 5)).unwrap().sections, data(50, 5));
         }
         // A durable level removes old files.
@@ -195,7 +207,7 @@ mod tests {
                 .unwrap();
         }
         level.commit(0, 2).unwrap();
-        assert!(!level.free_path(0).exists() && !level.path(1, 0).exists());
+        assert!(!level.free_paths(0)[0].exists() && !level.path(1, 0).exists());
     }
 
     /// A real full disk: a 64 KiB tmpfs. The write fails with an error, the

@@ -7,7 +7,7 @@
 use super::config::{Config, Level};
 use super::dirlevel::DirLevel;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{self, AsSection, Compression, Identity, Section};
+use super::format::{self, AsSection, Compression, Identity, Section, SectionData};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -15,6 +15,16 @@ use std::sync::Arc;
 #[derive(Default)]
 pub struct MemLevel {
     epochs: BTreeMap<u64, Arc<Vec<Section>>>,
+}
+
+impl MemLevel {
+    /// Drops the copies of epochs before `first_kept` and returns them.
+    fn drop_before(&mut self, first_kept: u64) -> Vec<Arc<Vec<Section>>> {
+        let kept = self.epochs.split_off(&first_kept);
+        std::mem::replace(&mut self.epochs, kept)
+            .into_values()
+            .collect()
+    }
 }
 
 /// The partner level as seen from one process (as in SCR's partner
@@ -50,6 +60,10 @@ pub struct Store {
     size: u32,
     keep: usize,
     compression: Compression,
+    /// The in-memory copy of an epoch the memory levels dropped, kept to
+    /// be overwritten by the next checkpoint: memory that was just freed
+    /// and allocated again costs a page fault per page at every checkpoint.
+    spare: Option<Vec<Section>>,
 }
 
 /// Where a restore came from, and what was skipped on the way.
@@ -59,6 +73,38 @@ pub struct Restored {
     pub level: String,
     pub sections: Arc<Vec<Section>>,
     pub skipped: Vec<String>,
+}
+
+/// An owned copy of `sections`, in the memory of `old` where it can be
+/// (an old copy's buffers are overwritten; none is allocated when the
+/// regions kept their sizes).
+fn copy_into<S: AsSection>(old: Option<Vec<Section>>, sections: &[S]) -> Vec<Section> {
+    let mut old = old.unwrap_or_default().into_iter();
+    sections
+        .iter()
+        .map(|s| {
+            let s = s.section();
+            match old.next() {
+                Some(Section {
+                    data: SectionData::Owned(mut buf),
+                    mut name,
+                    ..
+                }) => {
+                    buf.clear();
+                    buf.extend_from_slice(s.data);
+                    name.clear();
+                    name.push_str(s.name);
+                    Section {
+                        kind: s.kind,
+                        id: s.id,
+                        name,
+                        data: buf.into(),
+                    }
+                }
+                _ => s.to_owned(),
+            }
+        })
+        .collect()
 }
 
 impl Store {
@@ -92,6 +138,7 @@ impl Store {
             size,
             keep: cfg.keep.max(1),
             compression: cfg.compression,
+            spare: None,
         })
     }
 
@@ -247,15 +294,14 @@ impl Store {
     ) -> Result<Vec<String>, String> {
         // The in-memory levels keep one owned copy, made only if one of
         // them is configured; directory levels write the sections as given.
+        let who = self.who(epoch, generation);
         let mut owned: Option<Arc<Vec<Section>>> = None;
+        let mut spare = self.spare.take();
         let mut owned_copy = || {
             owned
-                .get_or_insert_with(|| {
-                    Arc::new(sections.iter().map(|s| s.section().to_owned()).collect())
-                })
+                .get_or_insert_with(|| Arc::new(copy_into(spare.take(), sections)))
                 .clone()
         };
-        let who = self.who(epoch, generation);
         let compression = self.compression;
         let rank = self.rank;
         let mut warnings = Vec::new();
@@ -362,11 +408,12 @@ impl Store {
     pub fn commit(&mut self, epoch: u64, durable: Option<u64>) {
         let keep = self.keep as u64;
         let rank = self.rank;
+        let mut dropped = Vec::new();
         for (_, level) in &mut self.levels {
             match level {
-                Backend::Mem(m) => m.epochs.retain(|&e, _| e + keep > epoch),
+                Backend::Mem(m) => dropped.extend(m.drop_before((epoch + 1).saturating_sub(keep))),
                 Backend::Partner(p) => {
-                    p.own.epochs.retain(|&e, _| e + keep > epoch);
+                    dropped.extend(p.own.drop_before((epoch + 1).saturating_sub(keep)));
                     p.held.retain(|&e, _| e + keep > epoch)
                 }
                 // Removing files costs time (freeing a tmpfs file's pages,
@@ -384,6 +431,10 @@ impl Store {
                     }
                 }
             }
+        }
+        // A copy nobody else holds (a restore may) is kept for reuse.
+        if let Some(copy) = dropped.into_iter().find_map(|c| Arc::try_unwrap(c).ok()) {
+            self.spare = Some(copy);
         }
     }
 
@@ -460,6 +511,33 @@ mod tests {
             name: String::new(),
             data: vec![epoch as u8; 1000].into(),
         }])
+    }
+
+    /// The memory level overwrites the copy it dropped last instead of
+    /// allocating a new one, unless someone (a restore) still holds it.
+    #[test]
+    fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
+        let mut store = Store::new(&config::parse("mem,keep=1").unwrap(), 5, 1, 4).unwrap();
+        for e in 1..=2 {
+            store.write(e, 0, &state(e)).unwrap();
+            store.commit(e, None);
+        }
+        let buf = store.spare.as_ref().expect("epoch 1's copy is kept")[0]
+            .data
+            .as_ptr();
+        store.write(3, 0, &state(3)).unwrap();
+        let r = store.restore(&[3]).unwrap();
+        assert_eq!(r.sections, state(3));
+        assert_eq!(
+            r.sections[0].data.as_ptr(),
+            buf,
+            "written into epoch 1's buffer"
+        );
+        store.commit(3, None);
+        store.write(4, 0, &state(4)).unwrap();
+        store.commit(4, None);
+        assert!(store.spare.is_none(), "epoch 3 is held by the restore");
+        assert_eq!(r.sections, state(3));
     }
 
     #[test]
