@@ -691,10 +691,12 @@ pub fn verify(bytes: &[u8]) -> Result<Identity, CkptError> {
 
 /// Opens a checkpoint file for reading, with a shared lock: while it is
 /// held the file is not reused for a newer checkpoint (`write`'s `reuse`).
-/// A file that is being reused right now is an error.
+/// A file that is being reused right now is an error. On a file system
+/// without `flock` (some parallel file systems) the file is read unlocked:
+/// there no file can be locked for reuse either, so none is reused.
 pub fn open_locked(path: &Path) -> io::Result<File> {
     let f = File::open(path)?;
-    if !crate::sys::try_lock(f.as_raw_fd(), false)? {
+    if let Ok(false) = crate::sys::try_lock(f.as_raw_fd(), false) {
         return Err(io::Error::new(
             io::ErrorKind::WouldBlock,
             "the file is being overwritten with a newer checkpoint",
