@@ -1,10 +1,11 @@
 //! A storage level kept in a directory (tmpfs or a parallel file system):
 //! `ROOT/epoch-E/rank-R.ckpt`. Each rank writes, reads and removes only its
 //! own files, so ranks sharing a directory never race on each other's.
-//! On a node-local level the file of an epoch that is no longer kept is
-//! not removed but parked as `ROOT/free-N-rank-R.ckpt` and overwritten by the
-//! rank's next checkpoint: on tmpfs, allocating the pages of a new file and
-//! freeing those of the old one cost several times the copy itself.
+//! The file of an epoch that is no longer kept is not removed but parked as
+//! `ROOT/free-N-rank-R.ckpt` and overwritten by the rank's next checkpoint:
+//! on tmpfs, allocating the pages of a new file and freeing those of the
+//! old one cost several times the copy itself; on a disk, the blocks of
+//! the old file need not be freed (and discarded) and new ones allocated.
 
 use super::format::{self, AsSection, Checkpoint, CkptError, Compression, Identity, WriteStats};
 use std::io;
@@ -47,6 +48,11 @@ impl DirLevel {
         [0, 1].map(|i| self.root.join(format!("free-{i}-rank-{rank}.ckpt")))
     }
 
+    /// A parked old file of `rank`, to overwrite with a new checkpoint.
+    pub fn reusable(&self, rank: u32) -> Option<PathBuf> {
+        self.free_paths(rank).into_iter().find(|p| p.exists())
+    }
+
     /// Parks `file` for reuse; false if both places are taken.
     fn park(&self, file: &Path, rank: u32) -> bool {
         // A new name without replacing another parked file (rename would).
@@ -70,15 +76,13 @@ impl DirLevel {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        let free = self.free_paths(who.rank);
-        let reuse = free.iter().find(|p| !self.durable && p.exists());
         format::write(
             &self.path(who.epoch, who.rank),
             who,
             sections,
             compression,
             self.durable,
-            reuse.map(PathBuf::as_path),
+            self.reusable(who.rank).as_deref(),
         )
     }
 
@@ -121,8 +125,7 @@ impl DirLevel {
             .collect();
         for &e in &old {
             // The newest old file is parked for reuse (node-local levels).
-            let parked =
-                !self.durable && Some(&e) == old.last() && self.park(&self.path(e, rank), rank);
+            let parked = Some(&e) == old.last() && self.park(&self.path(e, rank), rank);
             if parked {
                 let _ = std::fs::remove_dir(self.epoch_dir(e));
                 continue;
@@ -198,16 +201,19 @@ mod tests {
             assert!(!level.free_paths(r)[0].exists());
             assert_eq!(level.read(&who(r, 5)).unwrap().sections, data(50, 5));
         }
-        // A durable level removes old files.
+        // Two places per rank: a third old file is removed.
         let s = scratch("keep-durable");
         let level = DirLevel::new(&s.0, true, 1);
-        for e in 1..=2 {
+        for e in 1..=4 {
             level
                 .write(&who(0, e), &data(100, 1), Compression::Off)
                 .unwrap();
         }
-        level.commit(0, 2).unwrap();
-        assert!(!level.free_paths(0)[0].exists() && !level.path(1, 0).exists());
+        for e in 2..=4 {
+            level.commit(0, e).unwrap();
+        }
+        assert!(level.free_paths(0).iter().all(|p| p.exists()));
+        assert_eq!(level.epochs().unwrap(), vec![4]);
     }
 
     /// A real full disk: a 64 KiB tmpfs. The write fails with an error, the

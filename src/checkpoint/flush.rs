@@ -35,6 +35,7 @@ struct Job {
     /// The source, open (it may be unlinked meanwhile), and its name.
     from: File,
     from_path: PathBuf,
+    rank: u32,
     to: PathBuf,
     /// The file is a checkpoint: verify the copy before renaming it.
     verify: bool,
@@ -149,8 +150,15 @@ pub struct Flusher {
 /// and written from the mapping with direct I/O where the target file
 /// system allows it: the device then takes the bytes straight from the
 /// fast level's pages, without a copy through the page cache and without
-/// writeback work competing with the application for the CPU.
-fn copy_durably(src: &File, to: &std::path::Path, verify: bool) -> std::io::Result<u64> {
+/// writeback work competing with the application for the CPU. `reuse`: an
+/// old file of the level to overwrite instead of a new one (no blocks to
+/// allocate, none to free and discard).
+fn copy_durably(
+    src: &File,
+    to: &std::path::Path,
+    verify: bool,
+    reuse: Option<&std::path::Path>,
+) -> std::io::Result<u64> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = to.parent().unwrap_or(std::path::Path::new("."));
     std::fs::DirBuilder::new()
@@ -164,7 +172,8 @@ fn copy_durably(src: &File, to: &std::path::Path, verify: bool) -> std::io::Resu
         let len = src.metadata()?.len();
         // SAFETY: read-only and private to this call. Files on the fast
         // level are written under a temporary name and renamed into place,
-        // so nobody writes this one while it is mapped; unlinking it (an
+        // and overwritten for reuse only under an exclusive lock, which the
+        // shared one `src` holds (`open_locked`) excludes; unlinking it (an
         // old epoch's removal) keeps the mapping valid.
         let map = match len {
             0 => None,
@@ -175,11 +184,17 @@ fn copy_durably(src: &File, to: &std::path::Path, verify: bool) -> std::io::Resu
             super::format::verify(bytes)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
         }
-        let out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        let out = match reuse.and_then(|old| super::format::take_for_reuse(old, &tmp)) {
+            Some(f) => f,
+            None => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?,
+        };
         write_direct_if_possible(&out, bytes)?;
+        if out.metadata()?.len() != len {
+            out.set_len(len)?;
+        }
         out.sync_all()?;
         drop(out);
         std::fs::rename(&tmp, to)?;
@@ -254,7 +269,9 @@ impl Flusher {
                             if let Some(d) = delay {
                                 std::thread::sleep(d);
                             }
-                            s.copied(&job, copy_durably(&job.from, &job.to, job.verify));
+                            let reuse = l.reusable(job.rank);
+                            let r = copy_durably(&job.from, &job.to, job.verify, reuse.as_deref());
+                            s.copied(&job, r);
                         }
                     }
                 }
@@ -272,11 +289,12 @@ impl Flusher {
         &self.level
     }
 
-    /// Queues a copy of `from` to `to` for `epoch` and returns (after
-    /// opening `from`), unless `MAX_QUEUED` copies are waiting already:
-    /// then it first waits for one of them to start. With `verify`, `from`
-    /// is a checkpoint file whose checksums must hold.
-    pub fn submit(&self, epoch: u64, from: PathBuf, to: PathBuf, verify: bool) {
+    /// Queues a copy of `from` to this level as `rank`'s file of `epoch`
+    /// and returns (after opening `from`), unless `MAX_QUEUED` copies are
+    /// waiting already: then it first waits for one of them to start. With
+    /// `verify`, `from` is a checkpoint file whose checksums must hold.
+    pub fn submit(&self, epoch: u64, rank: u32, from: PathBuf, verify: bool) {
+        let to = self.level.path(epoch, rank);
         let opened = super::format::open_locked(&from);
         let mut st = self.shared.lock();
         let job = match (opened, &self.thread) {
@@ -285,6 +303,7 @@ impl Flusher {
                 rollbacks: st.rollbacks,
                 from: file,
                 from_path: from,
+                rank,
                 to,
                 verify,
             },
@@ -391,13 +410,13 @@ mod tests {
         for e in 1..=3u64 {
             let src = s.0.join(format!("fast/{e}"));
             std::fs::write(&src, vec![e as u8; 100_000]).unwrap();
-            f.submit(e, src, durable(&s, e), false);
+            f.submit(e, 0, src, false);
         }
         // A source that does not exist: reported, not fatal.
-        f.submit(4, s.0.join("fast/missing"), durable(&s, 4), false);
+        f.submit(4, 0, s.0.join("fast/missing"), false);
         // A checkpoint that fails its checksums is not made durable.
         std::fs::write(s.0.join("fast/5"), b"MPISTGCKnot really").unwrap();
-        f.submit(5, s.0.join("fast/5"), durable(&s, 5), true);
+        f.submit(5, 0, s.0.join("fast/5"), true);
         let st = f.wait_idle();
         assert_eq!(st.pending, 0);
         assert_eq!(st.flushed, Some(3));
@@ -430,7 +449,7 @@ mod tests {
         for e in 1..=n {
             let src = s.0.join(format!("fast/{e}"));
             std::fs::write(&src, data(e)).unwrap();
-            f.submit(e, src.clone(), durable(&s, e), false);
+            f.submit(e, 0, src.clone(), false);
             std::fs::remove_file(&src).unwrap();
         }
         let st = f.wait_idle();
@@ -445,6 +464,30 @@ mod tests {
         }
     }
 
+    /// A copy overwrites an old file the level parked, cut to its length.
+    #[test]
+    fn a_copy_reuses_a_parked_file() {
+        let s = Scratch::new("flush-reuse");
+        std::fs::create_dir_all(s.0.join("fast")).unwrap();
+        let f = Flusher::new(DirLevel::new(s.0.join("durable"), true, 1));
+        let src = |e: u64, n: usize| {
+            let p = s.0.join(format!("fast/{e}"));
+            std::fs::write(&p, vec![e as u8; n]).unwrap();
+            p
+        };
+        f.submit(1, 0, src(1, 100_000), false);
+        f.submit(2, 0, src(2, 100_000), false);
+        f.wait_idle();
+        f.prune(0, 2);
+        f.wait_idle();
+        assert!(f.level().reusable(0).is_some(), "epoch 1 parked");
+        f.submit(3, 0, src(3, 5_000), false);
+        let st = f.wait_idle();
+        assert!(st.errors.is_empty(), "{st:?}");
+        assert!(f.level().reusable(0).is_none(), "the parked file was used");
+        assert_eq!(std::fs::read(durable(&s, 3)).unwrap(), vec![3u8; 5_000]);
+    }
+
     /// After a rollback, copies of later epochs (done, or finishing from
     /// before the rollback) are not durable epochs; new copies are.
     #[test]
@@ -455,15 +498,15 @@ mod tests {
             std::fs::write(&p, vec![e as u8; 10_000]).unwrap();
             p
         };
-        f.submit(2, src(2), durable(&s, 2), false);
+        f.submit(2, 0, src(2), false);
         assert_eq!(f.wait_idle().flushed, Some(2));
         f.rolled_back(1);
         assert_eq!(f.status().flushed, None);
         // Queued before the rollback, done after it: not counted.
-        f.submit(3, src(3), durable(&s, 3), false);
+        f.submit(3, 0, src(3), false);
         f.rolled_back(1);
         assert_eq!(f.wait_idle().flushed, None);
-        f.submit(2, src(2), durable(&s, 2), false);
+        f.submit(2, 0, src(2), false);
         assert_eq!(f.wait_idle().flushed, Some(2));
     }
 }

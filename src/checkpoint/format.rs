@@ -441,7 +441,7 @@ fn write_chunked(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Res
 /// Moves `old` to `tmp` and opens it for overwriting, with an exclusive
 /// lock; None (and `old` removed) if that cannot be done, e.g. because a
 /// reader still has it mapped.
-fn take_for_reuse(old: &Path, tmp: &Path) -> Option<File> {
+pub(crate) fn take_for_reuse(old: &Path, tmp: &Path) -> Option<File> {
     fs::rename(old, tmp).ok()?;
     match OpenOptions::new().write(true).open(tmp) {
         Ok(f) if crate::sys::try_lock(f.as_raw_fd(), true).unwrap_or(false) => Some(f),

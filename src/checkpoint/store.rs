@@ -328,10 +328,9 @@ impl Store {
                     if !epoch.is_multiple_of(*every) {
                         continue;
                     }
-                    let to = flusher.level().path(epoch, rank);
                     match &local_copy {
                         Some(from) => {
-                            flusher.submit(epoch, from.clone(), to, true);
+                            flusher.submit(epoch, rank, from.clone(), true);
                             Ok(())
                         }
                         None => (flusher.level())
