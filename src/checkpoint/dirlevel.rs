@@ -53,6 +53,13 @@ impl DirLevel {
         self.free_paths(rank).into_iter().find(|p| p.exists())
     }
 
+    /// Removes `rank`'s parked files (the job is over).
+    pub fn remove_parked(&self, rank: u32) {
+        for p in self.free_paths(rank) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
     /// Parks `file` for reuse; false if both places are taken.
     fn park(&self, file: &Path, rank: u32) -> bool {
         // A new name without replacing another parked file (rename would).

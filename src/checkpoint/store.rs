@@ -375,6 +375,15 @@ impl Store {
     }
 
     /// Waits for background flushes (at the end of a job, or in tests).
+    /// The job ends (flushes done): old files parked for reuse go.
+    pub fn remove_parked(&self) {
+        for (_, l) in &self.levels {
+            if let Backend::Durable { flusher, .. } | Backend::Dir(flusher) = l {
+                flusher.level().remove_parked(self.rank);
+            }
+        }
+    }
+
     pub fn wait_flushed(&self) -> Vec<(String, FlushStatus)> {
         self.levels
             .iter()

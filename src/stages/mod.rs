@@ -196,6 +196,7 @@ impl Stages {
         self.apply_committed(self.committed, durable);
         let removals = self.store.wait_flushed();
         self.report_flush_errors(removals);
+        self.store.remove_parked();
         if self.singleton {
             self.files.remove_all();
             let _ = std::fs::remove_dir(config::DEFAULT_TMPFS);
