@@ -286,6 +286,18 @@ fn pfs_holds_the_newest_epochs_when_a_job_ends() {
     }
 }
 
+/// With pfs as the only level (written at every checkpoint, no flush)
+/// old epochs are removed there too.
+#[test]
+fn a_pfs_only_job_keeps_the_newest_epochs() {
+    let s = Scratch::new("storage-pfs-only");
+    let spec = format!("pfs:{}/durable,keep=2", s.path());
+    let r = stencil_job("none", "protect", Some(&spec), &[], &[]);
+    assert!(r.ok(), "{:?}\n{}", r.status, r.stderr);
+    assert_eq!(checksum(&r), reference());
+    assert_eq!(pfs_contents(&s.0.join("durable")), (vec![9, 10], vec![]));
+}
+
 /// A pfs level that cannot be written is reported (once per epoch, on
 /// stderr) and the job still finishes from its node-local levels.
 #[test]

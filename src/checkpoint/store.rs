@@ -333,9 +333,7 @@ impl Store {
                             flusher.submit(epoch, rank, from.clone(), true);
                             Ok(())
                         }
-                        None => (flusher.level())
-                            .write(&who, sections, compression)
-                            .map(|_| ()),
+                        None => flusher.write_now(&who, sections, compression),
                     }
                 }
             };
