@@ -40,10 +40,10 @@ impl DirLevel {
         self.epoch_dir(epoch).join(format!("rank-{rank}.ckpt"))
     }
 
-    /// Where a node-local level parks a rank's old files for its next
-    /// writes. Two places: the old epoch is parked (by the level's thread)
-    /// about when the next write starts, which must not find the place
-    /// taken by the file it is about to reuse and free that one instead.
+    /// Where the level parks a rank's old files for its next writes. Two
+    /// places: an old epoch is parked (by the level's thread) about when
+    /// the next write starts, and must not take the place of the file that
+    /// write is about to reuse (freeing it instead).
     fn free_paths(&self, rank: u32) -> [PathBuf; 2] {
         [0, 1].map(|i| self.root.join(format!("free-{i}-rank-{rank}.ckpt")))
     }
@@ -63,10 +63,17 @@ impl DirLevel {
     /// Parks `file` for reuse; false if both places are taken.
     fn park(&self, file: &Path, rank: u32) -> bool {
         // A new name without replacing another parked file (rename would).
-        self.free_paths(rank)
-            .iter()
-            .any(|to| std::fs::hard_link(file, to).is_ok())
-            && std::fs::remove_file(file).is_ok()
+        for to in self.free_paths(rank) {
+            if std::fs::hard_link(file, &to).is_ok() {
+                if std::fs::remove_file(file).is_ok() {
+                    return true;
+                }
+                // Still an epoch's file: it must never be overwritten.
+                let _ = std::fs::remove_file(&to);
+                return false;
+            }
+        }
+        false
     }
 
     /// Writes this rank's checkpoint for `who.epoch`. On failure (disk full,
@@ -131,7 +138,7 @@ impl DirLevel {
             .take_while(|&e| e < oldest_kept)
             .collect();
         for &e in &old {
-            // The newest old file is parked for reuse (node-local levels).
+            // The newest old file is parked for reuse.
             let parked = Some(&e) == old.last() && self.park(&self.path(e, rank), rank);
             if parked {
                 let _ = std::fs::remove_dir(self.epoch_dir(e));
