@@ -52,6 +52,12 @@ fn ls_verify_show() {
             .unwrap();
         }
     }
+    // An old file a level parked for reuse is no epoch's: not listed.
+    std::fs::copy(
+        dir.join("epoch-1/rank-0.ckpt"),
+        dir.join("free-0-rank-0.ckpt"),
+    )
+    .unwrap();
     let tool = env!("CARGO_BIN_EXE_mpistages-ckpt");
     let run = |args: &[&str]| Command::new(tool).args(args).output().unwrap();
     let ls = run(&["ls", dir.to_str().unwrap()]);

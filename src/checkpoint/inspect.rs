@@ -17,22 +17,29 @@ PATH is a checkpoint file or a directory holding *.ckpt files (searched
 two levels deep).
 ";
 
-/// Checkpoint files under `path`, sorted.
+/// Checkpoint files under `path`, sorted. Old files a level parked for
+/// reuse (`free-*.ckpt`) belong to no epoch and are left out.
 pub fn find(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
+    let listed = |p: &Path| {
+        p.extension().is_some_and(|x| x == "ckpt")
+            && !p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("free-"))
+    };
     let mut out = Vec::new();
     for e in std::fs::read_dir(path)? {
         let p = e?.path();
         if p.is_dir() {
             for e2 in std::fs::read_dir(&p)? {
                 let q = e2?.path();
-                if q.extension().is_some_and(|x| x == "ckpt") {
+                if listed(&q) {
                     out.push(q);
                 }
             }
-        } else if p.extension().is_some_and(|x| x == "ckpt") {
+        } else if listed(&p) {
             out.push(p);
         }
     }
