@@ -127,6 +127,29 @@ impl DirLevel {
         Ok(v)
     }
 
+    /// `commit` when all there is to do is park one old file (the usual
+    /// case at a checkpoint): done, true. False when files must be
+    /// unlinked, which can take long (a large file's pages or blocks):
+    /// that is for the level's thread.
+    pub fn commit_quick(&self, rank: u32, committed: u64) -> io::Result<bool> {
+        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
+        let old: Vec<u64> = self
+            .epochs()?
+            .into_iter()
+            .take_while(|&e| e < oldest_kept)
+            .filter(|&e| self.path(e, rank).exists())
+            .collect();
+        Ok(match old[..] {
+            [] => true,
+            [e] if self.park(&self.path(e, rank), rank) => {
+                // Other ranks' files may still be there: then it stays.
+                let _ = std::fs::remove_dir(self.epoch_dir(e));
+                true
+            }
+            _ => false,
+        })
+    }
+
     /// Epoch `committed` is complete on every rank: remove this rank's
     /// files of epochs older than the newest `keep` committed ones (never a
     /// newer, uncommitted epoch), and epoch directories left empty.
@@ -227,6 +250,27 @@ mod tests {
             level.commit(0, e).unwrap();
         }
         assert!(level.free_paths(0).iter().all(|p| p.exists()));
+        assert_eq!(level.epochs().unwrap(), vec![4]);
+    }
+
+    /// The quick commit parks a single old file and leaves anything more
+    /// (files to unlink) alone, for the level's thread.
+    #[test]
+    fn a_quick_commit_only_parks() {
+        let s = scratch("quick");
+        let level = DirLevel::new(&s.0, false, 2);
+        for e in 1..=4 {
+            level
+                .write(&who(0, e), &data(100, e as u8), Compression::Off)
+                .unwrap();
+        }
+        assert!(level.commit_quick(0, 3).unwrap());
+        assert_eq!(level.epochs().unwrap(), vec![2, 3, 4]);
+        assert!(level.reusable(0).is_some());
+        // Epochs 2 and 3 are old at commit 5: two files, one to unlink.
+        assert!(!level.commit_quick(0, 5).unwrap());
+        assert_eq!(level.epochs().unwrap(), vec![2, 3, 4]);
+        level.commit(0, 5).unwrap();
         assert_eq!(level.epochs().unwrap(), vec![4]);
     }
 

@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 
 use super::dirlevel::DirLevel;
@@ -138,11 +138,17 @@ impl Shared {
 }
 
 /// A directory level and its background thread, which removes old epochs
-/// there and (for a durable level) copies checkpoint files to it.
+/// there and (for a durable level) copies checkpoint files to it. The
+/// thread starts with the first task: a node-local level whose old files
+/// are all parked for reuse (`prune_quick`) never needs it, and a process
+/// has one thread less to wake at every checkpoint (and to end when it
+/// dies, which is on the way to detecting the failure).
 pub struct Flusher {
     level: Arc<DirLevel>,
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    delay: Option<std::time::Duration>,
+    /// `None` inside: the thread could not be started.
+    thread: OnceLock<Option<JoinHandle<()>>>,
 }
 
 /// Copies `from` to `to` durably: temporary name, fsync, rename, fsync of
@@ -256,32 +262,49 @@ impl Flusher {
     }
 
     fn with_delay(level: DirLevel, delay: Option<std::time::Duration>) -> Flusher {
-        let level = Arc::new(level);
-        let shared = Arc::new(Shared::default());
-        let (s, l) = (shared.clone(), level.clone());
-        let thread = std::thread::Builder::new()
-            .name("mpistages-flush".into())
-            .spawn(move || {
-                while let Some(task) = s.next_task() {
-                    match task {
-                        Task::Prune(rank, upto) => s.pruned(l.commit(rank, upto)),
-                        Task::Copy(job) => {
-                            if let Some(d) = delay {
-                                std::thread::sleep(d);
-                            }
-                            let reuse = l.reusable(job.rank);
-                            let r = copy_durably(&job.from, &job.to, job.verify, reuse.as_deref());
-                            s.copied(&job, r);
-                        }
-                    }
-                }
-            })
-            .ok();
         Flusher {
-            level,
-            shared,
-            thread,
+            level: Arc::new(level),
+            shared: Arc::new(Shared::default()),
+            delay,
+            thread: OnceLock::new(),
         }
+    }
+
+    /// Starts the thread if it is not running yet; false if it cannot run.
+    fn running(&self) -> bool {
+        self.thread
+            .get_or_init(|| {
+                let (s, l, delay) = (self.shared.clone(), self.level.clone(), self.delay);
+                std::thread::Builder::new()
+                    .name("mpistages-flush".into())
+                    .spawn(move || {
+                        while let Some(task) = s.next_task() {
+                            match task {
+                                Task::Prune(rank, upto) => s.pruned(l.commit(rank, upto)),
+                                Task::Copy(job) => {
+                                    if let Some(d) = delay {
+                                        std::thread::sleep(d);
+                                    }
+                                    let reuse = l.reusable(job.rank);
+                                    let r = copy_durably(
+                                        &job.from,
+                                        &job.to,
+                                        job.verify,
+                                        reuse.as_deref(),
+                                    );
+                                    s.copied(&job, r);
+                                }
+                            }
+                        }
+                    })
+                    .ok()
+            })
+            .is_some()
+    }
+
+    /// Whether the thread was ever started (for tests).
+    pub fn started(&self) -> bool {
+        self.thread.get().is_some()
     }
 
     /// The directory level this flusher works on.
@@ -297,8 +320,8 @@ impl Flusher {
         let to = self.level.path(epoch, rank);
         let opened = super::format::open_locked(&from);
         let mut st = self.shared.lock();
-        let job = match (opened, &self.thread) {
-            (Ok(file), Some(_)) => Job {
+        let job = match (opened, self.running()) {
+            (Ok(file), true) => Job {
                 epoch,
                 rollbacks: st.rollbacks,
                 from: file,
@@ -313,7 +336,7 @@ impl Flusher {
                     .push((epoch, format!("{}: {e}", from.display())));
                 return;
             }
-            (_, None) => {
+            (_, false) => {
                 st.status
                     .errors
                     .push((epoch, "the flush thread is not running".into()));
@@ -332,9 +355,25 @@ impl Flusher {
         self.shared.work.notify_one();
     }
 
+    /// `prune` for a node-local level: the usual case, one old file to park
+    /// for reuse (a link and an unlink of a name), is done at once, unless
+    /// the thread is pruning already; anything more goes to the thread.
+    pub fn prune_quick(&self, rank: u32, committed: u64) {
+        let busy = self.shared.lock().pruning;
+        if busy || !matches!(self.level.commit_quick(rank, committed), Ok(true)) {
+            self.prune(rank, committed);
+        }
+    }
+
     /// Queues the removal of this rank's epochs that `committed` makes
     /// obsolete on the level (see `DirLevel::commit`); returns at once.
     pub fn prune(&self, rank: u32, committed: u64) {
+        if !self.running() {
+            if let Err(e) = self.level.commit(rank, committed) {
+                self.shared.lock().status.prune_errors.push(e.to_string());
+            }
+            return;
+        }
         let mut st = self.shared.lock();
         let upto = st.prune.map_or(committed, |(_, u)| u.max(committed));
         st.prune = Some((rank, upto));
@@ -392,7 +431,7 @@ impl Drop for Flusher {
     fn drop(&mut self) {
         self.shared.lock().closed = true;
         self.shared.work.notify_all();
-        if let Some(t) = self.thread.take() {
+        if let Some(Some(t)) = self.thread.take() {
             let _ = t.join();
         }
     }

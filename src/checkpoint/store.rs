@@ -423,8 +423,9 @@ impl Store {
                     p.held.retain(|&e, _| e + keep > epoch)
                 }
                 // Removing files costs time (freeing a tmpfs file's pages,
-                // or worse): the level's thread does it, not the application.
-                Backend::Dir(flusher) => flusher.prune(rank, epoch),
+                // or worse): the level's thread does it, not the application;
+                // parking the old file for reuse is quick and done here.
+                Backend::Dir(flusher) => flusher.prune_quick(rank, epoch),
                 Backend::Durable { flusher, .. } => {
                     // Only an epoch durable there on every rank counts as
                     // committed on this level: a rank whose node is lost
@@ -544,6 +545,25 @@ mod tests {
         store.commit(4, None);
         assert!(store.spare.is_none(), "epoch 3 is held by the restore");
         assert_eq!(r.sections, state(3));
+    }
+
+    /// At every checkpoint the tmpfs level parks one old file, which is
+    /// done at once: its thread never starts.
+    #[test]
+    fn a_tmpfs_level_needs_no_thread_in_the_usual_case() {
+        let s = Scratch::new("store-nothread");
+        let spec = format!("mem,tmpfs:{}/tmpfs,keep=2", s.0.display());
+        let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+        for e in 1..=8 {
+            store.write(e, 0, &state(e)).unwrap();
+            store.commit(e, None);
+        }
+        let Backend::Dir(f) = &store.levels[1].1 else {
+            panic!("tmpfs is the second level")
+        };
+        assert!(!f.started());
+        assert_eq!(f.level().epochs().unwrap(), vec![7, 8]);
+        assert_eq!(store.restore(&[8]).unwrap().sections, state(8));
     }
 
     #[test]
