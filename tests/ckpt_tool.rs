@@ -47,7 +47,7 @@ fn ls_verify_show() {
                 &sections,
                 Compression::Zstd(3),
                 false,
-                None,
+                &[],
             )
             .unwrap();
         }

@@ -48,9 +48,12 @@ impl DirLevel {
         [0, 1].map(|i| self.root.join(format!("free-{i}-rank-{rank}.ckpt")))
     }
 
-    /// A parked old file of `rank`, to overwrite with a new checkpoint.
-    pub fn reusable(&self, rank: u32) -> Option<PathBuf> {
-        self.free_paths(rank).into_iter().find(|p| p.exists())
+    /// The parked old files of `rank`, to overwrite with a new checkpoint.
+    pub fn parked(&self, rank: u32) -> Vec<PathBuf> {
+        self.free_paths(rank)
+            .into_iter()
+            .filter(|p| p.exists())
+            .collect()
     }
 
     /// Removes `rank`'s parked files (the job is over).
@@ -96,7 +99,7 @@ impl DirLevel {
             sections,
             compression,
             self.durable,
-            self.reusable(who.rank).as_deref(),
+            &self.parked(who.rank),
         )
     }
 
@@ -266,7 +269,7 @@ mod tests {
         }
         assert!(level.commit_quick(0, 3).unwrap());
         assert_eq!(level.epochs().unwrap(), vec![2, 3, 4]);
-        assert!(level.reusable(0).is_some());
+        assert!(!level.parked(0).is_empty());
         // Epochs 2 and 3 are old at commit 5: two files, one to unlink.
         assert!(!level.commit_quick(0, 5).unwrap());
         assert_eq!(level.epochs().unwrap(), vec![2, 3, 4]);

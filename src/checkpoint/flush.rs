@@ -163,7 +163,7 @@ fn copy_durably(
     src: &File,
     to: &std::path::Path,
     verify: bool,
-    reuse: Option<&std::path::Path>,
+    reuse: &[PathBuf],
 ) -> std::io::Result<u64> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = to.parent().unwrap_or(std::path::Path::new("."));
@@ -190,7 +190,7 @@ fn copy_durably(
             super::format::verify(bytes)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
         }
-        let out = match reuse.and_then(|old| super::format::take_for_reuse(old, &tmp)) {
+        let out = match super::format::take_for_reuse(reuse, &tmp) {
             Some(f) => f,
             None => std::fs::OpenOptions::new()
                 .write(true)
@@ -285,13 +285,8 @@ impl Flusher {
                                     if let Some(d) = delay {
                                         std::thread::sleep(d);
                                     }
-                                    let reuse = l.reusable(job.rank);
-                                    let r = copy_durably(
-                                        &job.from,
-                                        &job.to,
-                                        job.verify,
-                                        reuse.as_deref(),
-                                    );
+                                    let reuse = l.parked(job.rank);
+                                    let r = copy_durably(&job.from, &job.to, job.verify, &reuse);
                                     s.copied(&job, r);
                                 }
                             }
@@ -534,11 +529,11 @@ mod tests {
         f.wait_idle();
         f.prune(0, 2);
         f.wait_idle();
-        assert!(f.level().reusable(0).is_some(), "epoch 1 parked");
+        assert!(!f.level().parked(0).is_empty(), "epoch 1 parked");
         f.submit(3, 0, src(3, 5_000), false);
         let st = f.wait_idle();
         assert!(st.errors.is_empty(), "{st:?}");
-        assert!(f.level().reusable(0).is_none(), "the parked file was used");
+        assert!(f.level().parked(0).is_empty(), "the parked file was used");
         assert_eq!(std::fs::read(durable(&s, 3)).unwrap(), vec![3u8; 5_000]);
     }
 

@@ -331,8 +331,8 @@ const WRITE_CHUNK: usize = 256 << 10;
 /// `sync` makes it durable first (fsync of the file and its directory).
 /// The sections go first, then the header with their checksums at the
 /// start of the file. On any error the temporary file is removed and
-/// `path` is untouched. `reuse`: an old checkpoint file (nobody's any more)
-/// to overwrite instead of creating a new one, which saves the file
+/// `path` is untouched. `reuse`: old checkpoint files (nobody's any more),
+/// one of which to overwrite instead of creating a new one, which saves the file
 /// system allocating pages for the new file and freeing the old one's
 /// (on tmpfs most of the cost of a write); it is used only if nobody has
 /// it open for reading (`open_locked`), else removed.
@@ -342,12 +342,12 @@ pub fn write<S: AsSection>(
     sections: &[S],
     compression: Compression,
     sync: bool,
-    reuse: Option<&Path>,
+    reuse: &[PathBuf],
 ) -> io::Result<WriteStats> {
     let mut prepared = prepare(sections, compression);
     let tmp = temp_name(path);
     let result = (|| -> io::Result<WriteStats> {
-        let f = match reuse.and_then(|old| take_for_reuse(old, &tmp)) {
+        let f = match take_for_reuse(reuse, &tmp) {
             Some(f) => f,
             None => OpenOptions::new().write(true).create_new(true).open(&tmp)?,
         };
@@ -438,18 +438,19 @@ fn write_chunked(f: &File, who: &Identity, prepared: &mut [Prepared]) -> io::Res
     Ok(offset)
 }
 
-/// Moves `old` to `tmp` and opens it for overwriting, with an exclusive
-/// lock; None (and `old` removed) if that cannot be done, e.g. because a
-/// reader still has it mapped.
-pub(crate) fn take_for_reuse(old: &Path, tmp: &Path) -> Option<File> {
-    fs::rename(old, tmp).ok()?;
-    match OpenOptions::new().write(true).open(tmp) {
-        Ok(f) if crate::sys::try_lock(f.as_raw_fd(), true).unwrap_or(false) => Some(f),
-        _ => {
-            let _ = fs::remove_file(tmp);
-            None
+/// The first of the old files `candidates` that nobody is reading, locked
+/// exclusively, opened for overwriting and moved to `tmp`. One that a
+/// reader still has (a restore's mapping, a flush copying it) stays where
+/// it is, for a later write.
+pub(crate) fn take_for_reuse(candidates: &[PathBuf], tmp: &Path) -> Option<File> {
+    candidates.iter().find_map(|old| {
+        let f = OpenOptions::new().write(true).open(old).ok()?;
+        if !crate::sys::try_lock(f.as_raw_fd(), true).unwrap_or(false) {
+            return None;
         }
-    }
+        fs::rename(old, tmp).ok()?;
+        Some(f)
+    })
 }
 
 fn temp_name(path: &Path) -> PathBuf {
@@ -787,7 +788,7 @@ mod tests {
     fn bytes_of(sections: &[Section], c: Compression) -> Vec<u8> {
         let d = tempdir();
         let p = d.0.join("c");
-        write(&p, &who(), sections, c, false, None).unwrap();
+        write(&p, &who(), sections, c, false, &[]).unwrap();
         fs::read(&p).unwrap()
     }
 
@@ -811,7 +812,7 @@ mod tests {
         let d = tempdir();
         for c in [Compression::Off, Compression::Zstd(3)] {
             let p = d.0.join(format!("{c:?}"));
-            let stats = write(&p, &who(), &sample(), c, true, None).unwrap();
+            let stats = write(&p, &who(), &sample(), c, true, &[]).unwrap();
             let ck = read(&p, Some(&who())).unwrap();
             assert_eq!(ck.sections, sample());
             assert_eq!(ck.who, who());
@@ -838,7 +839,7 @@ mod tests {
     fn read_sections_are_mapped_and_outlive_the_file() {
         let d = tempdir();
         let p = d.0.join("ck");
-        write(&p, &who(), &sample(), Compression::Off, false, None).unwrap();
+        write(&p, &who(), &sample(), Compression::Off, false, &[]).unwrap();
         let ck = read(&p, Some(&who())).unwrap();
         assert!(ck
             .sections
@@ -846,23 +847,31 @@ mod tests {
             .all(|s| matches!(s.data, SectionData::Mapped(..))));
         let mut other = sample();
         other[1].data = vec![7u8; 10000].into();
-        write(&p, &who(), &other, Compression::Off, false, None).unwrap();
+        write(&p, &who(), &other, Compression::Off, false, &[]).unwrap();
         assert_eq!(ck.sections, sample());
         fs::remove_file(&p).unwrap();
         assert_eq!(ck.sections, sample());
     }
 
     /// An old file given for reuse is overwritten (and cut to the new
-    /// length) unless a reader still has it mapped: then it is left to
-    /// the reader and removed, and a new file is written.
+    /// length) unless a reader still has it mapped: then it stays parked,
+    /// and a new file is written.
     #[test]
     fn a_reused_file_is_overwritten_unless_someone_reads_it() {
         let d = tempdir();
         let (old, p) = (d.0.join("old"), d.0.join("new"));
         let mut big = sample();
         big[1].data = vec![9u8; 50_000].into();
-        write(&old, &who(), &big, Compression::Off, false, None).unwrap();
-        write(&p, &who(), &sample(), Compression::Off, false, Some(&old)).unwrap();
+        write(&old, &who(), &big, Compression::Off, false, &[]).unwrap();
+        write(
+            &p,
+            &who(),
+            &sample(),
+            Compression::Off,
+            false,
+            std::slice::from_ref(&old),
+        )
+        .unwrap();
         assert!(!old.exists());
         assert_eq!(
             fs::read(&p).unwrap(),
@@ -872,10 +881,30 @@ mod tests {
         // the reader sees.
         let held = read(&p, Some(&who())).unwrap();
         fs::rename(&p, &old).unwrap();
-        write(&p, &who(), &big, Compression::Off, false, Some(&old)).unwrap();
-        assert!(!old.exists());
+        write(
+            &p,
+            &who(),
+            &big,
+            Compression::Off,
+            false,
+            std::slice::from_ref(&old),
+        )
+        .unwrap();
+        assert!(old.exists(), "still parked");
         assert_eq!(held.sections, sample());
         assert_eq!(read(&p, Some(&who())).unwrap().sections, big);
+        // Once the reader is gone, the next write takes it.
+        drop(held);
+        write(
+            &p,
+            &who(),
+            &sample(),
+            Compression::Off,
+            false,
+            std::slice::from_ref(&old),
+        )
+        .unwrap();
+        assert!(!old.exists());
         assert_eq!(fs::read_dir(&d.0).unwrap().count(), 1, "only `new` is left");
     }
 
@@ -930,10 +959,10 @@ mod tests {
     fn a_failed_write_leaves_the_old_file() {
         let d = tempdir();
         let p = d.0.join("c");
-        write(&p, &who(), &sample(), Compression::Off, false, None).unwrap();
+        write(&p, &who(), &sample(), Compression::Off, false, &[]).unwrap();
         // A directory in the way of the temporary name makes the write fail.
         fs::create_dir(temp_name(&p)).unwrap();
-        assert!(write(&p, &who(), &[] as &[Section], Compression::Off, false, None).is_err());
+        assert!(write(&p, &who(), &[] as &[Section], Compression::Off, false, &[]).is_err());
         assert_eq!(read(&p, Some(&who())).unwrap().sections, sample());
     }
 
