@@ -58,8 +58,6 @@ pub fn unprotect_all(m: &Mpi) {
     m.regions.lock().clear();
 }
 
-/// The regions' current contents, one section each (packed: holes of a
-/// derived datatype are not saved).
 /// A protected region's bytes for a checkpoint: the application's memory
 /// itself when the region is one run (directory levels write it without a
 /// copy), else packed.
@@ -77,8 +75,9 @@ impl RegionBytes {
     }
 }
 
-/// Every registered region's id and bytes (valid during the checkpoint
-/// call: the application does not change or free its regions meanwhile).
+/// Every registered region's id and current bytes, packed where a derived
+/// datatype has holes (which are not saved); valid during the checkpoint
+/// call: the application does not change or free its regions meanwhile.
 pub fn regions(m: &Mpi) -> Vec<(u64, RegionBytes)> {
     m.regions
         .lock()

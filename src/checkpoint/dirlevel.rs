@@ -135,13 +135,8 @@ impl DirLevel {
     /// unlinked, which can take long (a large file's pages or blocks):
     /// that is for the level's thread.
     pub fn commit_quick(&self, rank: u32, committed: u64) -> io::Result<bool> {
-        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
-        let old: Vec<u64> = self
-            .epochs()?
-            .into_iter()
-            .take_while(|&e| e < oldest_kept)
-            .filter(|&e| self.path(e, rank).exists())
-            .collect();
+        let mut old = self.old_epochs(committed)?;
+        old.retain(|&e| self.path(e, rank).exists());
         Ok(match old[..] {
             [] => true,
             [e] if self.park(&self.path(e, rank), rank) => {
@@ -157,28 +152,30 @@ impl DirLevel {
     /// files of epochs older than the newest `keep` committed ones (never a
     /// newer, uncommitted epoch), and epoch directories left empty.
     pub fn commit(&self, rank: u32, committed: u64) -> io::Result<()> {
-        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
-        let old: Vec<u64> = self
-            .epochs()?
-            .into_iter()
-            .take_while(|&e| e < oldest_kept)
-            .collect();
+        let old = self.old_epochs(committed)?;
         for &e in &old {
-            // The newest old file is parked for reuse.
+            // The newest old file is parked for reuse, the others removed.
             let parked = Some(&e) == old.last() && self.park(&self.path(e, rank), rank);
-            if parked {
-                let _ = std::fs::remove_dir(self.epoch_dir(e));
-                continue;
-            }
-            match std::fs::remove_file(self.path(e, rank)) {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => return Err(err),
+            if !parked {
+                match std::fs::remove_file(self.path(e, rank)) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(err),
+                }
             }
             // Other ranks' files may still be there: then it stays.
             let _ = std::fs::remove_dir(self.epoch_dir(e));
         }
         Ok(())
+    }
+
+    /// Epochs present here that `committed` makes old (older than the
+    /// newest `keep` committed ones), ascending.
+    fn old_epochs(&self, committed: u64) -> io::Result<Vec<u64>> {
+        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
+        let mut old = self.epochs()?;
+        old.retain(|&e| e < oldest_kept);
+        Ok(old)
     }
 }
 

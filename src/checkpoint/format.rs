@@ -862,16 +862,13 @@ mod tests {
         let (old, p) = (d.0.join("old"), d.0.join("new"));
         let mut big = sample();
         big[1].data = vec![9u8; 50_000].into();
+        // Writes `p`, offering `old` for reuse.
+        let write_over = |sections: &[Section]| {
+            let reuse = std::slice::from_ref(&old);
+            write(&p, &who(), sections, Compression::Off, false, reuse).unwrap();
+        };
         write(&old, &who(), &big, Compression::Off, false, &[]).unwrap();
-        write(
-            &p,
-            &who(),
-            &sample(),
-            Compression::Off,
-            false,
-            std::slice::from_ref(&old),
-        )
-        .unwrap();
+        write_over(&sample());
         assert!(!old.exists());
         assert_eq!(
             fs::read(&p).unwrap(),
@@ -881,29 +878,13 @@ mod tests {
         // the reader sees.
         let held = read(&p, Some(&who())).unwrap();
         fs::rename(&p, &old).unwrap();
-        write(
-            &p,
-            &who(),
-            &big,
-            Compression::Off,
-            false,
-            std::slice::from_ref(&old),
-        )
-        .unwrap();
+        write_over(&big);
         assert!(old.exists(), "still parked");
         assert_eq!(held.sections, sample());
         assert_eq!(read(&p, Some(&who())).unwrap().sections, big);
         // Once the reader is gone, the next write takes it.
         drop(held);
-        write(
-            &p,
-            &who(),
-            &sample(),
-            Compression::Off,
-            false,
-            std::slice::from_ref(&old),
-        )
-        .unwrap();
+        write_over(&sample());
         assert!(!old.exists());
         assert_eq!(fs::read_dir(&d.0).unwrap().count(), 1, "only `new` is left");
     }
