@@ -200,6 +200,10 @@ const STANDBY_MS: i32 = 20;
 /// worth overlapping, long against a Start/Isend immediately followed by a
 /// Wait (where waking the progress thread would only cost latency).
 const HANDOFF_DELAY: Duration = Duration::from_micros(100);
+/// A spinning waiter that reads sockets directly still asks epoll once in
+/// this many rounds, for what reads do not see: new connections, failure
+/// notices.
+const EPOLL_EVERY: u32 = 32;
 const TOKEN_MAIN: u64 = 1;
 const TOKEN_WAKE: u64 = 2;
 
@@ -711,6 +715,19 @@ impl Core {
         self.spare_events = batch;
     }
 
+    /// Reads the transport's sockets directly (see `Transport::poll_reads`)
+    /// and handles what came in; false if the transport declined.
+    fn poll_reads(&mut self) -> bool {
+        let Some(t) = self.transport.as_mut() else {
+            return false;
+        };
+        if !t.poll_reads(&mut self.events) {
+            return false;
+        }
+        self.process_events();
+        true
+    }
+
     fn handle(&mut self, evs: &[epoll::Event], bell: &EventFd) {
         for ev in evs {
             if ev.token == TOKEN_BELL {
@@ -1109,6 +1126,7 @@ impl Engine {
         let mut core = self.lock();
         let mut evs = Vec::new();
         let mut spin_until: Option<Instant> = None;
+        let mut spins: u32 = 0;
         loop {
             let before = core.changes;
             let v = f(&mut core);
@@ -1119,11 +1137,23 @@ impl Engine {
                 return v;
             }
             if !core.polling {
+                let deadline = *spin_until.get_or_insert_with(|| Instant::now() + self.spin);
+                let spinning = Instant::now() < deadline;
+                spins = spins.wrapping_add(1);
+                if spinning && !spins.is_multiple_of(EPOLL_EVERY) {
+                    let before = core.changes;
+                    if core.poll_reads() {
+                        core.user_polls += 1;
+                        self.after(&core, before, false);
+                        // Let other threads at the engine between rounds.
+                        MutexGuard::bump(&mut core);
+                        continue;
+                    }
+                }
                 core.polling = true;
                 core.user_polls += 1;
                 drop(core);
-                let deadline = *spin_until.get_or_insert_with(|| Instant::now() + self.spin);
-                let timeout = if Instant::now() < deadline { 0 } else { -1 };
+                let timeout = if spinning { 0 } else { -1 };
                 evs.clear();
                 let _ = self.main.wait(&mut evs, timeout);
                 core = self.lock();

@@ -181,6 +181,14 @@ pub trait Transport: Send {
     fn handle(&mut self, ev: epoll::Event, out: &mut Vec<Event>);
     /// Whether any frame is still queued for sending.
     fn has_backlog(&self) -> bool;
+    /// For a spinning waiter: reads every connection once without asking
+    /// epoll, which saves a system call on the latency path (epoll, then
+    /// read). Returns false, doing nothing, when that would cost more than
+    /// it saves (many connections, or frames waiting for writability): the
+    /// caller then waits on epoll.
+    fn poll_reads(&mut self, _out: &mut Vec<Event>) -> bool {
+        false
+    }
     /// Closes every connection (after a final flush attempt).
     fn close_all(&mut self);
     /// Stages `halt`: a failure stops all communication. Queued frames are

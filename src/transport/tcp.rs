@@ -30,6 +30,9 @@ const DIRECT_READ_MIN: usize = 4 << 10;
 const READ_BUDGET: usize = 512 << 10;
 const WRITE_BUDGET: usize = 512 << 10;
 const MAX_IOV: usize = 64;
+/// A spinning waiter reads the sockets itself, without asking epoll, when a
+/// process has at most this many connections (see `poll_reads`).
+const POLL_READS_MAX_PEERS: usize = 2;
 
 pub struct TcpConfig {
     pub me: usize,
@@ -128,6 +131,8 @@ pub struct Tcp {
     epoll: Arc<Epoll>,
     listener: TcpListener,
     peers: Vec<Peer>,
+    /// Peers with a connection.
+    live: Vec<usize>,
     handshakes: Vec<Option<Handshake>>,
 }
 
@@ -152,6 +157,7 @@ impl Tcp {
             epoll,
             listener,
             peers,
+            live: Vec::new(),
             handshakes: Vec::new(),
         })
     }
@@ -193,6 +199,9 @@ impl Tcp {
         self.epoll
             .add(stream.as_raw_fd(), epoll::READABLE, peer as u64)?;
         p.stream = Some(stream);
+        if !self.live.contains(&peer) {
+            self.live.push(peer);
+        }
         p.conn_generation = generation;
         p.lost = false;
         p.want_write = false;
@@ -212,6 +221,7 @@ impl Tcp {
         if let Some(s) = p.stream.take() {
             let _ = self.epoll.delete(s.as_raw_fd());
         }
+        self.live.retain(|&q| q != peer);
         p.want_write = false;
         p.urgent.clear();
         p.bulk.clear();
@@ -722,6 +732,21 @@ impl Transport for Tcp {
         self.peers.iter().any(|p| p.stream.is_some() && p.backlog())
     }
 
+    fn poll_reads(&mut self, out: &mut Vec<Event>) -> bool {
+        if self.live.len() > POLL_READS_MAX_PEERS || self.has_backlog() {
+            return false;
+        }
+        let mut live = [0; POLL_READS_MAX_PEERS];
+        let n = self.live.len();
+        live[..n].copy_from_slice(&self.live);
+        for &peer in &live[..n] {
+            if self.peers[peer].stream.is_some() {
+                self.on_readable(peer, out);
+            }
+        }
+        true
+    }
+
     fn halt(&mut self) {
         for p in self.peers.iter_mut() {
             p.urgent.clear();
@@ -777,6 +802,7 @@ impl Transport for Tcp {
                 let _ = s.shutdown(std::net::Shutdown::Write);
             }
         }
+        self.live.clear();
         let _ = self.epoll.delete(self.listener.as_raw_fd());
     }
 }
@@ -915,5 +941,73 @@ mod tests {
             t.send(1, f, Class::Urgent, &mut e),
             Err(TransportError::PeerGone(1))
         ));
+    }
+
+    /// Connects as rank `src` and waits until the transport has taken the
+    /// connection.
+    fn join(t: &mut Tcp, ep: &Epoll, src: u32) -> TcpStream {
+        let mut s = TcpStream::connect(t.local_addr().unwrap()).unwrap();
+        let mut hello = Header::new(Kind::Hello);
+        hello.src = src;
+        hello.len = KEY.len() as u32;
+        s.write_all(&hello.encode()).unwrap();
+        s.write_all(KEY).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !t.live.contains(&(src as usize)) {
+            assert!(std::time::Instant::now() < deadline, "handshake not taken");
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 50).unwrap();
+            for ev in evs {
+                t.handle(ev, &mut Vec::new());
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn a_spinning_reader_reads_few_connections_directly() {
+        let (mut t, ep) = {
+            let ep = Arc::new(Epoll::new().unwrap());
+            let cfg = TcpConfig {
+                ranks: 4,
+                ..transport().0.cfg
+            };
+            (Tcp::new(cfg, ep.clone()).unwrap(), ep)
+        };
+        let mut one = join(&mut t, &ep, 1);
+        let mut h = Header::new(Kind::Eager);
+        h.src = 1;
+        h.tag = 5;
+        h.len = 3;
+        one.write_all(&h.encode()).unwrap();
+        one.write_all(b"abc").unwrap();
+        // No epoll at all: the frame comes in through poll_reads alone.
+        let mut out = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while out.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "frame never read");
+            assert!(t.poll_reads(&mut out));
+        }
+        assert!(
+            matches!(&out[0], Event::Frame { peer: 1, hdr, payload } if hdr.tag == 5 && payload == b"abc"),
+            "{out:?}"
+        );
+
+        // A closed connection is noticed and leaves the live set.
+        drop(one);
+        out.clear();
+        while out.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "loss never seen");
+            assert!(t.poll_reads(&mut out));
+        }
+        assert!(matches!(out[0], Event::PeerLost { peer: 1, .. }), "{out:?}");
+        assert!(t.live.is_empty());
+
+        // With more connections than that, epoll is cheaper: declined.
+        let _two = join(&mut t, &ep, 2);
+        let _three = join(&mut t, &ep, 3);
+        assert!(t.poll_reads(&mut out));
+        let _one = join(&mut t, &ep, 1);
+        assert!(!t.poll_reads(&mut out));
     }
 }
