@@ -247,25 +247,30 @@ fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
     }
 }
 
-/// How long a waiting thread polls before it sleeps, unless
-/// `MPISTAGES_SPIN_US` says: polling saves the ~15 us a wake-up from epoll
-/// costs per message (more on a virtual machine), but only while every
-/// rank has a core of its own. On an oversubscribed machine a polling rank
-/// takes the core from the rank it is waiting for, so it sleeps at once
-/// (as Open MPI yields when oversubscribed). Measured in bench/run: 2 ranks
-/// on 2 cores, 8-byte latency 43 -> 5-9 us; 4 ranks on 2 cores, 8-byte
-/// allreduce 68 -> 104 us with polling.
-fn default_spin_us(size: usize) -> usize {
+/// How long a waiting thread polls before it sleeps (unless
+/// `MPISTAGES_SPIN_US` says), and whether it yields its core between
+/// polling rounds. Polling saves the ~15 us a wake-up from epoll costs per
+/// message (more on a virtual machine). While every rank has a core of its
+/// own it polls without yielding; on an oversubscribed machine a rank that
+/// polls without yielding takes the core from the rank it waits for, so
+/// there it yields between rounds (as Open MPI does when oversubscribed),
+/// for longer, since each round is shorter than the other rank's turn.
+/// Measured (bench/src/allreduce.c): 2 ranks on 2 cores, 8-byte latency
+/// 43 -> 5 us; 4 ranks on 2 cores, 8-byte allreduce 55-63 us sleeping at
+/// once, 108 us polling without yielding, 30-45 us yielding; 256 KiB
+/// 690-910 -> 370-600 us; 8 ranks, 8 bytes 144-170 -> 96-123 us.
+fn default_spin(size: usize) -> (usize, bool) {
     const SPIN_US: usize = 50;
+    const SPIN_YIELDING_US: usize = 200;
     let local = std::env::var(crate::runtime::env::LOCAL_SIZE)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(size);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if local <= cores {
-        SPIN_US
+        (SPIN_US, false)
     } else {
-        0
+        (SPIN_YIELDING_US, true)
     }
 }
 
@@ -405,9 +410,11 @@ fn start() -> MpiResult<Mpi> {
         crate::stages::Stages::singleton()
     }
     .map_err(|e| MpiError::new(err::ARG, e))?;
-    let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", default_spin_us(size))? as u64);
+    let (spin_us, spin_yield) = default_spin(size);
+    let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", spin_us)? as u64);
     let engine = Engine::new(EngineConfig {
         spin,
+        spin_yield,
         me: rank,
         size,
         generation,

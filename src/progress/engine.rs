@@ -40,6 +40,9 @@ pub enum ProgressMode {
 pub struct EngineConfig {
     /// A waiting thread polls this long before it sleeps.
     pub spin: Duration,
+    /// A polling thread gives its core away between rounds (`sched_yield`):
+    /// on an oversubscribed machine the process it waits for may need it.
+    pub spin_yield: bool,
     pub me: usize,
     pub size: usize,
     pub generation: u32,
@@ -189,6 +192,7 @@ pub struct Engine {
     handoff: TimerFd,
     /// How long a waiting thread polls without sleeping.
     spin: Duration,
+    spin_yield: bool,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -994,6 +998,7 @@ impl Engine {
             wake,
             handoff,
             spin: cfg.spin,
+            spin_yield: cfg.spin_yield,
             thread: Mutex::new(None),
         });
         if cfg.mode == ProgressMode::Thread {
@@ -1139,6 +1144,12 @@ impl Engine {
             if !core.polling {
                 let deadline = *spin_until.get_or_insert_with(|| Instant::now() + self.spin);
                 let spinning = Instant::now() < deadline;
+                if spinning && self.spin_yield {
+                    MutexGuard::unlocked(&mut core, std::thread::yield_now);
+                    if core.polling {
+                        continue;
+                    }
+                }
                 spins = spins.wrapping_add(1);
                 if spinning && !spins.is_multiple_of(EPOLL_EVERY) {
                     let before = core.changes;
