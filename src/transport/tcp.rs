@@ -729,7 +729,7 @@ impl Transport for Tcp {
     }
 
     fn has_backlog(&self) -> bool {
-        self.peers.iter().any(|p| p.stream.is_some() && p.backlog())
+        self.live.iter().any(|&p| self.peers[p].backlog())
     }
 
     fn poll_reads(&mut self, out: &mut Vec<Event>) -> bool {
@@ -739,10 +739,9 @@ impl Transport for Tcp {
         let mut live = [0; POLL_READS_MAX_PEERS];
         let n = self.live.len();
         live[..n].copy_from_slice(&self.live);
+        // Reading one peer can lose only that one: the others stay live.
         for &peer in &live[..n] {
-            if self.peers[peer].stream.is_some() {
-                self.on_readable(peer, out);
-            }
+            self.on_readable(peer, out);
         }
         true
     }
@@ -815,11 +814,11 @@ mod tests {
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
-    fn transport() -> (Tcp, Arc<Epoll>) {
+    fn transport(ranks: usize) -> (Tcp, Arc<Epoll>) {
         let ep = Arc::new(Epoll::new().unwrap());
         let cfg = TcpConfig {
             me: 0,
-            ranks: 2,
+            ranks,
             key: KEY.to_vec(),
             generation: 0,
             eager_limit: 1024,
@@ -861,14 +860,8 @@ mod tests {
 
     #[test]
     fn frames_in_pieces_rendezvous_data_then_a_malformed_header() {
-        let (mut t, ep) = transport();
-        let mut peer = TcpStream::connect(t.local_addr().unwrap()).unwrap();
-        peer.set_nodelay(true).unwrap();
-        let mut hello = Header::new(Kind::Hello);
-        hello.src = 1;
-        hello.len = KEY.len() as u32;
-        peer.write_all(&hello.encode()).unwrap();
-        peer.write_all(KEY).unwrap();
+        let (mut t, ep) = transport(2);
+        let mut peer = join(&mut t, &ep, 1);
 
         // An eager frame, byte by byte.
         let payload: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
@@ -947,6 +940,7 @@ mod tests {
     /// connection.
     fn join(t: &mut Tcp, ep: &Epoll, src: u32) -> TcpStream {
         let mut s = TcpStream::connect(t.local_addr().unwrap()).unwrap();
+        s.set_nodelay(true).unwrap();
         let mut hello = Header::new(Kind::Hello);
         hello.src = src;
         hello.len = KEY.len() as u32;
@@ -966,14 +960,7 @@ mod tests {
 
     #[test]
     fn a_spinning_reader_reads_few_connections_directly() {
-        let (mut t, ep) = {
-            let ep = Arc::new(Epoll::new().unwrap());
-            let cfg = TcpConfig {
-                ranks: 4,
-                ..transport().0.cfg
-            };
-            (Tcp::new(cfg, ep.clone()).unwrap(), ep)
-        };
+        let (mut t, ep) = transport(4);
         let mut one = join(&mut t, &ep, 1);
         let mut h = Header::new(Kind::Eager);
         h.src = 1;
