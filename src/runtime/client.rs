@@ -3,6 +3,7 @@
 
 use super::env;
 use super::proto::{self, ToController, ToRank};
+use crate::sys::socket::NoSignal;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
@@ -77,7 +78,7 @@ impl JobInfo {
     fn as_spare(control: String, size: usize, key: Vec<u8>) -> io::Result<JobInfo> {
         let mut stream = UnixStream::connect(&control)?;
         proto::send(
-            &mut stream,
+            &mut NoSignal::new(&stream),
             &ToController::Spare {
                 key: key.clone(),
                 pid: std::process::id(),
@@ -146,7 +147,7 @@ impl Client {
             None => UnixStream::connect(&job.control)?,
         };
         proto::send(
-            &mut stream,
+            &mut NoSignal::new(&stream),
             &ToController::Hello {
                 key: job.key.clone(),
                 rank: job.rank as u32,
@@ -199,10 +200,10 @@ impl Client {
 
     pub fn send(&self, msg: &ToController) -> io::Result<()> {
         let bytes = proto::encode(msg);
-        let mut s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
         let mut off = 0;
         while off < bytes.len() {
-            match s.write(&bytes[off..]) {
+            match NoSignal::new(&*s).write(&bytes[off..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => off += n,
                 // Control messages are tiny; a full socket drains quickly.

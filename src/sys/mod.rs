@@ -6,6 +6,7 @@
 pub mod epoll;
 pub mod eventfd;
 pub mod process;
+pub mod socket;
 pub mod timerfd;
 
 use std::io;
@@ -16,6 +17,15 @@ pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
         Err(io::Error::last_os_error())
     } else {
         Ok(ret)
+    }
+}
+
+/// As `cvt`, for calls that return a byte count.
+pub(crate) fn cvt_size(ret: isize) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
     }
 }
 

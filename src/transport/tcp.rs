@@ -9,6 +9,7 @@
 use super::frame::{Header, Kind, Limits, HEADER_LEN};
 use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
+use crate::sys::socket::NoSignal;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -175,14 +176,15 @@ impl Tcp {
 
     /// Connects to `peer` at `addr` and introduces this process.
     pub fn connect(&mut self, peer: usize, addr: SocketAddr) -> io::Result<()> {
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
         stream.set_nodelay(true)?;
         let mut hello = Header::new(Kind::Hello);
         hello.src = self.cfg.me as u32;
         hello.generation = self.cfg.generation;
         hello.len = self.cfg.key.len() as u32;
-        stream.write_all(&hello.encode())?;
-        stream.write_all(&self.cfg.key)?;
+        let mut w = NoSignal::new(&stream);
+        w.write_all(&hello.encode())?;
+        w.write_all(&self.cfg.key)?;
         stream.set_nonblocking(true)?;
         self.attach(peer, stream, self.cfg.generation)
     }
@@ -303,7 +305,7 @@ impl Tcp {
                 }
             }
             let iov = &iov[..n_iov];
-            let res = stream.write_vectored(iov);
+            let res = NoSignal::new(stream).write_vectored(iov);
             match res {
                 Ok(0) => {
                     self.lose(peer, "connection closed while writing".into(), out);
@@ -996,5 +998,35 @@ mod tests {
         assert!(t.poll_reads(&mut out));
         let _one = join(&mut t, &ep, 1);
         assert!(!t.poll_reads(&mut out));
+    }
+
+    /// Writing to a peer that closed its end (a killed rank) loses that
+    /// peer; it must never raise SIGPIPE in a C program.
+    #[test]
+    fn a_write_to_a_closed_peer_loses_it_without_a_signal() {
+        if !crate::sys::socket::in_child_with_default_sigpipe(
+            "transport::tcp::tests::a_write_to_a_closed_peer_loses_it_without_a_signal",
+        ) {
+            return;
+        }
+        let (mut t, ep) = transport(2);
+        let peer = join(&mut t, &ep, 1);
+        drop(peer);
+        let mut out = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        // The first writes may still be taken by the kernel; a later one
+        // meets the peer's reset.
+        loop {
+            assert!(std::time::Instant::now() < deadline, "loss never seen");
+            let mut h = Header::new(Kind::Eager);
+            h.len = 4096;
+            let f = OutFrame::new(&h, Payload::Owned(vec![7; 4096]), None);
+            if t.send(1, f, Class::Urgent, &mut out).is_err()
+                || out.iter().any(|e| matches!(e, Event::PeerLost { .. }))
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
