@@ -256,10 +256,15 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, n: c_int, dt: c_int, src: c_
 mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, sn: c_int, sdt: c_int, dest: c_int, stag: c_int,
         rbuf: *mut c_void, rn: c_int, rdt: c_int, src: c_int, rtag: c_int, comm: c_int, status: *mut CStatus) {
     let r = mpi().and_then(|m| {
+        // Both halves are checked before either is posted: a receive posted
+        // beside a send that fails validation would wait forever.
         // SAFETY: both buffers stay valid for this blocking call.
-        let rid = unsafe { start_recv(m, rbuf, rn, rdt, src, rtag, comm)? };
-        let sid = unsafe { start_send(m, sbuf, sn, sdt, dest, stag, comm, SendMode::Standard) };
-        let sres = sid.and_then(|id| finish(m, id));
+        let rtb = unsafe { typed(m, rbuf, rn, rdt)? };
+        let stb = unsafe { typed(m, sbuf, sn, sdt)? };
+        let recv = p2p::recv_op(m, rtb, src, rtag, comm)?;
+        let send = p2p::send_op(m, stb, dest, stag, comm, SendMode::Standard)?;
+        let rid = p2p::post(m, recv, comm);
+        let sres = finish(m, p2p::post(m, send, comm));
         // SAFETY: caller's status pointer or NULL.
         let rres = unsafe { finish_recv(m, rid, status) };
         sres?;

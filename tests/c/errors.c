@@ -30,6 +30,20 @@ int main(int argc, char **argv) {
     EXPECT(MPI_Send(&x, 1, MPI_INT, -5, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
     EXPECT(MPI_Recv(&x, 1, MPI_INT, n + 3, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_RANK);
     EXPECT(MPI_Send(&x, 1, MPI_INT, 0, -1, MPI_COMM_WORLD), MPI_ERR_TAG);
+    /* Combined calls check both halves before posting either (a posted
+     * receive beside a rejected send used to wait forever). */
+    EXPECT(MPI_Sendrecv(&x, 1, MPI_INT, n, 0, buf, 1, MPI_INT, (rank + 1) % n, 0, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE), MPI_ERR_RANK);
+    EXPECT(MPI_Sendrecv(&x, 1, MPI_INT, rank, -2, buf, 1, MPI_INT, rank, 0, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE), MPI_ERR_TAG);
+    EXPECT(MPI_Sendrecv(&x, 1, 12345, rank, 0, buf, 1, MPI_INT, rank, 0, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE), MPI_ERR_TYPE);
+    EXPECT(MPI_Sendrecv(&x, 1, MPI_INT, rank, 0, buf, 1, MPI_INT, n + 1, 0, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE), MPI_ERR_RANK);
+    EXPECT(MPI_Sendrecv_replace(&x, 1, MPI_INT, -4, 0, (rank + 1) % n, 0, MPI_COMM_WORLD,
+                                MPI_STATUS_IGNORE), MPI_ERR_RANK);
+    EXPECT(MPI_Sendrecv_replace(&x, 1, MPI_INT, rank, 0, n, 0, MPI_COMM_WORLD,
+                                MPI_STATUS_IGNORE), MPI_ERR_RANK);
     EXPECT(MPI_Isend(&x, 1, MPI_INT, 0, MPI_ANY_TAG, MPI_COMM_WORLD, &rq), MPI_ERR_TAG);
     EXPECT(MPI_Recv(&x, 1, MPI_INT, 0, -7, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_TAG);
     EXPECT(MPI_Send(&x, -1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_COUNT);
