@@ -24,6 +24,14 @@ void mpistages_after_reload(void)
     if (mpistages_depth == 0 && restart_env != NULL) siglongjmp(*restart_env, 1);
 }
 
+/* Whether an MPIX_TRY_RELOAD returned by the MPI call now running will
+ * take the jump (called from Rust inside that call: its C entry point has
+ * raised the depth to 1). */
+int mpistages_reinit_jumps(void)
+{
+    return mpistages_depth == 1 && restart_env != NULL;
+}
+
 int MPIX_Reinit(int argc, char **argv, const MPIX_Restart_point point)
 {
     sigjmp_buf env;

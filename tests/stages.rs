@@ -268,6 +268,82 @@ fn failure_after_a_rank_finalized_ends_the_job() {
     );
 }
 
+/// A program that cannot roll back ends the job with the reason, in
+/// both modes that replace a rank: under its default fatal error handler
+/// at the first call that sees the failure, and with MPI_ERRORS_RETURN
+/// (its errors ignored) when it reaches MPI_Finalize without rolling back.
+/// Before, the survivors' calls returned MPIX_TRY_RELOAD whatever the
+/// handler, the program printed a wrong sum and the job hung.
+#[test]
+fn a_program_that_cannot_roll_back_ends_the_job_with_the_reason() {
+    let exe = build("plain.c");
+    for (mode, handler, reason) in [
+        (
+            "stages",
+            "fatal",
+            "rank 1 failed, and the error handler is MPI_ERRORS_ARE_FATAL",
+        ),
+        ("reinit", "fatal", "restart point of MPIX_Reinit"),
+        ("stages", "return", "it did not roll back"),
+        ("reinit", "return", "it did not roll back"),
+    ] {
+        let r = mpiexec(
+            &[
+                "-n",
+                "3",
+                "--recovery",
+                mode,
+                "--inject",
+                "rank=1,call=MPI_Allreduce:50",
+                exe.to_str().unwrap(),
+                handler,
+            ],
+            &[],
+            LIMIT,
+        );
+        let what = format!("{mode}, {handler}:\n{}\n{}", r.stdout, r.stderr);
+        assert!(!r.ok(), "{what}");
+        assert!(r.stderr.contains(reason), "{what}");
+        assert_eq!(recoveries(&r), 0, "{what}");
+        if handler == "fatal" {
+            assert!(!r.stdout.contains("sum"), "{what}");
+        }
+    }
+}
+
+/// A Stages loop (MPIX_Checkpoint_read) under Reinit, which restores no
+/// MPI state, is refused with a reason (it used to resume survivors and
+/// the replacement at different iterations and hang).
+#[test]
+fn the_stages_loop_under_reinit_is_refused() {
+    let exe = build_example("ring.c");
+    let dir = Scratch::new("ring-reinit");
+    let r = mpiexec(
+        &[
+            "-n",
+            "3",
+            "--recovery",
+            "reinit",
+            "--inject",
+            "rank=1,call=MPI_Recv:3",
+            exe.to_str().unwrap(),
+            "30",
+            "0",
+            dir.path(),
+        ],
+        &[],
+        LIMIT,
+    );
+    assert!(!r.ok(), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("MPIX_Checkpoint_read is the MPI Stages rollback and does not apply under --recovery reinit"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(recoveries(&r), 0, "{}", r.stderr);
+}
+
 #[test]
 fn restart_budget_stops_a_crash_loop() {
     let exe = build_example("ring.c");

@@ -176,6 +176,14 @@ fn corrupt_newest_copy_falls_back_to_the_previous_epoch() {
         "{}",
         r.stderr
     );
+    // mpiexec reports the epoch the ranks restored, once they have (it
+    // used to report the committed epoch 5 at the resume).
+    assert!(
+        r.stderr
+            .contains("done: ranks [2] replaced, epoch 4 restored"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -181,12 +181,7 @@ pub fn ret(name: &str, comm: i32, r: MpiResult<()>) -> c_int {
 }
 
 pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
-    // Not an error but the signal to roll back (MPI Stages): it reaches the
-    // application whatever the error handler, or no rollback could start.
-    if e.class == err::TRY_RELOAD {
-        return e.class;
-    }
-    let (handler, rank) = match api::mpi() {
+    let (handler, m) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();
             let eh = |h: i32| {
@@ -199,24 +194,67 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
                 eh(comm)
                     .or_else(|| eh(COMM_WORLD))
                     .unwrap_or(crate::api::consts::ERRORS_ARE_FATAL),
-                Some(m.rank),
+                Some(&**m),
             )
         }
         Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, None),
     };
+    if e.class == err::TRY_RELOAD {
+        if let Some(m) = m {
+            return reload(m, name, handler);
+        }
+    }
     if handler == ERRORS_RETURN {
         if std::env::var_os("MPISTAGES_DEBUG").is_some() {
             eprintln!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
         }
         return e.class;
     }
-    let who = rank.map_or(String::new(), |r| format!("rank {r}: "));
-    eprintln!(
-        "mpistages: {who}{name}: {}: {} (error handler MPI_ERRORS_ARE_FATAL: aborting the job)",
-        class_name(e.class),
-        e.detail
-    );
-    api::abort(e.class, &format!("{name}: {}", e.detail))
+    api::fatal(
+        e.class,
+        &format!(
+            "{name}: {}: {} (error handler MPI_ERRORS_ARE_FATAL)",
+            class_name(e.class),
+            e.detail
+        ),
+    )
+}
+
+extern "C" {
+    /// csrc/reinit.c: whether the running call takes the Reinit jump.
+    fn mpistages_reinit_jumps() -> c_int;
+}
+
+/// A call saw a failure announced by `mpiexec`: the rank must roll back.
+/// `MPIX_TRY_RELOAD` reaches the application when it can act on it — the
+/// Reinit jump is armed, or the error handler returns errors — and a fatal
+/// error handler is honoured: the job ends, saying what the program lacks.
+fn reload(m: &Mpi, name: &str, handler: i32) -> c_int {
+    // SAFETY: reads two thread-local variables of this thread.
+    let jumps = m.mode == api::RecoveryMode::Reinit && unsafe { mpistages_reinit_jumps() } != 0;
+    if jumps || handler == ERRORS_RETURN {
+        return err::TRY_RELOAD;
+    }
+    let failed = m.engine.with(|c| c.failed_ranks());
+    let failed = match failed.as_slice() {
+        [r] => format!("rank {r} failed"),
+        rs => format!("ranks {rs:?} failed"),
+    };
+    let how = if m.mode == api::RecoveryMode::Reinit {
+        "to recover under --recovery reinit, run the program's work in the restart point of \
+         MPIX_Reinit(argc, argv, point) and call MPI functions from the thread that called it"
+    } else {
+        "to recover under --recovery stages, set MPI_ERRORS_RETURN (MPI_Comm_set_errhandler) \
+         and, when a call returns MPIX_TRY_RELOAD, call MPIX_Checkpoint_read and reload your \
+         data (the resilient loop of examples/ring.c)"
+    };
+    api::fatal(
+        err::TRY_RELOAD,
+        &format!(
+            "{name}: {failed}, and the error handler is MPI_ERRORS_ARE_FATAL, so the job \
+             ends; {how}"
+        ),
+    )
 }
 
 /// The running instance for an entry point, or the error to raise.

@@ -19,6 +19,7 @@ pub mod usermem;
 
 use crate::progress::{Engine, EngineConfig, ProgressMode};
 use crate::runtime::client::{Client, JobInfo};
+use crate::runtime::proto::ToController;
 use crate::sys::epoll::Epoll;
 use crate::transport::tcp::{Tcp, TcpConfig};
 use consts::{dt, err};
@@ -503,15 +504,59 @@ pub fn finalize() -> MpiResult<()> {
     // Background flushes finish first; agreeing on the newest epoch every
     // rank then has durable is also the barrier MPI_Finalize needs.
     let flushed = m.stages().wait_flushes();
-    let (durable, _) = recovery::min_max(m, &world, flushed.unwrap_or(0))?;
+    let closing = if m.engine.with(|c| c.halted()) {
+        Err(MpiError::new(err::TRY_RELOAD, ""))
+    } else {
+        recovery::min_max(m, &world, flushed.unwrap_or(0))
+    };
+    let (durable, _) = match closing {
+        Err(e) if e.class == err::TRY_RELOAD => finalize_in_recovery(m),
+        r => r?,
+    };
     m.engine.shutdown();
     m.stages().finalize((durable > 0).then_some(durable));
     STATE.store(FINALIZED, Ordering::Release);
     Ok(())
 }
 
+/// `MPI_Finalize` met a failure this rank has not rolled back from: it is
+/// leaving the program, so the recovery cannot complete and the job ends.
+fn finalize_in_recovery(m: &Mpi) -> ! {
+    let failed = m.engine.with(|c| c.failed_ranks());
+    fatal(
+        err::TRY_RELOAD,
+        &format!(
+            "MPI_Finalize: rank(s) {failed:?} failed and this rank did not roll back (no \
+             MPIX_Checkpoint_read after MPIX_TRY_RELOAD, or MPIX_Reinit under --recovery \
+             reinit), so the job cannot recover and ends"
+        ),
+    )
+}
+
 /// `MPI_Abort`: asks `mpiexec` to end the job; exits if it does not.
 pub fn abort(code: i32, message: &str) -> ! {
+    end_job(ToController::Abort {
+        code,
+        message: message.to_string(),
+    })
+}
+
+/// The library ends the job for an error it cannot return (a fatal error
+/// handler, a recovery the program cannot take part in); `message` says
+/// which rank, what happened and what the user can do.
+pub fn fatal(code: i32, message: &str) -> ! {
+    end_job(ToController::Fatal {
+        code,
+        message: message.to_string(),
+    })
+}
+
+fn end_job(msg: ToController) -> ! {
+    let (code, text) = match &msg {
+        ToController::Abort { code, message } => (*code, format!("MPI_Abort: {message}")),
+        ToController::Fatal { code, message } => (*code, message.clone()),
+        _ => unreachable!("end_job takes Abort or Fatal"),
+    };
     // Lines the program printed before aborting must not be lost in its
     // stdio buffers.
     // SAFETY: fflush(NULL) flushes every open C stream; no pointer is read.
@@ -519,15 +564,12 @@ pub fn abort(code: i32, message: &str) -> ! {
         libc::fflush(std::ptr::null_mut());
     }
     if let Some(Some(c)) = MPI.get().map(|m| m.client.as_ref()) {
-        let _ = c.send(&crate::runtime::proto::ToController::Abort {
-            code,
-            message: message.to_string(),
-        });
+        let _ = c.send(&msg);
         // mpiexec now tears the job down; do not race it with our own exit
         // status, but do not wait forever either.
         std::thread::sleep(std::time::Duration::from_secs(10));
-    } else if !message.is_empty() {
-        eprintln!("mpistages: MPI_Abort: {message}");
+    } else {
+        eprintln!("mpistages: {text}");
     }
     std::process::exit(if code & 0xff == 0 { 1 } else { code & 0xff })
 }

@@ -159,7 +159,13 @@ pub(super) fn rejoin_and_restore(
                 err::OTHER,
                 &format!("rank {} cannot roll back: {}", m.rank, e.detail),
             ),
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                let _ = client.send(&crate::runtime::proto::ToController::Restored {
+                    generation: m.engine.with(|c| c.generation()),
+                    epoch: fault_epoch(m),
+                });
+                return Ok(());
+            }
         }
     }
 }
@@ -175,6 +181,17 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     let Some(client) = m.client.as_deref() else {
         return Ok(());
     };
+    if m.mode == RecoveryMode::Reinit {
+        // Reinit restores no MPI state: a rank rolled back this way would
+        // hold handles that no longer exist, and a replacement starts at
+        // main, not in this loop. Refused rather than half done.
+        super::fatal(
+            err::TRY_RELOAD,
+            "MPIX_Checkpoint_read is the MPI Stages rollback and does not apply under \
+             --recovery reinit, which restores no MPI state; run this program with \
+             --recovery stages, or recover through MPIX_Reinit's restart point",
+        );
+    }
     rejoin_and_restore(m, client, false)
 }
 

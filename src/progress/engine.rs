@@ -57,12 +57,14 @@ pub struct EngineConfig {
 }
 
 /// What `mpiexec` announced about failures and recoveries.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Notices {
     /// Newest failure generation announced.
     pub failed: u32,
     /// The epoch to roll back to for that failure.
     pub epoch: u64,
+    /// The ranks whose failure that notice announced (for messages).
+    pub failed_ranks: Vec<u32>,
     /// Newest generation at which the job resumed.
     pub resumed: u32,
     /// The epoch mpiexec saw every rank hold at that resume, if it did.
@@ -777,6 +779,7 @@ impl Core {
                         let failed: Vec<usize> = failed.iter().map(|&r| r as usize).collect();
                         t.forget_peers(&failed, generation);
                     }
+                    self.notices.failed_ranks = failed;
                     self.halt();
                     bell.ring();
                     let _ = client.send(&ToController::Halted { generation });
@@ -809,6 +812,11 @@ impl Core {
 
     pub fn generation(&self) -> u32 {
         self.generation
+    }
+
+    /// The ranks named by the newest failure notice.
+    pub fn failed_ranks(&self) -> Vec<u32> {
+        self.notices.failed_ranks.clone()
     }
 
     /// Stages `halt`: every active request fails with `Halted` (the

@@ -70,6 +70,8 @@ struct RankState {
     ready: Option<u32>,
     /// What the rank's Ready said it holds (see `ToController::Ready`).
     newest: Option<u64>,
+    /// Generation and epoch of the rank's last completed restore.
+    restored: Option<(u32, u64)>,
     /// When fault injection killed the current process.
     killed_at: Option<Instant>,
 }
@@ -95,6 +97,9 @@ struct Recovering {
     propagated: Option<Instant>,
     spawned: Option<Instant>,
     restored: Option<Instant>,
+    /// Every rank was told to resume (then the recovery waits for every
+    /// rank to confirm its restore before it is reported done).
+    resumed: Option<Instant>,
 }
 
 /// Why the job ended early.
@@ -130,6 +135,10 @@ struct Job {
     restarts: usize,
     recoveries: usize,
     recovering: Option<Recovering>,
+    /// A recovery whose ranks resumed and are restoring their data: done
+    /// once every rank confirmed (a restore can still fail, or fall back
+    /// to an older epoch than the committed one).
+    confirming: Option<Recovering>,
     /// Which `--inject` specs fired.
     fired: Vec<bool>,
     spares: Spares,
@@ -206,6 +215,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         restarts: 0,
         recoveries: 0,
         recovering: None,
+        confirming: None,
         spares: Spares::default(),
     };
     for r in 0..job.opts.ranks {
@@ -446,7 +456,10 @@ impl Job {
                 }
                 self.welcome();
             }
-            (ToController::Finalizing, Some(r)) => self.ranks[r].finalizing = true,
+            (ToController::Finalizing, Some(r)) => {
+                self.ranks[r].finalizing = true;
+                self.finalizing_in_recovery(r);
+            }
             (ToController::Abort { code, message }, Some(r)) => {
                 if self.failure.is_none() {
                     let extra = if message.is_empty() {
@@ -455,6 +468,12 @@ impl Job {
                         format!(": {message}")
                     };
                     eprintln!("mpiexec: rank {r} called MPI_Abort with error code {code}{extra}; terminating the job");
+                }
+                self.fail(Failure::Abort { code });
+            }
+            (ToController::Fatal { code, message }, Some(r)) => {
+                if self.failure.is_none() {
+                    eprintln!("mpiexec: rank {r} ends the job: {message}");
                 }
                 self.fail(Failure::Abort { code });
             }
@@ -469,6 +488,10 @@ impl Job {
                 self.ranks[r].ready = Some(generation);
                 self.ranks[r].newest = newest;
                 self.check_recovery();
+            }
+            (ToController::Restored { generation, epoch }, Some(r)) => {
+                self.ranks[r].restored = Some((generation, epoch));
+                self.check_confirmed();
             }
             (ToController::Injecting { spec }, Some(r)) => {
                 if let Some(f) = self.fired.get_mut(spec) {
@@ -601,6 +624,23 @@ impl Job {
         }
     }
 
+    /// A rank that enters `MPI_Finalize` while a recovery waits for it
+    /// will never roll back: the job cannot recover and ends.
+    fn finalizing_in_recovery(&mut self, rank: usize) {
+        let Some(rec) = &self.recovering else { return };
+        if self.ranks[rank].ready == Some(self.generation) || self.failure.is_some() {
+            return;
+        }
+        let failed: Vec<usize> = rec.failed.clone();
+        eprintln!(
+            "mpiexec: rank {rank} called MPI_Finalize while the job was recovering from the failure of rank(s) {failed:?} (recovery {}); it did not roll back, so the recovery cannot complete; terminating the job",
+            rec.number
+        );
+        self.fail(Failure::Rank {
+            exit: Exit::Code(1),
+        });
+    }
+
     /// Why a failure of `rank` cannot be recovered from, if it cannot.
     fn refusal(&self) -> Option<String> {
         if !self.bootstrapped {
@@ -636,6 +676,11 @@ impl Job {
         self.generation += 1;
         let start = self.ranks[rank].killed_at.unwrap_or(now);
         let relaunch = self.relaunches();
+        if self.recovering.is_none() {
+            // A failure before every rank confirmed its restore: the same
+            // recovery goes on.
+            self.recovering = self.confirming.take();
+        }
         let rec = self.recovering.get_or_insert_with(|| {
             self.recoveries += 1;
             Recovering {
@@ -647,6 +692,7 @@ impl Job {
                 propagated: None,
                 spawned: None,
                 restored: None,
+                resumed: None,
             }
         });
         let (number, epoch) = (rec.number, rec.epoch);
@@ -801,7 +847,7 @@ impl Job {
         if !self.ranks.iter().all(|r| r.ready == Some(g)) {
             return;
         }
-        let rec = self.recovering.take().expect("checked above");
+        let mut rec = self.recovering.take().expect("checked above");
         // The epoch agreement rides on this barrier when every rank holds
         // the same newest copy (the common case); otherwise the ranks work
         // it out among themselves after resuming.
@@ -821,6 +867,23 @@ impl Job {
                 },
             );
         }
+        rec.resumed = Some(now);
+        self.confirming = Some(rec);
+        self.top_up_spares();
+        self.check_confirmed();
+    }
+
+    /// Reports the recovery done once every rank has restored at the
+    /// current generation, with the epoch they restored.
+    fn check_confirmed(&mut self) {
+        let g = self.generation;
+        let Some(first) = self.confirming.as_ref().and(self.ranks[0].restored) else {
+            return;
+        };
+        if first.0 != g || self.ranks.iter().any(|r| r.restored != Some(first)) {
+            return;
+        }
+        let rec = self.confirming.take().expect("checked above");
         let ms = |t: Option<Instant>| {
             t.map_or("-".to_string(), |t| {
                 format!(
@@ -846,14 +909,13 @@ impl Job {
         eprintln!(
             "mpiexec: recovery {} done: {what}, epoch {} restored, generation {g}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}",
             rec.number,
-            rec.epoch,
+            first.1,
             ms(Some(rec.detected)),
             ms(rec.propagated),
             ms(rec.spawned),
             ms(rec.restored),
-            ms(Some(now)),
+            ms(rec.resumed),
         );
-        self.top_up_spares();
     }
 
     /// Starts (or restarts) a rank's process with the injection specs that

@@ -21,6 +21,9 @@ pub enum ToController {
     Finalizing,
     /// `MPI_Abort` was called.
     Abort { code: i32, message: String },
+    /// The library ends the job: an error under a fatal error handler, or
+    /// a recovery this rank cannot take part in. `message` explains it.
+    Fatal { code: i32, message: String },
     /// `MPIX_Checkpoint_write` made this epoch complete on the first level.
     /// `durable`: the newest epoch this rank's background flush has made
     /// durable on the pfs level so far (none without one).
@@ -37,6 +40,9 @@ pub enum ToController {
         generation: u32,
         newest: Option<u64>,
     },
+    /// The rank restored `epoch` (its data is the application's to load
+    /// now) after the resume of `generation`.
+    Restored { generation: u32, epoch: u64 },
     /// Fault injection: the rank is about to SIGKILL itself.
     Injecting { spec: usize },
     /// First message of a spare process: it waits for an `Assign`.
