@@ -216,3 +216,38 @@ fn wrappers_show_their_command() {
         "compile-only must not link: {s}"
     );
 }
+
+/// An `--inject` spec that never fires is reported with the reason, and a
+/// job that succeeded without the failure asked for exits with status 3
+/// (it used to end with 0 and no word).
+#[test]
+fn injections_that_never_fire_are_reported() {
+    let exe = build("plain.c");
+    let r = mpiexec(
+        &[
+            "-n",
+            "2",
+            "--recovery",
+            "stages",
+            "--inject",
+            "rank=1,call=MPI_Bcast:1",
+            "--inject",
+            "rank=0,checkpoint=3",
+            "--inject",
+            "rank=1,after=3000",
+            exe.to_str().unwrap(),
+        ],
+        &[],
+        LIMIT,
+    );
+    assert_eq!(r.code(), Some(3), "{}", r.stderr);
+    for line in [
+        "--inject rank=1,call=MPI_Bcast:1 never fired: rank 1 did not make 1 calls of MPI_Bcast",
+        "--inject rank=0,checkpoint=3 never fired: rank 0 never wrote checkpoint epoch 3",
+        "--inject rank=1,after=3000 never fired: the job ended",
+        "the job succeeded without the failure asked for",
+    ] {
+        assert!(r.stderr.contains(line), "{line}\n{}", r.stderr);
+    }
+    assert!(r.stdout.contains("plain: sum"), "{}", r.stdout);
+}

@@ -53,12 +53,16 @@ options:
                        deleted: a lost node) or damage=corrupt (bytes of
                        its newest node-local copy are flipped).
                        Each spec fires once (not again in the replacement).
+                       A spec that never fires is reported at the end.
   -h, --help           this text
   --version            print the version
 
 Exit status: 0 when every rank finished MPI_Finalize and exited with 0; the
 MPI_Abort error code when a rank aborted; otherwise the failed rank's exit
-status, or 128 + signal number when it was killed by a signal.
+status, or 128 + signal number when it was killed by a signal; 3 when the
+job succeeded but an --inject spec never fired. Under a recovery mode, a
+rank whose error handler is MPI_ERRORS_ARE_FATAL (the default) ends the job
+at a failure instead of rolling back, with the exit status 101.
 
 Environment read by the ranks:
   MPISTAGES_PROGRESS=thread|poll   progress thread (default) or the waiting

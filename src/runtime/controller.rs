@@ -102,6 +102,19 @@ struct Recovering {
     resumed: Option<Instant>,
 }
 
+/// What became of an `--inject` spec.
+#[derive(Clone, Debug, PartialEq)]
+enum Fate {
+    Pending,
+    Fired,
+    /// It can no longer fire, for this reason.
+    Missed(String),
+}
+
+/// `mpiexec`'s exit status when the job succeeded but an `--inject` spec
+/// never fired: the user asked for a failure and got none.
+pub const EXIT_NOT_INJECTED: i32 = 3;
+
 /// Why the job ended early.
 enum Failure {
     Abort { code: i32 },
@@ -139,8 +152,8 @@ struct Job {
     /// once every rank confirmed (a restore can still fail, or fall back
     /// to an older epoch than the committed one).
     confirming: Option<Recovering>,
-    /// Which `--inject` specs fired.
-    fired: Vec<bool>,
+    /// What became of each `--inject` spec.
+    fired: Vec<Fate>,
     spares: Spares,
 }
 
@@ -196,7 +209,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     let mut job = Job {
         key: launch.key.clone(),
         ranks: (0..opts.ranks).map(|_| RankState::default()).collect(),
-        fired: vec![false; opts.inject.len()],
+        fired: vec![Fate::Pending; opts.inject.len()],
         opts,
         epoll,
         listener,
@@ -227,6 +240,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     }
     job.event_loop();
     job.spares.dismiss(true);
+    let unfired = job.report_unfired();
     // Output of the last lines may still be in flight; give it a moment.
     let deadline = Instant::now() + Duration::from_secs(2);
     for f in std::mem::take(&mut job.forwarders) {
@@ -249,7 +263,10 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
             _ => {}
         }
     }
-    Ok(job.exit_code())
+    Ok(match job.exit_code() {
+        0 if unfired => EXIT_NOT_INJECTED,
+        code => code,
+    })
 }
 
 /// The job's directories on node-local checkpoint levels (removed at the end;
@@ -495,7 +512,7 @@ impl Job {
             }
             (ToController::Injecting { spec }, Some(r)) => {
                 if let Some(f) = self.fired.get_mut(spec) {
-                    *f = true;
+                    *f = Fate::Fired;
                 }
                 self.ranks[r].killed_at = Some(Instant::now());
             }
@@ -943,7 +960,7 @@ impl Job {
             .inject
             .iter()
             .enumerate()
-            .filter(|(i, s)| s.rank == rank && !self.fired[*i])
+            .filter(|(i, s)| s.rank == rank && self.fired[*i] == Fate::Pending)
             .collect();
         inject::encode_for_rank(&specs)
     }
@@ -959,12 +976,45 @@ impl Job {
         st.newest = None;
     }
 
+    /// Says which `--inject` specs never fired, and why as far as
+    /// mpiexec knows; true if any did not.
+    fn report_unfired(&self) -> bool {
+        let mut any = false;
+        for (s, fate) in self.opts.inject.iter().zip(&self.fired) {
+            let why = match (fate, &s.trigger) {
+                (Fate::Fired, _) => continue,
+                (Fate::Missed(why), _) => why.clone(),
+                (Fate::Pending, Trigger::After(d)) => format!(
+                    "the job ended {:.2} s after the start, before {:.2} s",
+                    self.started.elapsed().as_secs_f64(),
+                    d.as_secs_f64()
+                ),
+                (Fate::Pending, Trigger::Call { name, nth }) => format!(
+                    "rank {} did not make {nth} calls of {name} (a replacement counts from 0)",
+                    s.rank
+                ),
+                (Fate::Pending, Trigger::Checkpoint(e) | Trigger::Writing(e)) => format!(
+                    "rank {} never wrote checkpoint epoch {e} (newest committed: {})",
+                    s.rank, self.committed
+                ),
+            };
+            eprintln!("mpiexec: --inject {s} never fired: {why}");
+            any = true;
+        }
+        if any && self.failure.is_none() {
+            eprintln!(
+                "mpiexec: the job succeeded without the failure asked for; exit status {EXIT_NOT_INJECTED}"
+            );
+        }
+        any
+    }
+
     fn next_timed_injection(&self) -> Option<Instant> {
         self.opts
             .inject
             .iter()
             .zip(&self.fired)
-            .filter(|(_, f)| !**f)
+            .filter(|(_, f)| **f == Fate::Pending)
             .filter_map(|(s, _)| match s.trigger {
                 Trigger::After(d) => Some(self.started + d),
                 _ => None,
@@ -982,10 +1032,9 @@ impl Job {
             let Trigger::After(d) = s.trigger else {
                 continue;
             };
-            if self.fired[i] || now < self.started + d {
+            if self.fired[i] != Fate::Pending || now < self.started + d {
                 continue;
             }
-            self.fired[i] = true;
             let st = &mut self.ranks[s.rank];
             if let (Some(p), None) = (&st.proc, st.exit) {
                 eprintln!(
@@ -994,6 +1043,13 @@ impl Job {
                 );
                 p.signal(libc::SIGKILL);
                 st.killed_at = Some(now);
+                self.fired[i] = Fate::Fired;
+            } else {
+                self.fired[i] = Fate::Missed(format!(
+                    "rank {} had already ended {:.2} s after the start",
+                    s.rank,
+                    d.as_secs_f64()
+                ));
             }
         }
     }

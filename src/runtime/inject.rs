@@ -43,6 +43,24 @@ pub struct Inject {
     pub damage: Damage,
 }
 
+impl std::fmt::Display for Inject {
+    /// The spec as `--inject` takes it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank={},", self.rank)?;
+        match &self.trigger {
+            Trigger::After(d) => write!(f, "after={}", d.as_secs_f64())?,
+            Trigger::Checkpoint(e) => write!(f, "checkpoint={e}")?,
+            Trigger::Writing(e) => write!(f, "writing={e}")?,
+            Trigger::Call { name, nth } => write!(f, "call={name}:{nth}")?,
+        }
+        match self.damage {
+            Damage::None => Ok(()),
+            Damage::Node => write!(f, ",damage=node"),
+            Damage::Corrupt => write!(f, ",damage=corrupt"),
+        }
+    }
+}
+
 /// A spec as the rank sees it: its index in mpiexec's list, when it fires,
 /// and what it damages.
 #[derive(Clone, Debug, PartialEq)]
@@ -223,6 +241,11 @@ mod tests {
             }
         );
         let e = parse("checkpoint=2,rank=1,damage=corrupt").unwrap();
+        // Shown as the user can type it again.
+        for spec in [&c, &e] {
+            assert_eq!(&parse(&spec.to_string()).unwrap(), spec);
+        }
+        assert_eq!(e.to_string(), "rank=1,checkpoint=2,damage=corrupt");
         let w = parse("rank=1,writing=3").unwrap();
         let enc = encode_for_rank(&[(0, &c), (5, &e), (6, &w)]);
         assert_eq!(
