@@ -104,6 +104,8 @@ typedef void (MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Data
 #define MPI_ERR_PENDING                  19
 #define MPI_ERR_KEYVAL                   48
 #define MPI_ERR_NO_MEM                   34
+#define MPI_ERR_IO                       32
+#define MPI_ERR_NO_SPACE                 36
 #define MPI_ERR_ERRHANDLER               20
 #define MPI_ERR_PROC_FAILED              75
 #define MPI_ERR_LASTCODE                 1073741823

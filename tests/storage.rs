@@ -330,3 +330,42 @@ fn failed_pfs_flushes_are_reported() {
         assert_eq!(said, 4, "epoch {epoch}, one line per rank:\n{}", r.stderr);
     }
 }
+
+/// A full checkpoint level (a real 256 KiB tmpfs): the write fails with
+/// MPI_ERR_NO_SPACE, and stderr says what, where and what the job does
+/// without MPISTAGES_DEBUG (it used to be MPI_ERR_OTHER, "other error").
+#[test]
+fn a_full_level_says_what_where_and_what_follows() {
+    let s = Scratch::new("storage-full");
+    let Some(_mount) = common::TmpfsMount::new(&s.0, "256k") else {
+        return;
+    };
+    let exe = build("ckptfull.c");
+    let spec = format!("tmpfs:{}", s.path());
+    let r = mpiexec(
+        &["-n", "2", "--ckpt", &spec, exe.to_str().unwrap()],
+        &[],
+        LIMIT,
+    );
+    assert!(
+        r.ok() && r.stdout.contains("OK ckptfull.c"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    for rank in 0..2 {
+        let line = r
+            .stderr
+            .lines()
+            .find(|l| l.contains(&format!("MPIX_Checkpoint_write: rank {rank}: ")))
+            .unwrap_or_else(|| panic!("no message from rank {rank}:\n{}", r.stderr));
+        for part in [
+            "checkpoint epoch 2 on tmpfs:",
+            &format!("epoch-2/rank-{rank}.ckpt"),
+            "No space left on device",
+            "epoch 2 is not saved and will not be committed",
+        ] {
+            assert!(line.contains(part), "{part}: {line}");
+        }
+    }
+}

@@ -66,6 +66,8 @@ pub mod err {
     pub const PENDING: i32 = 19;
     pub const KEYVAL: i32 = 48;
     pub const NO_MEM: i32 = 34;
+    pub const IO: i32 = 32;
+    pub const NO_SPACE: i32 = 36;
     pub const ERRHANDLER: i32 = 20;
     pub const PROC_FAILED: i32 = 75;
     pub const LASTCODE: i32 = 1073741823;
@@ -210,6 +212,8 @@ mod tests {
             ("MPI_ERR_RANK", err::RANK),
             ("MPI_ERR_LASTCODE", err::LASTCODE),
             ("MPIX_TRY_RELOAD", err::TRY_RELOAD),
+            ("MPI_ERR_IO", err::IO),
+            ("MPI_ERR_NO_SPACE", err::NO_SPACE),
             ("MPIX_RECOVERY_CPR", 3),
             ("MPI_DOUBLE", dt::DOUBLE),
             ("MPI_DOUBLE_INT", dt::DOUBLE_INT),

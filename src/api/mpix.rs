@@ -32,6 +32,27 @@ pub fn check_running(m: &Mpi) -> MpiResult<()> {
     Ok(())
 }
 
+/// A checkpoint that the first level did not take: said on stderr at
+/// once, whatever the error handler (the job goes on without this epoch,
+/// and the user must know why recoveries go back further), and returned
+/// as MPI_ERR_NO_SPACE or MPI_ERR_IO.
+fn not_written(m: &Mpi, epoch: u64, e: crate::checkpoint::store::WriteError) -> MpiError {
+    let committed = m.engine.with(|c| c.notices.committed);
+    let then = if committed > 0 {
+        format!("a recovery restores epoch {committed}, the newest committed one")
+    } else {
+        "no epoch is committed yet: a recovery starts from the beginning".to_string()
+    };
+    let msg = format!(
+        "MPIX_Checkpoint_write: rank {}: {}; epoch {epoch} is not saved and will not be committed, \
+         {then}; free space there or choose another level (--ckpt)",
+        m.rank, e.message
+    );
+    eprintln!("mpistages: {msg}");
+    let class = if e.no_space { err::NO_SPACE } else { err::IO };
+    MpiError::new(class, msg)
+}
+
 /// `MPIX_Checkpoint_write`: saves this rank's MPI state, protected
 /// regions and routed files as its next epoch, on every level.
 pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
@@ -62,7 +83,7 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             done.store(true, std::sync::atomic::Ordering::Release);
             let _ = thread.join();
         }
-        written.map_err(failed)?
+        written.map_err(|e| not_written(m, st.epoch + 1, e))?
     };
     if let Some(copy) = copy {
         let held = recovery::exchange_partner_copies(m, &copy)?;

@@ -107,6 +107,23 @@ fn copy_into<S: AsSection>(old: Option<Vec<Section>>, sections: &[S]) -> Vec<Sec
         .collect()
 }
 
+/// A checkpoint that could not be written on the first level (the one
+/// that makes it count): what, where, and whether the device is full.
+#[derive(Debug)]
+pub struct WriteError {
+    pub message: String,
+    pub no_space: bool,
+}
+
+impl WriteError {
+    pub fn other(message: String) -> WriteError {
+        WriteError {
+            message,
+            no_space: false,
+        }
+    }
+}
+
 impl Store {
     /// Levels from the configuration.
     pub fn new(cfg: &Config, job: u64, rank: u32, size: u32) -> Result<Store, String> {
@@ -291,7 +308,7 @@ impl Store {
         epoch: u64,
         generation: u32,
         sections: &[S],
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, WriteError> {
         // The in-memory levels keep one owned copy, made only if one of
         // them is configured; directory levels write the sections as given.
         let who = self.who(epoch, generation);
@@ -318,11 +335,14 @@ impl Store {
                     Ok(())
                 }
                 Backend::Dir(f) => {
-                    let r = f.level().write(&who, sections, compression).map(|_| ());
-                    if r.is_ok() {
-                        local_copy = Some(f.level().path(epoch, rank));
+                    let path = f.level().path(epoch, rank);
+                    match f.level().write(&who, sections, compression) {
+                        Ok(_) => {
+                            local_copy = Some(path);
+                            Ok(())
+                        }
+                        Err(e) => Err((e, Some(path))),
                     }
-                    r
                 }
                 Backend::Durable { flusher, every } => {
                     if !epoch.is_multiple_of(*every) {
@@ -333,14 +353,21 @@ impl Store {
                             flusher.submit(epoch, rank, from.clone(), true);
                             Ok(())
                         }
-                        None => flusher.write_now(&who, sections, compression),
+                        None => flusher
+                            .write_now(&who, sections, compression)
+                            .map_err(|e| (e, Some(flusher.level().path(epoch, rank)))),
                     }
                 }
             };
-            if let Err(e) = r {
-                let msg = format!("checkpoint epoch {epoch} on {name}: {e}");
+            if let Err((e, path)) = r {
+                let at = path.map_or(String::new(), |p| format!(" ({})", p.display()));
+                let msg = format!("checkpoint epoch {epoch} on {name}{at}: {e}");
                 if i == 0 {
-                    return Err(msg);
+                    let no_space = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+                    return Err(WriteError {
+                        message: msg,
+                        no_space,
+                    });
                 }
                 warnings.push(msg);
             }

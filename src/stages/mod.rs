@@ -22,7 +22,7 @@ pub mod state;
 use crate::checkpoint::config::{self, Config, Level};
 use crate::checkpoint::flush::FlushStatus;
 use crate::checkpoint::format::{AsSection, Kind, Section, SectionRef};
-use crate::checkpoint::store::{Restored, Store};
+use crate::checkpoint::store::{Restored, Store, WriteError};
 use crate::progress::Engine;
 use crate::runtime::client::Client;
 use crate::runtime::inject::{self, Damage, RankInject, Trigger};
@@ -231,7 +231,7 @@ impl Stages {
         state: &MpiState,
         protected: &[SectionRef<'_>],
         generation: u32,
-    ) -> Result<(u64, Option<Vec<u8>>), String> {
+    ) -> Result<(u64, Option<Vec<u8>>), WriteError> {
         let epoch = self.epoch + 1;
         let state = Section {
             kind: Kind::MpiState,
@@ -239,7 +239,7 @@ impl Stages {
             name: String::new(),
             data: state.encode().into(),
         };
-        let files = self.files.collect()?;
+        let files = self.files.collect().map_err(WriteError::other)?;
         let mut sections = vec![state.section()];
         sections.extend_from_slice(protected);
         sections.extend(files.iter().map(|f| f.section()));

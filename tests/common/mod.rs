@@ -237,3 +237,39 @@ pub fn checksum(r: &Run) -> String {
         })
         .to_string()
 }
+
+/// A tmpfs of `size` mounted on `dir` for one test, unmounted when
+/// dropped. None (after printing SKIPPED) where mounting is not allowed;
+/// in CI (root) it must work.
+pub struct TmpfsMount(PathBuf);
+
+impl TmpfsMount {
+    pub fn new(dir: &Path, size: &str) -> Option<TmpfsMount> {
+        let mounted = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .is_ok_and(|st| st.success());
+        if !mounted {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must be able to mount a tmpfs (root)"
+            );
+            println!("SKIPPED: needs permission to mount a tmpfs");
+            return None;
+        }
+        Some(TmpfsMount(dir.to_path_buf()))
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
