@@ -703,10 +703,8 @@ mod tests {
         std::fs::write(root.join("blocked"), b"x").unwrap();
         let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
         let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
-        assert!(first_fails
-            .write(1, 0, &state(1))
-            .unwrap_err()
-            .contains("tmpfs"));
+        let e = first_fails.write(1, 0, &state(1)).unwrap_err();
+        assert!(e.message.contains("tmpfs") && !e.no_space, "{e:?}");
         let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
         let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
         // The durable level is written in the background: its failure is
