@@ -68,56 +68,161 @@ fn poke(port: u16, bytes: &[u8]) {
     }
 }
 
-#[test]
-fn garbage_and_forged_handshakes_are_dropped() {
+/// A running job of linger.c at 3 ranks (output piped), and each rank's
+/// pid and listening port once all are up, by rank.
+fn linger_job(extra: &[&str]) -> (std::process::Child, Vec<(u32, u16)>) {
     let exe = common::build("linger.c");
+    let mut args = vec!["-n", "3"];
+    args.extend(extra);
+    args.push(exe.to_str().unwrap());
     let child = Command::new(common::bin("mpiexec"))
-        .args(["-n", "3", exe.to_str().unwrap()])
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Find the ranks' listening ports once they are up.
     let start = Instant::now();
-    let mut ports = Vec::new();
-    while ports.len() < 3 && start.elapsed() < Duration::from_secs(10) {
-        ports = children(child.id())
+    let mut ranks: Vec<(usize, u32, u16)> = Vec::new();
+    while ranks.len() < 3 && start.elapsed() < Duration::from_secs(10) {
+        ranks = children(child.id())
             .into_iter()
-            .flat_map(listening_ports)
+            .filter_map(|pid| {
+                let rank = env_of(pid, "MPISTAGES_RANK")?.parse().ok()?;
+                Some((rank, pid, *listening_ports(pid).first()?))
+            })
             .collect();
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(
-        ports.len(),
-        3,
-        "expected one listening socket per rank, found {ports:?}"
-    );
+    assert_eq!(ranks.len(), 3, "expected 3 listening ranks: {ranks:?}");
+    ranks.sort();
+    (
+        child,
+        ranks
+            .into_iter()
+            .map(|(_, pid, port)| (pid, port))
+            .collect(),
+    )
+}
+
+/// A variable of a process's environment (readable by its own user, as the
+/// job key is: the threat this file tests).
+fn env_of(pid: u32, name: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let kv = String::from_utf8_lossy(kv);
+        kv.strip_prefix(&format!("{name}=")).map(str::to_string)
+    })
+}
+
+/// A TCP hello as `src` at `generation` with `key`.
+fn hello(src: u32, generation: u32, key: &[u8]) -> Vec<u8> {
+    let mut h = vec![0u8; 56];
+    h[0..2].copy_from_slice(&0x534Du16.to_le_bytes());
+    h[2] = 1;
+    h[3] = 6; // HELLO
+    h[12..16].copy_from_slice(&src.to_le_bytes());
+    h[20..24].copy_from_slice(&generation.to_le_bytes());
+    h[28..32].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    h.extend_from_slice(key);
+    h
+}
+
+/// Waits for the job, at most a minute: a hang fails the test (mpiexec
+/// gets SIGTERM and takes its ranks down).
+fn finish(mut child: std::process::Child) -> (std::process::ExitStatus, String, String) {
+    let read = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = read(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = read(child.stderr.take().map(|s| Box::new(s) as _));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            // SAFETY: a signal to the mpiexec this test started.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    let status = status.unwrap_or_else(|| panic!("the job hung\nstdout:\n{out}\nstderr:\n{err}"));
+    (status, out, err)
+}
+
+#[test]
+fn garbage_and_forged_handshakes_are_dropped() {
+    let (child, ranks) = linger_job(&[]);
+    let ports: Vec<u16> = ranks.iter().map(|r| r.1).collect();
     // A header with the right magic and version claiming to be rank 1, then
     // a wrong key of the right length.
-    let mut hello = vec![0u8; 56];
-    hello[0..2].copy_from_slice(&0x534Du16.to_le_bytes());
-    hello[2] = 1;
-    hello[3] = 6; // HELLO
-    hello[12..16].copy_from_slice(&1u32.to_le_bytes());
-    hello[28..32].copy_from_slice(&32u32.to_le_bytes());
-    let mut forged = hello.clone();
-    forged.extend_from_slice(&[b'x'; 32]);
-    let mut huge = hello.clone();
+    let forged = hello(1, 0, &[b'x'; 32]);
+    let mut huge = forged[..56].to_vec();
     huge[28..32].copy_from_slice(&u32::MAX.to_le_bytes());
     for &port in &ports {
         poke(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         poke(port, &(0..=255u8).cycle().take(5000).collect::<Vec<_>>());
-        poke(port, &hello[..20]);
+        poke(port, &forged[..20]);
         poke(port, &forged);
         poke(port, &huge);
         poke(port, b"");
     }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (status, stdout, stderr) = finish(child);
     assert!(
-        out.status.success() && stdout.contains("OK linger"),
-        "the job was disturbed: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+        status.success() && stdout.contains("OK linger"),
+        "the job was disturbed: {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
+}
+
+/// A process that knows the job key (it can read a rank's environment)
+/// claims to be rank 1 to rank 0 and sends garbage: refused, since rank 1
+/// is connected; the job is unaffected. (It used to take rank 1's place
+/// and hang the job.)
+#[test]
+fn an_impersonated_rank_is_refused() {
+    let (child, ranks) = linger_job(&[]);
+    let key = env_of(ranks[0].0, "MPISTAGES_JOB_KEY").expect("job key");
+    let mut bytes = hello(1, 0, key.as_bytes());
+    bytes.extend_from_slice(&[0xAB; 200]);
+    poke(ranks[0].1, &bytes);
+    let (status, stdout, stderr) = finish(child);
+    assert!(
+        status.success() && stdout.contains("OK linger"),
+        "the job was disturbed: {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("rank 0: refused a second connection claiming to be rank 1"),
+        "{stderr}"
+    );
+}
+
+/// Garbage after a handshake that was taken (one that claims a newer
+/// process of rank 1, as a replacement's does): rank 0 reports rank 1's
+/// connection broken and mpiexec ends rank 1 as failed, so the job ends
+/// with the reason instead of waiting forever for rank 1's messages.
+#[test]
+fn garbage_after_a_valid_handshake_fails_that_rank_loudly() {
+    let (child, ranks) = linger_job(&[]);
+    let key = env_of(ranks[0].0, "MPISTAGES_JOB_KEY").expect("job key");
+    let mut bytes = hello(1, 7, key.as_bytes());
+    bytes.extend_from_slice(&[0xAB; 200]);
+    poke(ranks[0].1, &bytes);
+    let (status, _, stderr) = finish(child);
+    assert_eq!(status.code(), Some(128 + 9), "{stderr}");
+    for line in [
+        "rank 0: the connection of rank 1 broke the protocol",
+        "mpiexec: rank 0 reports that the connection of rank 1 broke the protocol",
+        "rank 1 (pid",
+    ] {
+        assert!(stderr.contains(line), "{line}\n{stderr}");
+    }
 }

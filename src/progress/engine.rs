@@ -658,6 +658,22 @@ impl Core {
         self.finish(id, status);
     }
 
+    /// A peer's stream broke the protocol. Its process may well be alive
+    /// and waiting on us, so waiting for a failure notice could hang the
+    /// job: mpiexec is told, and ends that rank as failed.
+    fn on_peer_broken(&mut self, peer: usize, reason: &str) {
+        eprintln!(
+            "mpistages: rank {}: the connection of rank {peer} broke the protocol ({reason}); reporting rank {peer} as failed",
+            self.me
+        );
+        if let Some((_, client)) = &self.control {
+            let _ = client.send(&ToController::PeerBroken {
+                rank: peer as u32,
+                reason: reason.to_string(),
+            });
+        }
+    }
+
     fn on_peer_lost(&mut self, peer: usize) {
         if self.control.is_some() {
             // Recovery is on: mpiexec announces the failure to everyone and
@@ -714,7 +730,16 @@ impl Core {
                         }
                     }
                     Event::DataDone { rid, .. } => self.on_data_done(rid),
-                    Event::PeerLost { peer, .. } => self.on_peer_lost(peer),
+                    Event::PeerLost {
+                        peer,
+                        reason,
+                        broken,
+                    } => {
+                        if broken {
+                            self.on_peer_broken(peer, &reason);
+                        }
+                        self.on_peer_lost(peer)
+                    }
                 }
             }
         }

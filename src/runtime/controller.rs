@@ -510,6 +510,9 @@ impl Job {
                 self.ranks[r].restored = Some((generation, epoch));
                 self.check_confirmed();
             }
+            (ToController::PeerBroken { rank, reason }, Some(r)) => {
+                self.end_broken_rank(r, rank as usize, &reason)
+            }
             (ToController::Injecting { spec }, Some(r)) => {
                 if let Some(f) = self.fired.get_mut(spec) {
                     *f = Fate::Fired;
@@ -639,6 +642,27 @@ impl Job {
                 self.send_to(r, &note);
             }
         }
+    }
+
+    /// Rank `by` can no longer talk to rank `rank` (its connection broke
+    /// the protocol): `rank` is ended and handled as any failed rank, so no
+    /// rank waits for it forever.
+    fn end_broken_rank(&mut self, by: usize, rank: usize, reason: &str) {
+        let Some(st) = self.ranks.get_mut(rank) else {
+            return;
+        };
+        let (Some(p), None) = (&st.proc, st.exit) else {
+            return;
+        };
+        if self.failure.is_some() || !st.welcomed {
+            return;
+        }
+        eprintln!(
+            "mpiexec: rank {by} reports that the connection of rank {rank} broke the protocol ({reason}); ending rank {rank} (pid {}) as failed",
+            p.pid
+        );
+        p.signal(libc::SIGKILL);
+        st.killed_at = Some(Instant::now());
     }
 
     /// A rank that enters `MPI_Finalize` while a recovery waits for it

@@ -43,6 +43,9 @@ pub enum ToController {
     /// The rank restored `epoch` (its data is the application's to load
     /// now) after the resume of `generation`.
     Restored { generation: u32, epoch: u64 },
+    /// The connection of `rank` sent bytes that break the protocol: that
+    /// rank must be ended as failed (it cannot be talked to any more).
+    PeerBroken { rank: u32, reason: String },
     /// Fault injection: the rank is about to SIGKILL itself.
     Injecting { spec: usize },
     /// First message of a spare process: it waits for an `Assign`.

@@ -131,8 +131,14 @@ pub enum Event {
     Sent { token: u64 },
     /// All bytes of a registered rendezvous transfer arrived.
     DataDone { peer: usize, rid: u64 },
-    /// The connection to a peer closed or broke.
-    PeerLost { peer: usize, reason: String },
+    /// The connection to a peer closed or broke. `broken`: the peer sent
+    /// bytes that break the protocol (the stream cannot go on, yet the
+    /// process may be alive: it must be failed, not waited for).
+    PeerLost {
+        peer: usize,
+        reason: String,
+        broken: bool,
+    },
 }
 
 #[derive(Debug)]

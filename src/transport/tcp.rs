@@ -238,7 +238,23 @@ impl Tcp {
     fn lose(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
         self.disconnect(peer);
         self.peers[peer].lost = true;
-        out.push(Event::PeerLost { peer, reason });
+        out.push(Event::PeerLost {
+            peer,
+            reason,
+            broken: false,
+        });
+    }
+
+    /// The peer's stream broke the protocol: dropped, and reported as
+    /// broken so that the peer is failed rather than waited for.
+    fn reject(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
+        self.disconnect(peer);
+        self.peers[peer].lost = true;
+        out.push(Event::PeerLost {
+            peer,
+            reason,
+            broken: true,
+        });
     }
 
     fn set_write_interest(&mut self, peer: usize, on: bool) {
@@ -357,7 +373,7 @@ impl Tcp {
                     let hdr = match Header::decode(bytes, &self.limits) {
                         Ok(h) => h,
                         Err(e) => {
-                            self.lose(peer, format!("malformed frame: {e}"), out);
+                            self.reject(peer, format!("malformed frame: {e}"), out);
                             return false;
                         }
                     };
@@ -376,7 +392,7 @@ impl Tcp {
                                     };
                                     continue;
                                 }
-                                self.lose(
+                                self.reject(
                                     peer,
                                     format!("data for unknown transfer {}", hdr.rdv),
                                     out,
@@ -385,7 +401,7 @@ impl Tcp {
                             };
                             let end = hdr.aux + hdr.len as u64;
                             if end > t.total {
-                                self.lose(peer, "data beyond the announced length".into(), out);
+                                self.reject(peer, "data beyond the announced length".into(), out);
                                 return false;
                             }
                             p.rstate = ReadState::Data {
@@ -396,7 +412,7 @@ impl Tcp {
                             };
                         }
                         Kind::Hello => {
-                            self.lose(peer, "unexpected second handshake".into(), out);
+                            self.reject(peer, "unexpected second handshake".into(), out);
                             return false;
                         }
                         _ if hdr.len == 0 => out.push(Event::Frame {
@@ -654,6 +670,19 @@ impl Tcp {
         };
         let hs = self.handshakes[slot].take().expect("slot checked above");
         let _ = self.epoll.delete(hs.stream.as_raw_fd());
+        // One connection per peer: a second one claiming a connected rank
+        // is refused unless it comes from a newer process of that rank (a
+        // replacement, whose hello may arrive before the failure notice).
+        let peer = peer.and_then(|(peer, generation)| match self.peers.get(peer) {
+            Some(p) if p.stream.is_some() && generation <= p.conn_generation => {
+                eprintln!(
+                    "mpistages: rank {}: refused a second connection claiming to be rank {peer}, which is connected",
+                    self.cfg.me
+                );
+                Err("duplicate".to_string())
+            }
+            _ => Ok((peer, generation)),
+        });
         match peer {
             Ok((peer, generation)) => {
                 if self.attach(peer, hs.stream, generation).is_ok() {
@@ -918,14 +947,19 @@ mod tests {
         assert!(matches!(out[0], Event::DataDone { peer: 1, rid: 77 }));
         assert_eq!(target, data);
 
-        // Garbage where a header should be: the connection is dropped.
+        // Garbage where a header should be: the connection is dropped and
+        // the peer reported broken (it may be alive: it must be failed).
         peer.write_all(&[0xAB; 56]).unwrap();
         out.clear();
         drive(&mut t, &ep, &mut out, |o| {
             o.iter().any(|e| matches!(e, Event::PeerLost { .. }))
         });
         match &out[0] {
-            Event::PeerLost { peer: 1, reason } => {
+            Event::PeerLost {
+                peer: 1,
+                reason,
+                broken: true,
+            } => {
                 assert!(reason.contains("malformed"), "{reason}")
             }
             other => panic!("unexpected {other:?}"),
@@ -1027,6 +1061,64 @@ mod tests {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Sends a hello as `src` at `generation` with the right key.
+    fn hello(t: &Tcp, src: u32, generation: u32) -> TcpStream {
+        let mut s = TcpStream::connect(t.local_addr().unwrap()).unwrap();
+        let mut h = Header::new(Kind::Hello);
+        h.src = src;
+        h.generation = generation;
+        h.len = KEY.len() as u32;
+        s.write_all(&h.encode()).unwrap();
+        s.write_all(KEY).unwrap();
+        s
+    }
+
+    /// A second connection that claims a connected rank (with the job key)
+    /// is refused; a newer process of that rank (a replacement) is taken.
+    #[test]
+    fn a_second_connection_claiming_a_connected_rank_is_refused() {
+        let (mut t, ep) = transport(3);
+        let mut real = join(&mut t, &ep, 1);
+        let mut fake = hello(&t, 1, 0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        fake.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let mut out = Vec::new();
+        loop {
+            assert!(std::time::Instant::now() < deadline, "never refused");
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 20).unwrap();
+            for ev in evs {
+                t.handle(ev, &mut out);
+            }
+            if matches!(fake.read(&mut [0u8; 1]), Ok(0)) {
+                break;
+            }
+        }
+        assert!(out.is_empty(), "{out:?}");
+        // The real connection still carries frames.
+        let mut h = Header::new(Kind::Eager);
+        h.src = 1;
+        h.tag = 3;
+        real.write_all(&h.encode()).unwrap();
+        drive(&mut t, &ep, &mut out, |o| {
+            o.iter().any(|e| matches!(e, Event::Frame { peer: 1, .. }))
+        });
+        // A replacement of rank 1 (generation 1) takes its place.
+        let _new = hello(&t, 1, 1);
+        while t.peers[1].conn_generation != 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "replacement not taken"
+            );
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 20).unwrap();
+            for ev in evs {
+                t.handle(ev, &mut out);
+            }
         }
     }
 }
