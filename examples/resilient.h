@@ -1,37 +1,76 @@
 /* The resilient loop of the MPI Stages paper (Listing 5.4), shared by the
- * examples (ring.c spells it out in full): run one attempt from the fault
- * epoch; on MPIX_TRY_RELOAD roll back with MPIX_Checkpoint_read and try
- * again from the committed epoch; abort on any other error. Returns how many
- * times this rank rolled back. */
+ * examples (ring.c spells it out in full, for --recovery stages only): run
+ * one attempt from the fault epoch; on MPIX_TRY_RELOAD roll back with
+ * MPIX_Checkpoint_read and try again from the committed epoch; abort on any
+ * other error. Returns how many times this rank rolled back.
+ *
+ * The same source runs under every recovery mode:
+ * - stages: as above;
+ * - reinit: the loop runs as the restart point of MPIX_Reinit; a failure
+ *   brings the live ranks back to it (no MPI call returns the failure),
+ *   with the MPI state of MPI_Init: the error handler is set again, and
+ *   the attempt registers its regions again (memory it allocated before
+ *   the jump is not freed: the jump skips its clean-up);
+ * - cpr and none: the loop runs once per process; a relaunched process
+ *   starts from the fault epoch. */
 #ifndef RESILIENT_H
 #define RESILIENT_H
 
 #include <mpi.h>
 #include <stdio.h>
 
-static int resilient_run(const char *app, int (*attempt)(int epoch, void *ctx), void *ctx)
+static struct {
+    const char *app;
+    int (*attempt)(int epoch, void *ctx);
+    void *ctx;
+    int rollbacks;
+} resilient;
+
+static void resilient_fail(int code)
 {
-    int code = MPI_SUCCESS, epoch, rollbacks = 0, rank;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len, rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Error_string(code, msg, &len);
+    fprintf(stderr, "%s: rank %d: %s\n", resilient.app, rank, msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+/* The loop itself; under reinit, MPIX_Reinit's restart point. */
+static int resilient_point(int argc, char **argv, MPIX_Reinit_state state)
+{
+    int code = MPI_SUCCESS, epoch;
+    (void)argc;
+    (void)argv;
+    if (state == MPIX_REINIT_REINITED) resilient.rollbacks++;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     for (;;) {
         if (code == MPIX_TRY_RELOAD) {
-            rollbacks++;
+            resilient.rollbacks++;
             code = MPIX_Checkpoint_read();
             if (code == MPIX_TRY_RELOAD) continue; /* another failure meanwhile */
         }
-        if (code != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len;
-            MPI_Error_string(code, msg, &len);
-            fprintf(stderr, "%s: rank %d: %s\n", app, rank, msg);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
+        if (code != MPI_SUCCESS) resilient_fail(code);
         MPIX_Get_fault_epoch(&epoch);
-        code = attempt(epoch, ctx);
-        if (code == MPI_SUCCESS) break;
+        code = resilient.attempt(epoch, resilient.ctx);
+        if (code == MPI_SUCCESS) return MPI_SUCCESS;
     }
-    if (rollbacks) fprintf(stderr, "%s: rank %d rolled back %d time(s)\n", app, rank, rollbacks);
-    return rollbacks;
+}
+
+static int resilient_run(const char *app, int (*attempt)(int epoch, void *ctx), void *ctx)
+{
+    int mode = MPIX_RECOVERY_NONE, rank = 0;
+    resilient.app = app;
+    resilient.attempt = attempt;
+    resilient.ctx = ctx;
+    resilient.rollbacks = 0;
+    MPIX_Get_recovery_mode(&mode);
+    int rc = mode == MPIX_RECOVERY_REINIT ? MPIX_Reinit(0, NULL, resilient_point)
+                                          : resilient_point(0, NULL, MPIX_REINIT_NEW);
+    if (rc != MPI_SUCCESS) resilient_fail(rc);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (resilient.rollbacks) fprintf(stderr, "%s: rank %d rolled back %d time(s)\n", app, rank, resilient.rollbacks);
+    return resilient.rollbacks;
 }
 
 #endif

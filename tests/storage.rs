@@ -72,6 +72,22 @@ fn recovers(store: &str, ckpt: Option<&str>, injects: &[&str]) -> Run {
     r
 }
 
+/// The stencil's resilient loop (examples/resilient.h) serves every mode:
+/// protected data and routed files come back under reinit (the loop is
+/// MPIX_Reinit's restart point) and cpr (a relaunched job) as under stages.
+#[test]
+fn the_resilient_loop_recovers_in_every_mode() {
+    for mode in ["reinit", "cpr"] {
+        for store in ["protect", "route"] {
+            let r = stencil_job(mode, store, None, &[KILL], &[]);
+            let what = format!("{mode} {store}: {:?}\n{}", r.status, r.stderr);
+            assert!(r.ok(), "{what}");
+            assert!(r.stderr.contains(" done: "), "no recovery: {what}");
+            assert_eq!(checksum(&r), reference(), "{what}");
+        }
+    }
+}
+
 /// The node-local root of a level named by the test holds no job directory
 /// once the job is over.
 fn assert_no_job_dirs(root: &std::path::Path) {
