@@ -385,3 +385,53 @@ fn a_full_level_says_what_where_and_what_follows() {
         }
     }
 }
+
+/// What a failed job leaves is removed by mpiexec: on pfs the files parked
+/// for reuse (MPI_Finalize removes them, a crash did not) and temporaries
+/// whose writer is gone (one is planted before the job, as a rank killed
+/// while writing leaves it), and a tmpfs root the job created.
+#[test]
+fn a_failed_job_leaves_nothing_behind() {
+    let s = Scratch::new("storage-leftovers");
+    let pfs = s.0.join("durable");
+    std::fs::create_dir_all(pfs.join("epoch-2")).unwrap();
+    let gone = {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let planted = pfs.join(format!("epoch-2/rank-1.ckpt.flush.{gone}"));
+    std::fs::write(&planted, b"half a checkpoint").unwrap();
+    let spec = format!(
+        "mem,tmpfs:{0}/made/by/the/job,pfs:{0}/durable,keep=2",
+        s.path()
+    );
+    // Parking on pfs starts at the 4th checkpoint; rank 1 dies after the 6th.
+    let r = stencil_job(
+        "none",
+        "protect",
+        Some(&spec),
+        &["rank=1,checkpoint=6"],
+        &[],
+    );
+    assert_eq!(r.code(), Some(137), "{}", r.stderr);
+    let mut left = Vec::new();
+    let mut walk = vec![pfs.clone()];
+    while let Some(d) = walk.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                walk.push(e.path());
+            } else if !(name.starts_with("rank-") && name.ends_with(".ckpt")) {
+                left.push(e.path());
+            }
+        }
+    }
+    assert!(left.is_empty(), "left on pfs: {left:?}");
+    assert!(!planted.exists());
+    assert!(
+        !s.0.join("made").exists(),
+        "the tmpfs root the job made stays"
+    );
+}

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod inject;
+pub mod leftovers;
 pub mod proto;
 pub mod spares;
 pub mod wrapper;

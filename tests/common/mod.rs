@@ -15,6 +15,7 @@ pub fn bin(name: &str) -> PathBuf {
         "mpicxx" => PathBuf::from(env!("CARGO_BIN_EXE_mpicxx")),
         "mpiexec" => PathBuf::from(env!("CARGO_BIN_EXE_mpiexec")),
         "mpifort" => PathBuf::from(env!("CARGO_BIN_EXE_mpifort")),
+        "mpistages-bench" => PathBuf::from(env!("CARGO_BIN_EXE_mpistages-bench")),
         _ => panic!("unknown binary {name}"),
     }
 }

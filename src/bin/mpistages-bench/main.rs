@@ -20,8 +20,10 @@
 //!
 //! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg/.png.
 
+mod campaign;
 mod chart;
 mod png;
+mod soak;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,8 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "\
 usage: mpistages-bench recovery [options]
+       mpistages-bench campaign [options]   (see mpistages-bench campaign --help)
+       mpistages-bench soak [options]       (see mpistages-bench soak --help)
 
 Runs the proxy applications under every recovery mode with one injected
 SIGKILL per run and compares recovery time, time to solution and the cost
@@ -129,8 +133,12 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     match args.first().map(String::as_str) {
         Some("recovery") => {}
         Some("-h") | Some("--help") => return Err(String::new()),
-        Some(other) => return Err(format!("unknown benchmark '{other}' (there is: recovery)")),
-        None => return Err("which benchmark? (there is: recovery)".into()),
+        Some(other) => {
+            return Err(format!(
+                "unknown benchmark '{other}' (there are: recovery, campaign, soak)"
+            ))
+        }
+        None => return Err("which benchmark? (there are: recovery, campaign, soak)".into()),
     }
     let mut i = 1;
     while i < args.len() {
@@ -379,6 +387,11 @@ struct Row {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("campaign") => std::process::exit(campaign::main(&args[1..])),
+        Some("soak") => std::process::exit(soak::main(&args[1..])),
+        _ => {}
+    }
     let o = match parse(&args) {
         Ok(o) => o,
         Err(e) if e.is_empty() => {

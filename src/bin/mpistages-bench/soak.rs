@@ -1,0 +1,258 @@
+//! `mpistages-bench soak`: many recoveries in one job. The stencil runs at
+//! 4 ranks under `--recovery stages`; rank 3 is killed again and again (each
+//! replacement on entering its Nth `MPI_Allreduce`), and rank 0, which
+//! survives every recovery, and `mpiexec` are measured after the first few
+//! recoveries and after the last: open descriptors, threads, resident
+//! memory. The job must end with the failure-free checksum, and nothing may
+//! be left in its checkpoint root.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const USAGE: &str = "\
+usage: mpistages-bench soak [options]
+
+One stencil2d job at 4 ranks under --recovery stages with N recoveries
+(rank 3 killed again and again); prints rank 0's and mpiexec's open
+descriptors, threads and memory after the first recoveries and after the
+last, and checks the result and that nothing is left behind. Options:
+  --recoveries N   how many (default 200)
+  --examples DIR   the examples' sources (default: the checkout's examples/)
+";
+
+/// What /proc says of a process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    pub fds: usize,
+    pub threads: usize,
+    pub rss_kb: u64,
+}
+
+pub fn usage_of(pid: u32) -> Option<Usage> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+    };
+    Some(Usage {
+        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count(),
+        threads: field("Threads:")? as usize,
+        rss_kb: field("VmRSS:")?,
+    })
+}
+
+/// The result of a soak.
+pub struct Soak {
+    pub recoveries: usize,
+    /// Rank 0 and mpiexec after `early` recoveries, and at the end.
+    pub early: usize,
+    pub rank0: (Usage, Usage),
+    pub mpiexec: (Usage, Usage),
+    pub checksum_ok: bool,
+    pub left: Vec<String>,
+    pub wall: f64,
+}
+
+/// Runs the soak: `recoveries` kills of rank 3 in one job of `exe`
+/// (stencil2d), measured after `early` recoveries and at the last one.
+pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Result<Soak, String> {
+    let root = super::Scratch(PathBuf::from(format!(
+        "/dev/shm/mpistages-soak-{}",
+        std::process::id()
+    )));
+    let ckpt = format!("mem,tmpfs:{}", root.0.display());
+    // 64x64, a checkpoint every 5 iterations; each process of rank 3 dies
+    // on entering its 25th Allreduce, so the job moves on by about 20
+    // iterations per recovery; after the last one it runs on for a while
+    // (about a second here) to be measured.
+    let iters = (recoveries * 25 + 30_000).to_string();
+    let args = |injects: usize| {
+        let mut a: Vec<String> = [
+            "-n",
+            "4",
+            "--recovery",
+            "stages",
+            "--ckpt",
+            &ckpt,
+            "--max-restarts",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push((recoveries + 10).to_string());
+        for _ in 0..injects {
+            a.push("--inject".into());
+            a.push("rank=3,call=MPI_Allreduce:25".into());
+        }
+        a.push(exe.display().to_string());
+        for s in ["64", &iters, "5", "protect"] {
+            a.push(s.to_string());
+        }
+        a
+    };
+    let reference = Command::new(mpiexec)
+        .args(args(0))
+        .output()
+        .map_err(|e| e.to_string())?;
+    let checksum = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("checksum"))
+            .map(str::to_string)
+    };
+    let expected = checksum(&String::from_utf8_lossy(&reference.stdout))
+        .ok_or("the failure-free run printed no checksum")?;
+    let t0 = Instant::now();
+    let mut child = Command::new(mpiexec)
+        .args(args(recoveries))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let pid = child.id();
+    let out = child.stdout.take().expect("piped");
+    let out = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
+    let err = std::io::BufReader::new(child.stderr.take().expect("piped"));
+    let rank0 = || -> Option<u32> {
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+        kids.split_whitespace()
+            .filter_map(|k| k.parse().ok())
+            .find(|&k: &u32| {
+                std::fs::read(format!("/proc/{k}/environ"))
+                    .is_ok_and(|e| e.split(|&b| b == 0).any(|kv| kv == b"MPISTAGES_RANK=0"))
+            })
+    };
+    let mut done = 0;
+    let mut samples = Vec::new();
+    let mut tail = Vec::new();
+    for line in err.lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line.contains("mpiexec: recovery ") && line.contains(" done: ") {
+            done += 1;
+            if done == early || done == recoveries {
+                // Let the job settle after the recovery (the new spare
+                // starts, the survivors' rollback buffers are let go).
+                std::thread::sleep(Duration::from_millis(300));
+                let r0 = rank0().and_then(usage_of).unwrap_or_default();
+                let me = usage_of(pid).unwrap_or_default();
+                samples.push((r0, me));
+            }
+        }
+        tail.push(line);
+        if tail.len() > 20 {
+            tail.remove(0);
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let stdout = out.join().unwrap_or_default();
+    if samples.len() < 2 {
+        return Err(format!(
+            "only {done} recoveries ({status}); stderr tail:\n{}",
+            tail.join("\n")
+        ));
+    }
+    let left = std::fs::read_dir(&root.0)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Soak {
+        recoveries: done,
+        early,
+        rank0: (samples[0].0, samples[1].0),
+        mpiexec: (samples[0].1, samples[1].1),
+        checksum_ok: status.success() && checksum(&stdout) == Some(expected),
+        left,
+        wall: t0.elapsed().as_secs_f64(),
+    })
+}
+
+pub fn main(args: &[String]) -> i32 {
+    let mut recoveries = 200;
+    let bindir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let mut examples = bindir.join("../../examples");
+    let mut i = 0;
+    while i < args.len() {
+        match (args[i].as_str(), args.get(i + 1)) {
+            ("-h" | "--help", _) => {
+                print!("{USAGE}");
+                return 0;
+            }
+            ("--recoveries", Some(v)) => match super::number::<usize>("--recoveries", v) {
+                Ok(n) if n >= 20 => recoveries = n,
+                _ => {
+                    eprintln!("mpistages-bench soak: --recoveries needs a number >= 20");
+                    return 2;
+                }
+            },
+            ("--examples", Some(v)) => examples = PathBuf::from(v),
+            (a, _) => {
+                eprintln!("mpistages-bench soak: unknown option or missing value: {a}\n\n{USAGE}");
+                return 2;
+            }
+        }
+        i += 2;
+    }
+    let scratch =
+        super::Scratch(std::env::temp_dir().join(format!("mpistages-soak-{}", std::process::id())));
+    let exe = scratch.0.join("stencil2d");
+    let built = std::fs::create_dir_all(&scratch.0).is_ok()
+        && Command::new(bindir.join("mpicc"))
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(examples.join("stencil2d.c"))
+            .arg("-lm")
+            .status()
+            .is_ok_and(|s| s.success());
+    if !built {
+        eprintln!("mpistages-bench soak: cannot build stencil2d");
+        return 1;
+    }
+    match soak(&bindir.join("mpiexec"), &exe, recoveries, 10) {
+        Ok(s) => {
+            let show = |who: &str, (a, b): (Usage, Usage)| {
+                println!(
+                    "{who:<8} after {:>3} recoveries: {:>3} fds, {:>2} threads, {:>6} KB; after {}: {:>3} fds, {:>2} threads, {:>6} KB ({:+} KB, {:+.1} KB per recovery)",
+                    s.early,
+                    a.fds,
+                    a.threads,
+                    a.rss_kb,
+                    s.recoveries,
+                    b.fds,
+                    b.threads,
+                    b.rss_kb,
+                    b.rss_kb as i64 - a.rss_kb as i64,
+                    (b.rss_kb as f64 - a.rss_kb as f64) / (s.recoveries - s.early) as f64
+                )
+            };
+            println!(
+                "soak: {} recoveries in one job, {:.1} s",
+                s.recoveries, s.wall
+            );
+            show("rank 0", s.rank0);
+            show("mpiexec", s.mpiexec);
+            println!(
+                "result {}; left in the checkpoint root: {:?}",
+                if s.checksum_ok {
+                    "identical to the failure-free run"
+                } else {
+                    "WRONG"
+                },
+                s.left
+            );
+            i32::from(!s.checksum_ok || !s.left.is_empty())
+        }
+        Err(e) => {
+            eprintln!("mpistages-bench soak: {e}");
+            1
+        }
+    }
+}

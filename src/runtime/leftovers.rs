@@ -1,0 +1,287 @@
+//! What a job leaves on disk, and its removal by `mpiexec`: the job's
+//! node-local checkpoint directories (`ROOT/job-ID`, ID being mpiexec's
+//! pid), tmpfs roots that the job created, the temporary and parked files
+//! of its ranks on `pfs`, and its control directory. At its end a job
+//! removes its own; at its start, those of earlier jobs whose `mpiexec`
+//! is gone (killed with SIGKILL, it could not), so nothing piles up.
+
+use crate::checkpoint::config::{self, Level};
+use std::path::{Path, PathBuf};
+
+/// The directories of one job, worked out from its checkpoint levels.
+pub struct JobFiles {
+    job_id: String,
+    /// Node-local roots (tmpfs levels, and the root of routed files).
+    roots: Vec<PathBuf>,
+    /// Of those and their ancestors, the ones that did not exist before
+    /// the job (deepest first): removed at the end if empty.
+    created: Vec<PathBuf>,
+    /// Durable levels' directories.
+    pfs: Vec<PathBuf>,
+}
+
+/// Whether process `pid` is gone (no process, or not ours to signal is
+/// counted as alive: only what surely belongs to nobody is removed).
+pub fn process_gone(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks; it takes no pointers.
+    let r = unsafe { libc::kill(pid, 0) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// `NAME.tmp.PID` / `NAME.flush.PID`: a checkpoint file being written by
+/// process PID (renamed to its final name when complete).
+fn writer_of_temporary(name: &str) -> Option<i32> {
+    let (rest, pid) = name.rsplit_once('.')?;
+    if !(rest.ends_with(".tmp") || rest.ends_with(".flush")) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+impl JobFiles {
+    /// Before the job starts: its directories, and which of them it will
+    /// create.
+    pub fn new(ckpt_spec: &str, job_id: &str) -> JobFiles {
+        let cfg = config::parse(ckpt_spec).unwrap_or_default();
+        let mut roots: Vec<PathBuf> = cfg
+            .levels
+            .iter()
+            .filter_map(|l| match l {
+                Level::Tmpfs(d) => Some(d.clone()),
+                _ => None,
+            })
+            .chain([cfg.node_local_root()])
+            .collect();
+        roots.sort();
+        roots.dedup();
+        let pfs = cfg
+            .levels
+            .iter()
+            .filter_map(|l| match l {
+                Level::Pfs { dir, .. } => Some(dir.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut created: Vec<PathBuf> = Vec::new();
+        for r in &roots {
+            let mut d = Some(r.as_path());
+            while let Some(p) = d.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+                created.push(p.to_path_buf());
+                d = p.parent();
+            }
+        }
+        created.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        created.dedup();
+        JobFiles {
+            job_id: job_id.to_string(),
+            roots,
+            created,
+            pfs,
+        }
+    }
+
+    /// The job's own node-local directories.
+    fn job_dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.roots.iter().map(|r| config::job_dir(r, &self.job_id))
+    }
+
+    /// At the start: removes what jobs whose mpiexec is gone left in these
+    /// roots and pfs directories. Returns what was removed.
+    pub fn sweep_dead_jobs(&self) -> Vec<PathBuf> {
+        let mut removed = Vec::new();
+        for root in &self.roots {
+            let Ok(entries) = std::fs::read_dir(root) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("job-"))
+                    .and_then(|p| p.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                if process_gone(pid) && std::fs::remove_dir_all(e.path()).is_ok() {
+                    removed.push(e.path());
+                }
+            }
+        }
+        for dir in &self.pfs {
+            removed.extend(sweep_temporaries(dir));
+        }
+        removed
+    }
+
+    /// At the end, when every rank is gone: the job's node-local
+    /// directories, the roots it created if they are empty now, and on
+    /// pfs the temporaries of dead writers and the files parked for reuse
+    /// (MPI_Finalize removes those, but not after a crash).
+    pub fn remove_at_end(&self) {
+        for d in self.job_dirs() {
+            let _ = std::fs::remove_dir_all(&d);
+        }
+        for d in &self.created {
+            let _ = std::fs::remove_dir(d);
+        }
+        // The default root is shared by every job: removed once empty.
+        let _ = std::fs::remove_dir(config::DEFAULT_TMPFS);
+        for dir in &self.pfs {
+            sweep_temporaries(dir);
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    if name.starts_with("free-") && name.ends_with(".ckpt") {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Removes `DIR/epoch-*/NAME.{tmp,flush}.PID` files whose writer is gone.
+fn sweep_temporaries(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(epochs) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for ep in epochs.flatten() {
+        if !ep.file_name().to_string_lossy().starts_with("epoch-") {
+            continue;
+        }
+        let Ok(files) = std::fs::read_dir(ep.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let dead =
+                writer_of_temporary(&f.file_name().to_string_lossy()).is_some_and(process_gone);
+            if dead && std::fs::remove_file(f.path()).is_ok() {
+                removed.push(f.path());
+            }
+        }
+        // An epoch directory that held only a temporary is empty now.
+        let _ = std::fs::remove_dir(ep.path());
+    }
+    removed
+}
+
+/// Control directories (`TMP/mpistages-PID-HEX`) of mpiexecs that are
+/// gone.
+pub fn sweep_control_dirs(base: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return removed;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("mpistages-"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(p, _)| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if process_gone(pid) && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(e.path());
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process and a directory of the test, gone when it ends (also when
+    /// it fails).
+    struct Cleanup(std::process::Child, PathBuf);
+
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+            let _ = std::fs::remove_dir_all(&self.1);
+        }
+    }
+
+    /// A pid that is surely gone: a child that has been reaped.
+    fn dead_pid() -> i32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id() as i32;
+        c.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn dead_jobs_files_go_and_live_ones_stay() {
+        let base = std::env::temp_dir().join(format!("leftovers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let tmpfs = base.join("made/by/the/job");
+        let pfs = base.join("pfs");
+        let spec = format!("mem,tmpfs:{},pfs:{}", tmpfs.display(), pfs.display());
+        std::fs::create_dir_all(&base).unwrap();
+        let me = std::process::id() as i32;
+        let files = JobFiles::new(&spec, &me.to_string());
+        let made = ["made/by/the/job", "made/by/the", "made/by", "made"];
+        assert_eq!(files.created, made.map(|d| base.join(d)).to_vec());
+        // Another job that is still running, and one whose mpiexec is gone.
+        let other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let (dead, live) = (dead_pid(), other.id() as i32);
+        let mut guard = Cleanup(other, base.clone());
+        for d in [
+            format!("job-{dead}"),
+            format!("job-{live}"),
+            format!("job-{me}/epoch-1"),
+        ] {
+            std::fs::create_dir_all(tmpfs.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(pfs.join("epoch-3")).unwrap();
+        let dead_tmp = format!("epoch-3/rank-1.ckpt.flush.{dead}");
+        let live_tmp = format!("epoch-3/rank-2.ckpt.tmp.{live}");
+        for f in [
+            &dead_tmp,
+            &live_tmp,
+            "epoch-3/rank-0.ckpt",
+            "free-0-rank-1.ckpt",
+        ] {
+            std::fs::write(pfs.join(f), b"x").unwrap();
+        }
+        let removed = files.sweep_dead_jobs();
+        assert_eq!(removed.len(), 2, "{removed:?}");
+        assert!(!tmpfs.join(format!("job-{dead}")).exists());
+        assert!(tmpfs.join(format!("job-{live}")).exists());
+        assert!(tmpfs.join(format!("job-{me}")).exists());
+        assert!(!pfs.join(&dead_tmp).exists());
+        assert!(pfs.join(&live_tmp).exists());
+        // At the end: its own directory and the parked files go; the
+        // checkpoint stays, and so does a root another job still uses.
+        files.remove_at_end();
+        assert!(!tmpfs.join(format!("job-{me}")).exists());
+        assert!(!pfs.join("free-0-rank-1.ckpt").exists());
+        assert!(pfs.join("epoch-3/rank-0.ckpt").exists());
+        assert!(tmpfs.exists());
+        guard.0.kill().unwrap();
+        guard.0.wait().unwrap();
+        std::fs::remove_dir_all(tmpfs.join(format!("job-{live}"))).unwrap();
+        files.remove_at_end();
+        assert!(!base.join("made").exists(), "created roots stay");
+    }
+
+    #[test]
+    fn temporaries_are_recognised() {
+        assert_eq!(writer_of_temporary("rank-2.ckpt.flush.77"), Some(77));
+        assert_eq!(writer_of_temporary("rank-2.ckpt.tmp.8"), Some(8));
+        assert_eq!(writer_of_temporary("rank-2.ckpt"), None);
+        assert_eq!(writer_of_temporary("free-0-rank-1.ckpt"), None);
+        assert_eq!(writer_of_temporary("x.tmp.notapid"), None);
+    }
+}
