@@ -79,6 +79,12 @@ struct Peer {
     /// Generation at which the connection was made (a replacement's
     /// connection is newer than the failure that replaced it).
     conn_generation: u32,
+    /// Processes of this peer older than this generation are dead (a
+    /// failure notice named them): their connections are refused. The
+    /// hello of a dead process can wait in the listen queue and be read
+    /// after the notice, and its end would then mark the peer lost and
+    /// fail sends meant for its replacement.
+    min_generation: u32,
     lost: bool,
     urgent: VecDeque<OutFrame>,
     bulk: VecDeque<OutFrame>,
@@ -99,6 +105,7 @@ impl Peer {
         Peer {
             stream: None,
             conn_generation: 0,
+            min_generation: 0,
             lost: false,
             urgent: VecDeque::new(),
             bulk: VecDeque::new(),
@@ -674,6 +681,7 @@ impl Tcp {
         // is refused unless it comes from a newer process of that rank (a
         // replacement, whose hello may arrive before the failure notice).
         let peer = peer.and_then(|(peer, generation)| match self.peers.get(peer) {
+            Some(p) if generation < p.min_generation => Err("a dead process".to_string()),
             Some(p) if p.stream.is_some() && generation <= p.conn_generation => {
                 eprintln!(
                     "mpistages: rank {}: refused a second connection claiming to be rank {peer}, which is connected",
@@ -801,9 +809,10 @@ impl Transport for Tcp {
 
     fn forget_peers(&mut self, failed: &[usize], generation: u32) {
         for &r in failed {
-            let Some(p) = self.peers.get(r) else {
+            let Some(p) = self.peers.get_mut(r) else {
                 continue;
             };
+            p.min_generation = p.min_generation.max(generation);
             if p.stream.is_some() && p.conn_generation >= generation {
                 continue;
             }
@@ -1120,5 +1129,43 @@ mod tests {
                 t.handle(ev, &mut out);
             }
         }
+    }
+
+    /// After a failure notice named rank 1 at generation 1, a hello of its
+    /// dead process (generation 0, still in the listen queue) is refused:
+    /// taken, its end would mark rank 1 lost and fail the sends meant for
+    /// the replacement (a hang of stages::no_stale_message_after_recovery).
+    #[test]
+    fn a_dead_process_connection_read_after_the_notice_is_refused() {
+        let (mut t, ep) = transport(3);
+        t.forget_peers(&[1], 1);
+        let mut dead = hello(&t, 1, 0);
+        dead.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut out = Vec::new();
+        while !matches!(dead.read(&mut [0u8; 1]), Ok(0)) {
+            assert!(std::time::Instant::now() < deadline, "never refused");
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 20).unwrap();
+            for ev in evs {
+                t.handle(ev, &mut out);
+            }
+        }
+        drop(dead);
+        assert!(out.is_empty() && !t.peers[1].lost && t.peers[1].stream.is_none());
+        let _replacement = hello(&t, 1, 1);
+        while t.peers[1].stream.is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "replacement not taken"
+            );
+            let mut evs = Vec::new();
+            ep.wait(&mut evs, 20).unwrap();
+            for ev in evs {
+                t.handle(ev, &mut out);
+            }
+        }
+        assert_eq!(t.peers[1].conn_generation, 1);
     }
 }
