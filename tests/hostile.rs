@@ -226,3 +226,57 @@ fn garbage_after_a_valid_handshake_fails_that_rank_loudly() {
         assert!(stderr.contains(line), "{line}\n{stderr}");
     }
 }
+
+/// The control channel (mpiexec's Unix socket, its path in every rank's
+/// environment): garbage, a truncated message, a huge length, a hello with
+/// a wrong key, and one with the right key for a rank that is connected.
+/// Each connection is dropped and said on stderr; the job is unaffected.
+#[test]
+fn hostile_control_connections_are_dropped() {
+    use std::os::unix::net::UnixStream;
+    let (child, ranks) = linger_job(&[]);
+    let control = env_of(ranks[0].0, "MPISTAGES_CONTROL").expect("control socket");
+    let key = env_of(ranks[0].0, "MPISTAGES_JOB_KEY").expect("job key");
+    // postcard: variant index, then the fields; a u32 length before it.
+    let framed = |body: &[u8]| {
+        let mut b = (body.len() as u32).to_le_bytes().to_vec();
+        b.extend_from_slice(body);
+        b
+    };
+    let hello = |key: &[u8], rank: u8| {
+        let mut body = vec![0u8, key.len() as u8];
+        body.extend_from_slice(key);
+        body.extend_from_slice(&[rank, 0, 4]);
+        body.extend_from_slice(b"x:10");
+        framed(&body)
+    };
+    let inputs: Vec<Vec<u8>> = vec![
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+        framed(&[0xFF; 40]),
+        framed(&[0u8, 32])[..5].to_vec(),
+        u32::MAX.to_le_bytes().to_vec(),
+        hello(&[b'y'; 32], 1),
+        hello(key.as_bytes(), 1),
+        framed(&[1]), // Finalizing before any hello
+    ];
+    for bytes in &inputs {
+        let mut s = UnixStream::connect(&control).unwrap();
+        let _ = std::io::Write::write_all(&mut s, bytes);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // mpiexec closes it: reading ends (or fails) instead of waiting.
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut sink);
+    }
+    let (status, stdout, stderr) = finish(child);
+    assert!(
+        status.success() && stdout.contains("OK linger"),
+        "the job was disturbed: {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let dropped = stderr
+        .matches("mpiexec: dropped a control connection")
+        .count();
+    assert!(dropped >= 6, "{dropped} drops said:\n{stderr}");
+    assert!(stderr.contains("wrong job key"), "{stderr}");
+    assert!(stderr.contains("unexpected hello from rank 1"), "{stderr}");
+}

@@ -283,8 +283,9 @@ fn pfs_holds_the_newest_epochs_when_a_job_ends() {
             s.path()
         );
         // A slow pfs: the last flushes are still queued when the ranks
-        // reach MPI_Finalize.
-        let slow = [("MPISTAGES_FLUSH_DELAY_MS", "30")];
+        // reach MPI_Finalize. (Slow enough that the checkpoints wait for it
+        // even on a loaded machine, where ten iterations took over 30 ms.)
+        let slow = [("MPISTAGES_FLUSH_DELAY_MS", "150")];
         let r = stencil_job(recovery, "protect", Some(&spec), &[], &slow);
         assert!(r.ok(), "{recovery}: {:?}\n{}", r.status, r.stderr);
         assert_eq!(checksum(&r), reference());

@@ -966,6 +966,32 @@ mod tests {
             let _ = parse(&b, None);
         }
 
+        /// A valid file with bytes changed or cut: never a panic, and never
+        /// sections other than the ones written (a checksum catches it).
+        #[test]
+        fn mutated_files_are_rejected_or_intact(
+            flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4),
+            cut in any::<usize>(),
+            z in any::<bool>(),
+        ) {
+            let sections: Vec<Section> = (0..3u64).map(|i| Section {
+                kind: Kind::Protected, id: i, name: format!("s{i}"),
+                data: (0..100 + 50 * i).map(|x| (x * 7 + i) as u8).collect::<Vec<u8>>().into(),
+            }).collect();
+            let c = if z { Compression::Zstd(1) } else { Compression::Off };
+            let good = bytes_of(&sections, c);
+            let mut b = good.clone();
+            for (at, x) in flips {
+                let i = at % b.len();
+                b[i] ^= x;
+            }
+            if let Ok(f) = parse(&b, Some(&who())) {
+                prop_assert_eq!(f.sections, sections.clone());
+            }
+            let short = &good[..cut % good.len()];
+            prop_assert!(parse(short, Some(&who())).is_err());
+        }
+
         #[test]
         fn round_trips(datas in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..300), 0..5), z in any::<bool>()) {
             let sections: Vec<Section> = datas.into_iter().enumerate().map(|(i, data)| Section {
