@@ -316,24 +316,7 @@ fn a_program_that_cannot_roll_back_ends_the_job_with_the_reason() {
 /// the replacement at different iterations and hang).
 #[test]
 fn the_stages_loop_under_reinit_is_refused() {
-    let exe = build_example("ring.c");
-    let dir = Scratch::new("ring-reinit");
-    let r = mpiexec(
-        &[
-            "-n",
-            "3",
-            "--recovery",
-            "reinit",
-            "--inject",
-            "rank=1,call=MPI_Recv:3",
-            exe.to_str().unwrap(),
-            "30",
-            "0",
-            dir.path(),
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = ring_killed(&["--recovery", "reinit"], "ring-reinit");
     assert!(!r.ok(), "{}", r.stderr);
     assert!(
         r.stderr
@@ -342,6 +325,18 @@ fn the_stages_loop_under_reinit_is_refused() {
         r.stderr
     );
     assert_eq!(recoveries(&r), 0, "{}", r.stderr);
+}
+
+/// The ring at 3 ranks with `opts`, rank 1 killed on entering its third
+/// MPI_Recv.
+fn ring_killed(opts: &[&str], tag: &str) -> Run {
+    let exe = build_example("ring.c");
+    let dir = Scratch::new(tag);
+    let mut a = vec!["-n", "3"];
+    a.extend(opts);
+    a.extend(["--inject", "rank=1,call=MPI_Recv:3"]);
+    a.extend([exe.to_str().unwrap(), "30", "0", dir.path()]);
+    mpiexec(&a, &[], LIMIT)
 }
 
 #[test]
@@ -361,22 +356,7 @@ fn restart_budget_stops_a_crash_loop() {
 
 #[test]
 fn without_recovery_a_failure_ends_the_job() {
-    let exe = build_example("ring.c");
-    let dir = Scratch::new("none");
-    let r = mpiexec(
-        &[
-            "-n",
-            "3",
-            "--inject",
-            "rank=1,call=MPI_Recv:3",
-            exe.to_str().unwrap(),
-            "30",
-            "0",
-            dir.path(),
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = ring_killed(&[], "none");
     // Either the killed rank's exit or a survivor's MPI_Abort (its
     // connection broke) is reported first; both end the job.
     assert!(!r.ok(), "{}", r.stderr);

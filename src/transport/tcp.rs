@@ -869,6 +869,15 @@ mod tests {
         (Tcp::new(cfg, ep.clone()).unwrap(), ep)
     }
 
+    /// One round: waits up to `ms` for readiness and handles what came.
+    fn pump(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, ms: i32) {
+        let mut evs = Vec::new();
+        ep.wait(&mut evs, ms).unwrap();
+        for ev in evs {
+            t.handle(ev, out);
+        }
+    }
+
     /// Handles readiness events until `done` says so (or a deadline passes).
     fn drive(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, done: impl Fn(&[Event]) -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -877,11 +886,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "no progress; events so far: {out:?}"
             );
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 50).unwrap();
-            for ev in evs {
-                t.handle(ev, out);
-            }
+            pump(t, ep, out, 50);
         }
     }
 
@@ -890,11 +895,7 @@ mod tests {
     fn trickle(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, s: &mut TcpStream, bytes: &[u8]) {
         for b in bytes {
             s.write_all(&[*b]).unwrap();
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 1).unwrap();
-            for ev in evs {
-                t.handle(ev, out);
-            }
+            pump(t, ep, out, 1);
         }
     }
 
@@ -994,11 +995,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !t.live.contains(&(src as usize)) {
             assert!(std::time::Instant::now() < deadline, "handshake not taken");
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 50).unwrap();
-            for ev in evs {
-                t.handle(ev, &mut Vec::new());
-            }
+            pump(t, ep, &mut Vec::new(), 50);
         }
         s
     }
@@ -1098,11 +1095,7 @@ mod tests {
         let mut out = Vec::new();
         loop {
             assert!(std::time::Instant::now() < deadline, "never refused");
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 20).unwrap();
-            for ev in evs {
-                t.handle(ev, &mut out);
-            }
+            pump(&mut t, &ep, &mut out, 20);
             if matches!(fake.read(&mut [0u8; 1]), Ok(0)) {
                 break;
             }
@@ -1123,11 +1116,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "replacement not taken"
             );
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 20).unwrap();
-            for ev in evs {
-                t.handle(ev, &mut out);
-            }
+            pump(&mut t, &ep, &mut out, 20);
         }
     }
 
@@ -1146,11 +1135,7 @@ mod tests {
         let mut out = Vec::new();
         while !matches!(dead.read(&mut [0u8; 1]), Ok(0)) {
             assert!(std::time::Instant::now() < deadline, "never refused");
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 20).unwrap();
-            for ev in evs {
-                t.handle(ev, &mut out);
-            }
+            pump(&mut t, &ep, &mut out, 20);
         }
         drop(dead);
         assert!(out.is_empty() && !t.peers[1].lost && t.peers[1].stream.is_none());
@@ -1160,11 +1145,7 @@ mod tests {
                 std::time::Instant::now() < deadline,
                 "replacement not taken"
             );
-            let mut evs = Vec::new();
-            ep.wait(&mut evs, 20).unwrap();
-            for ev in evs {
-                t.handle(ev, &mut out);
-            }
+            pump(&mut t, &ep, &mut out, 20);
         }
         assert_eq!(t.peers[1].conn_generation, 1);
     }

@@ -221,16 +221,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     })
                     .collect::<Result<_, _>>()?
             }
-            "--modes" => {
-                o.modes = super::list(v);
-                if let Some(m) = o
-                    .modes
-                    .iter()
-                    .find(|m| !["stages", "reinit", "cpr"].contains(&m.as_str()))
-                {
-                    return Err(format!("unknown mode '{m}' (stages, reinit, cpr)"));
-                }
-            }
+            "--modes" => o.modes = super::modes(v)?,
             "--load" => {
                 o.load = super::number("--load", v)?;
                 if !(0.0..=1.0).contains(&o.load) {

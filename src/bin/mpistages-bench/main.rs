@@ -108,6 +108,18 @@ fn list(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// A list of recovery modes, each one we know.
+fn modes(v: &str) -> Result<Vec<String>, String> {
+    let modes = list(v);
+    match modes
+        .iter()
+        .find(|m| !["stages", "reinit", "cpr"].contains(&m.as_str()))
+    {
+        Some(m) => Err(format!("unknown mode '{m}' (stages, reinit, cpr)")),
+        None => Ok(modes),
+    }
+}
+
 fn number<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("{name} needs a number, not '{v}'"))
@@ -160,16 +172,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     })
                     .collect::<Result<_, _>>()?
             }
-            "--modes" => {
-                o.modes = list(v);
-                if let Some(m) = o
-                    .modes
-                    .iter()
-                    .find(|m| !["stages", "reinit", "cpr"].contains(&m.as_str()))
-                {
-                    return Err(format!("unknown mode '{m}' (stages, reinit, cpr)"));
-                }
-            }
+            "--modes" => o.modes = modes(v)?,
             "--ranks" => {
                 o.ranks = list(v)
                     .iter()
