@@ -211,16 +211,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         match a {
             "--runs" => o.runs = super::number("--runs", v)?,
             "--seed" => o.seed = super::number("--seed", v)?,
-            "--apps" => {
-                o.apps = super::list(v)
-                    .iter()
-                    .map(|n| {
-                        APPS.iter()
-                            .find(|x| x.name == n)
-                            .ok_or_else(|| format!("unknown app '{n}' (stencil2d, hydro3d, md)"))
-                    })
-                    .collect::<Result<_, _>>()?
-            }
+            "--apps" => o.apps = super::named(v, &APPS, |a| a.name)?,
             "--modes" => o.modes = super::modes(v)?,
             "--load" => {
                 o.load = super::number("--load", v)?;

@@ -108,6 +108,19 @@ fn list(v: &str) -> Vec<String> {
         .collect()
 }
 
+/// The items of `all` that a comma-separated list names.
+fn named<'a, T>(v: &str, all: &'a [T], name: fn(&T) -> &str) -> Result<Vec<&'a T>, String> {
+    list(v)
+        .iter()
+        .map(|n| {
+            all.iter().find(|x| name(x) == n).ok_or_else(|| {
+                let known: Vec<&str> = all.iter().map(name).collect();
+                format!("unknown app '{n}' ({})", known.join(", "))
+            })
+        })
+        .collect()
+}
+
 /// A list of recovery modes, each one we know.
 fn modes(v: &str) -> Result<Vec<String>, String> {
     let modes = list(v);
@@ -162,16 +175,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             .get(i + 1)
             .ok_or_else(|| format!("option {a} needs a value"))?;
         match a {
-            "--apps" => {
-                o.apps = list(v)
-                    .iter()
-                    .map(|n| {
-                        APPS.iter()
-                            .find(|x| x.name == n)
-                            .ok_or_else(|| format!("unknown app '{n}' (hydro3d, md)"))
-                    })
-                    .collect::<Result<_, _>>()?
-            }
+            "--apps" => o.apps = named(v, &APPS, |a| a.name)?,
             "--modes" => o.modes = modes(v)?,
             "--ranks" => {
                 o.ranks = list(v)
