@@ -436,3 +436,28 @@ fn a_failed_job_leaves_nothing_behind() {
         "the tmpfs root the job made stays"
     );
 }
+
+/// Two failures before the first checkpoint: the rollback to epoch 0 keeps
+/// MPI_COMM_WORLD's error handler (set once after MPI_Init, as in the
+/// thesis's resilient loop), so the second failure is a recovery too. It
+/// used to reset it to MPI_ERRORS_ARE_FATAL and end the job (found by the
+/// campaign, seed 24, run 72).
+#[test]
+fn a_second_failure_before_the_first_checkpoint_recovers() {
+    let r = stencil_job(
+        "stages",
+        "protect",
+        None,
+        &["rank=2,call=MPI_Allreduce:3", "rank=1,call=MPI_Allreduce:9"],
+        &[],
+    );
+    assert!(r.ok(), "{:?}\n{}", r.status, r.stderr);
+    let done: Vec<&str> = r.stderr.lines().filter(|l| l.contains(" done: ")).collect();
+    assert_eq!(done.len(), 2, "{}", r.stderr);
+    assert!(
+        done.iter().all(|l| l.contains("epoch 0 restored")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(checksum(&r), reference());
+}

@@ -2,7 +2,7 @@
 //! the fault epoch, handle (de)serialization, and rank-side fault
 //! injection. The protocol itself lives in `crate::stages`.
 
-use super::consts::err;
+use super::consts::{self, err};
 use super::error::{fail, MpiError, MpiResult};
 use super::{protect, recovery, state, Mpi, RecoveryMode};
 use crate::checkpoint::store::Restored;
@@ -216,16 +216,37 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     rejoin_and_restore(m, client, false)
 }
 
-/// The tables as right after `MPI_Init`.
-fn reset_tables(m: &Mpi) {
+/// The tables as right after `MPI_Init`. With `keep_handlers` (a Stages
+/// rollback to epoch 0, before any checkpoint) MPI_COMM_WORLD and
+/// MPI_COMM_SELF keep their error handlers: the resilient loop sets them
+/// once, right after MPI_Init (Listing 5.4 of the thesis), and a second
+/// failure must reach the program as MPIX_TRY_RELOAD again, as it does in
+/// the replacement, which runs that code.
+fn reset_tables(m: &Mpi, keep_handlers: bool) {
     let fresh = super::initial_tables(m.rank, m.size);
     let mut t = m.tables();
+    let handlers: Vec<Option<i32>> = [consts::COMM_WORLD, consts::COMM_SELF]
+        .iter()
+        .map(|&h| {
+            t.comms
+                .get(h as usize)
+                .and_then(Option::as_ref)
+                .map(|c| c.errhandler)
+        })
+        .collect();
     t.comms = fresh.comms;
     t.groups = fresh.groups;
     t.types = fresh.types;
     t.max_context = fresh.max_context;
     t.req_comm.clear();
     t.bsend_pending.clear();
+    if keep_handlers {
+        for (h, eh) in [consts::COMM_WORLD, consts::COMM_SELF].iter().zip(handlers) {
+            if let (Some(Some(c)), Some(eh)) = (t.comms.get_mut(*h as usize), eh) {
+                c.errhandler = eh;
+            }
+        }
+    }
 }
 
 /// Makes `epoch` the fault epoch after a failure. Collective: every rank
@@ -244,7 +265,7 @@ pub fn restore(
 ) -> MpiResult<()> {
     let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
     if epoch == 0 || !mpi_state {
-        reset_tables(m);
+        reset_tables(m, mpi_state);
         if !mpi_state {
             // Reinit / CPR: as after MPI_Init. (A Stages rollback to epoch
             // 0 keeps the registrations: they are the application's, and
