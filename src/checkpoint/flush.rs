@@ -202,6 +202,8 @@ fn copy_durably(
             out.set_len(len)?;
         }
         out.sync_all()?;
+        // A reused file is locked: readers may have it once it is renamed.
+        crate::sys::unlock(std::os::fd::AsRawFd::as_raw_fd(&out));
         drop(out);
         std::fs::rename(&tmp, to)?;
         std::fs::File::open(dir)?.sync_all()?;

@@ -368,6 +368,8 @@ pub fn write<S: AsSection>(
         if sync {
             f.sync_all()?;
         }
+        // A reused file is locked: readers may have it once it is renamed.
+        crate::sys::unlock(f.as_raw_fd());
         drop(f);
         fs::rename(&tmp, path)?;
         if sync {

@@ -67,6 +67,18 @@ pub fn try_lock(fd: std::os::fd::RawFd, exclusive: bool) -> io::Result<bool> {
     }
 }
 
+/// Releases this open file's `flock`. Closing the descriptor is not
+/// enough when another process shares the open file: a child that the
+/// application (or a test) forks holds a copy of every descriptor until it
+/// execs, and with it the lock, so a reader would find the file still
+/// being written.
+pub fn unlock(fd: std::os::fd::RawFd) {
+    // SAFETY: flock takes and returns only integers.
+    unsafe {
+        libc::flock(fd, libc::LOCK_UN);
+    }
+}
+
 /// Turns direct I/O (`O_DIRECT`: transfers between the caller's memory
 /// and the device, bypassing the page cache) on or off for an open file.
 /// Fails with `EINVAL` on file systems that do not support it.
@@ -81,4 +93,33 @@ pub fn set_direct_io(fd: std::os::fd::RawFd, on: bool) -> io::Result<()> {
     // SAFETY: as above.
     cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    /// A copy of the descriptor (as a forked child holds until it execs)
+    /// keeps an `flock` after the writer closed its own; `unlock` releases
+    /// it for every copy. (A reused checkpoint file stayed locked this way
+    /// while a test spawned a process, and a reader was refused.)
+    #[test]
+    fn unlock_releases_the_lock_for_every_copy_of_the_file() {
+        let dir = std::env::temp_dir().join(format!("sys-unlock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        for explicit in [false, true] {
+            let w = std::fs::File::create(&path).unwrap();
+            assert!(super::try_lock(w.as_raw_fd(), true).unwrap());
+            let copy = w.try_clone().unwrap();
+            if explicit {
+                super::unlock(w.as_raw_fd());
+            }
+            drop(w);
+            let r = std::fs::File::open(&path).unwrap();
+            assert_eq!(super::try_lock(r.as_raw_fd(), false).unwrap(), explicit);
+            drop(copy);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
