@@ -23,11 +23,15 @@ last, and checks the result and that nothing is left behind. Options:
 ";
 
 /// What /proc says of a process.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {
     pub fds: usize,
     pub threads: usize,
     pub rss_kb: u64,
+    /// The threads' names, sorted. A leak of threads shows as a name that
+    /// repeats; a thread started once when first needed (the checkpoint
+    /// flusher) as a new name.
+    pub thread_names: Vec<String>,
 }
 
 pub fn usage_of(pid: u32) -> Option<Usage> {
@@ -38,10 +42,18 @@ pub fn usage_of(pid: u32) -> Option<Usage> {
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
     };
+    let mut thread_names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_string())
+        .collect();
+    thread_names.sort();
     Some(Usage {
         fds: std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count(),
         threads: field("Threads:")? as usize,
         rss_kb: field("VmRSS:")?,
+        thread_names,
     })
 }
 
@@ -164,8 +176,8 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
     Ok(Soak {
         recoveries: done,
         early,
-        rank0: (samples[0].0, samples[1].0),
-        mpiexec: (samples[0].1, samples[1].1),
+        rank0: (samples[0].0.clone(), samples[1].0.clone()),
+        mpiexec: (samples[0].1.clone(), samples[1].1.clone()),
         checksum_ok: status.success() && checksum(&stdout) == Some(expected),
         left,
         wall: t0.elapsed().as_secs_f64(),
@@ -218,7 +230,7 @@ pub fn main(args: &[String]) -> i32 {
     }
     match soak(&bindir.join("mpiexec"), &exe, recoveries, 10) {
         Ok(s) => {
-            let show = |who: &str, (a, b): (Usage, Usage)| {
+            let show = |who: &str, (a, b): &(Usage, Usage)| {
                 println!(
                     "{who:<8} after {:>3} recoveries: {:>3} fds, {:>2} threads, {:>6} KB; after {}: {:>3} fds, {:>2} threads, {:>6} KB ({:+} KB, {:+.1} KB per recovery)",
                     s.early,
@@ -231,14 +243,21 @@ pub fn main(args: &[String]) -> i32 {
                     b.rss_kb,
                     b.rss_kb as i64 - a.rss_kb as i64,
                     (b.rss_kb as f64 - a.rss_kb as f64) / (s.recoveries - s.early) as f64
-                )
+                );
+                println!(
+                    "{who:<8} threads after {:>3}: {}; after {}: {}",
+                    s.early,
+                    a.thread_names.join(" "),
+                    s.recoveries,
+                    b.thread_names.join(" ")
+                );
             };
             println!(
                 "soak: {} recoveries in one job, {:.1} s",
                 s.recoveries, s.wall
             );
-            show("rank 0", s.rank0);
-            show("mpiexec", s.mpiexec);
+            show("rank 0", &s.rank0);
+            show("mpiexec", &s.mpiexec);
             println!(
                 "result {}; left in the checkpoint root: {:?}",
                 if s.checksum_ok {
