@@ -69,7 +69,10 @@ fn a_soak_of_many_recoveries_stays_flat() {
             .filter_map(|w| w.parse().ok())
             .collect();
         // [10, fds, threads, kb, 40, fds, threads, kb, delta, per-recovery]
-        assert_eq!(nums[1], nums[5], "{who} descriptors: {line}");
+        // A leak of one per recovery would add 30; a connection to the
+        // newest replacement still being made, or a checkpoint file open,
+        // moves the count by one or two at the instant of a look.
+        assert!((nums[5] - nums[1]).abs() <= 2, "{who} descriptors: {line}");
         // mpiexec kept every finished output thread: +14 KB per recovery.
         assert!(nums[7] - nums[3] < 30 * 4, "{who} grows: {line}");
         // The same threads, but for the checkpoint flusher, which starts

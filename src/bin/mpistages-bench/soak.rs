@@ -148,9 +148,18 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
                 // Let the job settle after the recovery (the new spare
                 // starts, the survivors' rollback buffers are let go).
                 std::thread::sleep(Duration::from_millis(300));
-                let r0 = rank0().and_then(usage_of).unwrap_or_default();
-                let me = usage_of(pid).unwrap_or_default();
-                samples.push((r0, me));
+                // The least of a few looks: a checkpoint file open at one
+                // instant is not a leak; a leaked descriptor is in all.
+                let look = || {
+                    let r0 = rank0().and_then(usage_of).unwrap_or_default();
+                    std::thread::sleep(Duration::from_millis(20));
+                    (r0, usage_of(pid).unwrap_or_default())
+                };
+                let least = (0..5)
+                    .map(|_| look())
+                    .min_by_key(|(r0, me)| (r0.fds + me.fds, r0.threads + me.threads))
+                    .expect("five looks");
+                samples.push(least);
             }
         }
         tail.push(line);
