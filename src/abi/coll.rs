@@ -3,14 +3,14 @@
 //! the byte-level collectives of `src/coll`.
 
 use super::{array, mpi, mpi_fn, ret, typed, IN_PLACE};
+use crate::api::collective::{self as coll, Reduction};
 use crate::api::consts::{err, COMM_WORLD};
 use crate::api::error::{fail, MpiResult};
 use crate::api::op::{self, OpDef};
 use crate::api::usermem::TypedBuf;
+use crate::api::Layout;
+use crate::api::RawBuf;
 use crate::api::{Comm, Mpi};
-use crate::coll::{self, Reduction};
-use crate::progress::Layout;
-use crate::transport::RawBuf;
 use std::os::raw::{c_int, c_void};
 use std::sync::Arc;
 

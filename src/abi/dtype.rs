@@ -4,8 +4,8 @@ use super::{array, get, mpi, mpi_fn, put, ret, typed};
 use crate::api::consts::{err, COMM_WORLD, DATATYPE_NULL};
 use crate::api::datatype::Datatype;
 use crate::api::error::{fail, MpiResult};
+use crate::api::Layout;
 use crate::api::Mpi;
-use crate::progress::Layout;
 use std::os::raw::{c_int, c_long, c_longlong, c_void};
 
 type Aint = c_long;

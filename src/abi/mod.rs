@@ -19,8 +19,8 @@ pub mod request;
 use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
 use crate::api::error::{class_name, fail, MpiError, MpiResult};
 use crate::api::usermem::TypedBuf;
+use crate::api::Status;
 use crate::api::{self, Mpi};
-use crate::progress::Status;
 use std::os::raw::{c_int, c_void};
 
 /// Defines `PMPI_x` with the body and `MPI_x` calling it. `MPI_x` is
@@ -40,9 +40,7 @@ macro_rules! mpi_fn {
         #[allow(non_snake_case)]
         pub unsafe extern "C" fn $name($($a: $t),*) -> ::std::os::raw::c_int {
             // Fault injection (`mpiexec --inject rank=R,call=NAME:N`).
-            if $crate::stages::counting_calls() {
-                $crate::api::mpix::count_call(stringify!($name));
-            }
+            $crate::api::mpix::count_call(stringify!($name));
             // SAFETY: same contract as the PMPI_ function it forwards to.
             unsafe { $pname($($a),*) }
         }
@@ -70,7 +68,7 @@ impl CStatus {
             error: s
                 .error
                 .as_ref()
-                .map_or(err::SUCCESS, |e| crate::coll::exec::req_error(e).class),
+                .map_or(err::SUCCESS, |e| crate::api::error::request_error(e).class),
             count_lo: bytes as u32 as c_int,
             count_hi_and_cancelled: (((bytes >> 32) as c_int) << 1) | s.cancelled as c_int,
         }
@@ -235,7 +233,7 @@ fn reload(m: &Mpi, name: &str, handler: i32) -> c_int {
     if jumps || handler == ERRORS_RETURN {
         return err::TRY_RELOAD;
     }
-    let failed = m.engine.with(|c| c.failed_ranks());
+    let failed = m.engine.failed_ranks();
     let failed = match failed.as_slice() {
         [r] => format!("rank {r} failed"),
         rs => format!("ranks {rs:?} failed"),

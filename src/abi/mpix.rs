@@ -3,9 +3,9 @@
 use super::{mpi, mpi_fn, put, ret};
 use crate::api::consts::{err, COMM_WORLD};
 use crate::api::error::{fail, MpiResult};
+use crate::api::mpix::{DeserializeFn, Handler, SerializeFn};
 use crate::api::usermem::TypedBuf;
 use crate::api::{mpix, protect};
-use crate::stages::{DeserializeFn, Handler, SerializeFn};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 

@@ -3,12 +3,12 @@
 use super::request::handle;
 use super::{get, mpi, mpi_fn, put, put_status, ret, typed, CStatus};
 use crate::api::consts::{err, BSEND_OVERHEAD, UNDEFINED};
+use crate::api::error::request_error as req_error;
 use crate::api::error::{fail, MpiResult};
 use crate::api::p2p;
 use crate::api::Mpi;
-use crate::coll::exec::req_error;
-use crate::progress::request::Owned;
-use crate::progress::{Layout, Op, ReqId, SendMode, Status};
+use crate::api::Owned;
+use crate::api::{Layout, Op, ReqId, SendMode, Status};
 use std::os::raw::{c_int, c_void};
 
 /// # Safety
@@ -120,12 +120,13 @@ unsafe fn bsend(
     {
         let mut t = m.tables();
         let pending = std::mem::take(&mut t.bsend_pending);
-        let alive: Vec<_> = m.engine.with(|c| {
-            pending
-                .into_iter()
-                .filter(|(id, _)| c.exists(*id))
-                .collect()
-        });
+        let ids: Vec<_> = pending.iter().map(|p| p.0).collect();
+        let exists = m.engine.existing(&ids);
+        let alive: Vec<_> = pending
+            .into_iter()
+            .zip(exists)
+            .filter_map(|(p, e)| e.then_some(p))
+            .collect();
         t.bsend_pending = alive;
         let used: usize = t.bsend_pending.iter().map(|x| x.1).sum();
         let Some((_, size)) = t.bsend else {
@@ -219,7 +220,7 @@ mpi_fn!(fn MPI_Buffer_attach / PMPI_Buffer_attach(buf: *mut c_void, size: c_int)
 mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(buf: *mut c_void, size: *mut c_int) {
     let r = mpi().and_then(|m| {
         let pending: Vec<ReqId> = m.tables().bsend_pending.iter().map(|x| x.0).collect();
-        m.engine.wait_until(|c| pending.iter().all(|id| !c.exists(*id)).then_some(()));
+        m.engine.wait_gone(&pending);
         let mut t = m.tables();
         t.bsend_pending.clear();
         let (addr, sz) = t.bsend.take().unwrap_or((0, 0));
@@ -354,7 +355,7 @@ mpi_fn!(fn MPI_Iprobe / PMPI_Iprobe(src: c_int, tag: c_int, comm: c_int, flag: *
             Some((ctx, s, t)) => m.engine.iprobe(ctx, s, t),
         };
         if let Some(e) = found.as_ref().and_then(|st| st.error.as_ref()) {
-            return Err(crate::coll::exec::req_error(e));
+            return Err(crate::api::error::request_error(e));
         }
         // SAFETY: caller's pointers.
         unsafe {
@@ -375,7 +376,7 @@ mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, comm: c_int, status: *
             Some((ctx, s, t)) => m.engine.probe(ctx, s, t),
         };
         if let Some(e) = &st.error {
-            return Err(crate::coll::exec::req_error(e));
+            return Err(crate::api::error::request_error(e));
         }
         // SAFETY: caller's status pointer or NULL.
         unsafe { put_status(status, &st) };

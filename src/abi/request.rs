@@ -5,28 +5,25 @@ use super::{array_mut, mpi, mpi_fn, put, put_status, ret, CStatus};
 use crate::api::consts::{err, COMM_WORLD, REQUEST_NULL, UNDEFINED};
 use crate::api::error::{fail, MpiResult};
 use crate::api::Mpi;
-use crate::progress::engine::Core;
-use crate::progress::{ReqId, Status};
+use crate::api::{ReqId, ReqState, Status};
 use std::os::raw::c_int;
 
 pub fn handle(id: ReqId) -> c_int {
     id.index as c_int + 1
 }
 
-fn lookup(c: &Core, h: c_int) -> MpiResult<ReqId> {
+pub fn id_of(m: &Mpi, h: c_int) -> MpiResult<ReqId> {
     if h <= 0 {
         return fail(err::REQUEST, format!("invalid request handle {h}"));
     }
-    c.id_at((h - 1) as u32).ok_or_else(|| {
-        crate::api::error::MpiError::new(
-            err::REQUEST,
-            format!("request {h} does not exist (freed or completed already?)"),
-        )
-    })
+    m.engine.id_at((h - 1) as u32).ok_or_else(|| gone(h))
 }
 
-pub fn id_of(m: &Mpi, h: c_int) -> MpiResult<ReqId> {
-    m.engine.with(|c| lookup(c, h))
+fn gone(h: c_int) -> crate::api::error::MpiError {
+    crate::api::error::MpiError::new(
+        err::REQUEST,
+        format!("request {h} does not exist (freed or completed already?)"),
+    )
 }
 
 fn comm_of(m: &Mpi, id: ReqId) -> i32 {
@@ -44,7 +41,7 @@ fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int) {
 fn status_result(name: &str, m: &Mpi, id: ReqId, st: &Status) -> c_int {
     match &st.error {
         None => err::SUCCESS,
-        Some(e) => super::raise(name, comm_of(m, id), crate::coll::exec::req_error(e)),
+        Some(e) => super::raise(name, comm_of(m, id), crate::api::error::request_error(e)),
     }
 }
 
@@ -55,22 +52,23 @@ enum Slot {
     Live(ReqId, bool),
 }
 
-fn slot(c: &Core, h: c_int) -> MpiResult<Slot> {
+fn slot(m: &Mpi, h: c_int) -> MpiResult<Slot> {
     if h == REQUEST_NULL {
         return Ok(Slot::Idle);
     }
-    let id = lookup(c, h)?;
-    if c.is_inactive(id) {
-        return Ok(Slot::Idle);
+    let id = id_of(m, h)?;
+    match m.engine.state(id) {
+        ReqState::Live { persistent } => Ok(Slot::Live(id, persistent)),
+        ReqState::Inactive => Ok(Slot::Idle),
+        ReqState::Gone => Err(gone(h)),
     }
-    Ok(Slot::Live(id, c.is_persistent(id)))
 }
 
 mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
     let m = match mpi() { Ok(m) => m, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
     // SAFETY: caller's request pointer.
     let h = match unsafe { super::get(req) } { Ok(h) => h, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
-    let s = match m.engine.with(|c| slot(c, h)) { Ok(s) => s, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
+    let s = match slot(m, h) { Ok(s) => s, Err(e) => return super::raise("MPI_Wait", COMM_WORLD, e) };
     match s {
         Slot::Idle => {
             // SAFETY: caller's status pointer (or NULL).
@@ -97,12 +95,10 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
         // SAFETY: caller's request pointer.
         let h = unsafe { super::get(req)? };
         m.engine.poke();
-        let got = m.engine.with(|c| -> MpiResult<Option<(ReqId, bool, Status)>> {
-            match slot(c, h)? {
-                Slot::Idle => Ok(Some((ReqId { index: u32::MAX, serial: 0 }, true, Status::empty()))),
-                Slot::Live(id, p) => Ok(c.take(id).map(|st| (id, p, st))),
-            }
-        })?;
+        let got = match slot(m, h)? {
+            Slot::Idle => Some((ReqId { index: u32::MAX, serial: 0 }, true, Status::empty())),
+            Slot::Live(id, p) => m.engine.take(id).map(|st| (id, p, st)),
+        };
         match got {
             None => {
                 // SAFETY: caller's flag pointer.
@@ -136,15 +132,13 @@ fn collect(
     pick: &[usize],
 ) -> Vec<(usize, ReqId, Status)> {
     let mut done = Vec::new();
-    m.engine.with(|c| {
-        for &i in pick {
-            if let Ok(Slot::Live(id, p)) = slot(c, hs[i]) {
-                if let Some(st) = c.take(id) {
-                    done.push((i, id, st, p));
-                }
+    for &i in pick {
+        if let Ok(Slot::Live(id, p)) = slot(m, hs[i]) {
+            if let Some(st) = m.engine.take(id) {
+                done.push((i, id, st, p));
             }
         }
-    });
+    }
     let mut statuses = statuses;
     done.into_iter()
         .map(|(i, id, st, p)| {
@@ -159,15 +153,13 @@ fn collect(
 
 /// Live requests among the handles; an invalid handle is an error.
 fn live(m: &Mpi, hs: &[c_int]) -> MpiResult<Vec<(usize, ReqId)>> {
-    m.engine.with(|c| {
-        let mut v = Vec::new();
-        for (i, &h) in hs.iter().enumerate() {
-            if let Slot::Live(id, _) = slot(c, h)? {
-                v.push((i, id));
-            }
+    let mut v = Vec::new();
+    for (i, &h) in hs.iter().enumerate() {
+        if let Slot::Live(id, _) = slot(m, h)? {
+            v.push((i, id));
         }
-        Ok(v)
-    })
+    }
+    Ok(v)
 }
 
 /// # Safety
@@ -181,7 +173,7 @@ fn finish_many(name: &str, m: &Mpi, done: &[(usize, ReqId, Status)]) -> c_int {
     // A halt is not a per-request error: the whole call says roll back.
     if done
         .iter()
-        .any(|(_, _, s)| s.error == Some(crate::progress::ReqError::Halted))
+        .any(|(_, _, s)| s.error == Some(crate::api::ReqError::Halted))
     {
         return err::TRY_RELOAD;
     }
@@ -205,7 +197,7 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
         }
         let ids = live(m, hs)?;
         for &(_, id) in &ids {
-            m.engine.wait_until(|c| c.is_done(id).then_some(()));
+            m.engine.wait_done(id);
         }
         let pick: Vec<usize> = ids.iter().map(|x| x.0).collect();
         let done = collect(m, hs, sts, &pick);
@@ -222,7 +214,8 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
         let hs = unsafe { array_mut(reqs, n)? };
         let ids = live(m, hs)?;
         m.engine.poke();
-        let all = m.engine.with(|c| ids.iter().all(|&(_, id)| c.is_done(id)));
+        let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
+        let all = m.engine.done_among(&reqs).len() == reqs.len();
         if !all {
             // SAFETY: caller's flag.
             unsafe { put(flag, 0)? };
@@ -272,13 +265,14 @@ unsafe fn any(
             }
             return Ok(err::SUCCESS);
         }
-        let find = |c: &mut Core| ids.iter().find(|(_, id)| c.is_done(*id)).map(|x| x.0);
-        let hit = if block {
-            Some(m.engine.wait_until(find))
+        let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
+        let done = if block {
+            m.engine.wait_some(&reqs)
         } else {
             m.engine.poke();
-            m.engine.with(find)
+            m.engine.done_among(&reqs)
         };
+        let hit = done.first().map(|&k| ids[k].0);
         let Some(i) = hit else {
             // SAFETY: caller's pointers.
             unsafe {
@@ -339,20 +333,14 @@ unsafe fn some(
             unsafe { put(outcount, UNDEFINED)? };
             return Ok(err::SUCCESS);
         }
-        let ready = |c: &mut Core| {
-            let v: Vec<usize> = ids
-                .iter()
-                .filter(|(_, id)| c.is_done(*id))
-                .map(|x| x.0)
-                .collect();
-            (!v.is_empty()).then_some(v)
-        };
-        let pick = if block {
-            m.engine.wait_until(ready)
+        let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
+        let done = if block {
+            m.engine.wait_some(&reqs)
         } else {
             m.engine.poke();
-            m.engine.with(ready).unwrap_or_default()
+            m.engine.done_among(&reqs)
         };
+        let pick: Vec<usize> = done.iter().map(|&k| ids[k].0).collect();
         let mut tmp = vec![CStatus::default(); n];
         let done = collect(m, hs, Some(&mut tmp), &pick);
         // SAFETY: caller's arrays of n elements.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 fn new_context(m: &Mpi, parent: &Comm) -> MpiResult<u32> {
     let mine = m.tables().max_context;
-    let agreed = coll::max_u32(m, parent, mine)?;
+    let agreed = coll::max_u32(&parent.team(m), mine)?;
     // Reserve the pair at once so a concurrent creation cannot take it.
     let mut t = m.tables();
     t.max_context = t.max_context.max(agreed + 2);
@@ -65,7 +65,7 @@ pub fn split(m: &Mpi, h: i32, color: i32, key: i32) -> MpiResult<i32> {
             RawBuf::new(all.as_mut_ptr(), all.len()),
         )
     };
-    coll::allgatherv(m, &parent, s, r, &offs, &lens)?;
+    coll::allgatherv(&parent.team(m), s, r, &offs, &lens)?;
     let context = new_context(m, &parent)?;
     if color == UNDEFINED {
         return Ok(super::consts::COMM_NULL);

@@ -1,10 +1,10 @@
 //! Values of the MPI constants and predefined handles. `include/mpi.h`
 //! repeats them for C; the test at the bottom checks that the two agree.
 
-pub const ANY_SOURCE: i32 = -2;
-pub const PROC_NULL: i32 = -1;
+pub const ANY_SOURCE: i32 = crate::progress::request::ANY_SOURCE;
+pub const PROC_NULL: i32 = crate::progress::request::PROC_NULL;
 pub const ROOT: i32 = -3;
-pub const ANY_TAG: i32 = -1;
+pub const ANY_TAG: i32 = crate::progress::request::ANY_TAG;
 pub const UNDEFINED: i32 = -32766;
 pub const TAG_UB: i32 = i32::MAX;
 pub const MAX_PROCESSOR_NAME: i32 = 256;

@@ -27,6 +27,27 @@ impl fmt::Display for MpiError {
     }
 }
 
+/// The error of a failed request: its MPI class and what happened.
+pub fn request_error(e: &crate::progress::ReqError) -> MpiError {
+    use crate::progress::ReqError;
+    match e {
+        ReqError::Truncate => MpiError::new(err::TRUNCATE, "message truncated"),
+        ReqError::PeerLost(p) => {
+            MpiError::new(err::OTHER, format!("the connection to rank {p} was lost"))
+        }
+        ReqError::Halted => MpiError::new(err::TRY_RELOAD, "a process failed"),
+    }
+}
+
+impl From<crate::coll::CollError> for MpiError {
+    fn from(e: crate::coll::CollError) -> MpiError {
+        match e {
+            crate::coll::CollError::Request(r) => request_error(&r),
+            crate::coll::CollError::Internal(why) => MpiError::new(err::INTERN, why),
+        }
+    }
+}
+
 /// Shorthand for `Err(MpiError::new(class, detail))`.
 pub fn fail<T>(class: i32, detail: impl Into<String>) -> MpiResult<T> {
     Err(MpiError::new(class, detail))

@@ -3,6 +3,7 @@
 //! operations themselves. Owns: MPI objects and their integer handles.
 //! Must not touch: C types or raw C arguments (that is `src/abi`), sockets.
 
+pub mod collective;
 pub mod comm;
 pub mod consts;
 pub mod datatype;
@@ -17,11 +18,17 @@ pub mod reinit;
 pub mod state;
 pub mod usermem;
 
+use crate::control::client::{Client, JobInfo};
+pub use crate::control::mode::RecoveryMode;
+use crate::control::proto::ToController;
+/// The vocabulary of the engine and the transports that the C ABI speaks
+/// too: requests, their statuses and the memory they move.
+pub use crate::progress::request::Owned;
 use crate::progress::{Engine, EngineConfig, ProgressMode};
-use crate::runtime::client::{Client, JobInfo};
-use crate::runtime::proto::ToController;
+pub use crate::progress::{Layout, Op, ReqError, ReqId, ReqState, SendMode, Status};
 use crate::sys::epoll::Epoll;
 use crate::transport::tcp::{Tcp, TcpConfig};
+pub use crate::transport::RawBuf;
 use consts::{dt, err};
 use datatype::Datatype;
 use error::{fail, MpiError, MpiResult};
@@ -49,6 +56,15 @@ impl Comm {
     }
     pub fn coll_context(&self) -> u32 {
         self.context + 1
+    }
+    /// This communicator as the collectives see it.
+    pub fn team<'a>(&'a self, m: &'a Mpi) -> crate::coll::Team<'a> {
+        crate::coll::Team {
+            engine: &m.engine,
+            members: &self.group.members,
+            rank: self.rank,
+            context: self.coll_context(),
+        }
     }
 }
 
@@ -177,33 +193,14 @@ pub struct Mpi {
     pub started: Instant,
 }
 
-/// `mpiexec --recovery`, as the ranks see it (`MPISTAGES_RECOVERY`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecoveryMode {
-    None,
-    Stages,
-    Reinit,
-    Cpr,
-}
-
-impl RecoveryMode {
-    fn from_env() -> MpiResult<RecoveryMode> {
-        match std::env::var(crate::runtime::env::RECOVERY).as_deref() {
-            Err(_) | Ok("") | Ok("none") => Ok(RecoveryMode::None),
-            Ok("stages") => Ok(RecoveryMode::Stages),
-            Ok("reinit") => Ok(RecoveryMode::Reinit),
-            Ok("cpr") => Ok(RecoveryMode::Cpr),
-            Ok(other) => fail(
-                err::ARG,
-                format!("MPISTAGES_RECOVERY='{other}': expected none, stages, reinit or cpr"),
-            ),
+/// `MPISTAGES_RECOVERY`: how mpiexec reacts to a failed rank.
+fn recovery_from_env() -> MpiResult<RecoveryMode> {
+    match std::env::var(crate::control::env::RECOVERY) {
+        Err(_) => Ok(RecoveryMode::None),
+        Ok(v) if v.is_empty() => Ok(RecoveryMode::None),
+        Ok(v) => {
+            RecoveryMode::parse(&v).or_else(|e| fail(err::ARG, format!("MPISTAGES_RECOVERY={e}")))
         }
-    }
-
-    /// Failures are announced by mpiexec (not fatal to the other ranks):
-    /// every mode but `none`.
-    pub fn announced(self) -> bool {
-        self != RecoveryMode::None
     }
 }
 
@@ -263,7 +260,7 @@ fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
 fn default_spin(size: usize) -> (usize, bool) {
     const SPIN_US: usize = 50;
     const SPIN_YIELDING_US: usize = 200;
-    let local = std::env::var(crate::runtime::env::LOCAL_SIZE)
+    let local = std::env::var(crate::control::env::LOCAL_SIZE)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(size);
@@ -335,11 +332,11 @@ fn start() -> MpiResult<Mpi> {
         }
     };
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
-    let recovery = RecoveryMode::from_env()?;
+    let recovery = recovery_from_env()?;
     let resilient = recovery.announced();
     let replacement = resilient && job.as_ref().is_some_and(|j| j.restart_epoch.is_some());
     let injections = job.as_ref().map(|j| j.inject.clone()).unwrap_or_default();
-    let job_id = std::env::var(crate::runtime::env::JOB_ID).unwrap_or_default();
+    let job_id = std::env::var(crate::control::env::JOB_ID).unwrap_or_default();
     let (rank, size, generation, client, transport, restore_epoch) = match job {
         None => (0, 1, 0, None, None, 0),
         Some(job) => {
@@ -406,7 +403,10 @@ fn start() -> MpiResult<Mpi> {
         None => None,
     };
     let stages = if client.is_some() {
-        crate::stages::Stages::new(&job_id, rank, size, &injections)
+        {
+            crate::inject::arm(&injections);
+            crate::stages::Stages::new(&job_id, rank, size)
+        }
     } else {
         crate::stages::Stages::singleton()
     }
@@ -426,7 +426,7 @@ fn start() -> MpiResult<Mpi> {
         replacement,
     })
     .map_err(io_err("starting the progress engine"))?;
-    engine.with(|c| c.notices.epoch = restore_epoch);
+    engine.set_restore_epoch(restore_epoch);
     Ok(Mpi {
         engine,
         rank,
@@ -498,13 +498,13 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
 pub fn finalize() -> MpiResult<()> {
     let m = mpi()?;
     if let Some(c) = &m.client {
-        let _ = c.send(&crate::runtime::proto::ToController::Finalizing);
+        let _ = c.send(&crate::control::proto::ToController::Finalizing);
     }
     let world = m.tables().comm(consts::COMM_WORLD)?;
     // Background flushes finish first; agreeing on the newest epoch every
     // rank then has durable is also the barrier MPI_Finalize needs.
     let flushed = m.stages().wait_flushes();
-    let closing = if m.engine.with(|c| c.halted()) {
+    let closing = if m.engine.halted() {
         Err(MpiError::new(err::TRY_RELOAD, ""))
     } else {
         recovery::min_max(m, &world, flushed.unwrap_or(0))
@@ -522,7 +522,7 @@ pub fn finalize() -> MpiResult<()> {
 /// `MPI_Finalize` met a failure this rank has not rolled back from: it is
 /// leaving the program, so the recovery cannot complete and the job ends.
 fn finalize_in_recovery(m: &Mpi) -> ! {
-    let failed = m.engine.with(|c| c.failed_ranks());
+    let failed = m.engine.failed_ranks();
     fatal(
         err::TRY_RELOAD,
         &format!(

@@ -6,9 +6,10 @@ use super::consts::{self, err};
 use super::error::{fail, MpiError, MpiResult};
 use super::{protect, recovery, state, Mpi, RecoveryMode};
 use crate::checkpoint::store::Restored;
-use crate::stages::{
-    self, CHandles, DeserializeFn, FortranHandlerFn, Handler, LibraryHandles, SerializeFn, Stages,
-};
+use crate::inject;
+use crate::stages::{self, CHandles, LibraryHandles, Stages};
+/// The handler types of the Stages extensions, as the C ABI registers them.
+pub use crate::stages::{DeserializeFn, FortranHandlerFn, Handler, SerializeFn};
 use std::sync::MutexGuard;
 
 impl Mpi {
@@ -26,7 +27,7 @@ fn reload() -> MpiError {
 
 /// `MPIX_TRY_RELOAD` while communication is halted for a recovery.
 pub fn check_running(m: &Mpi) -> MpiResult<()> {
-    if m.engine.with(|c| c.halted()) {
+    if m.engine.halted() {
         return Err(reload());
     }
     Ok(())
@@ -37,7 +38,7 @@ pub fn check_running(m: &Mpi) -> MpiResult<()> {
 /// and the user must know why recoveries go back further), and returned
 /// as MPI_ERR_NO_SPACE or MPI_ERR_IO.
 fn not_written(m: &Mpi, epoch: u64, e: crate::checkpoint::store::WriteError) -> MpiError {
-    let committed = m.engine.with(|c| c.notices.committed);
+    let committed = m.engine.committed().0;
     let then = if committed > 0 {
         format!("a recovery restores epoch {committed}, the newest committed one")
     } else {
@@ -57,7 +58,7 @@ fn not_written(m: &Mpi, epoch: u64, e: crate::checkpoint::store::WriteError) -> 
 /// regions and routed files as its next epoch, on every level.
 pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     check_running(m)?;
-    let pending = m.engine.with(|c| c.pending_requests());
+    let pending = m.engine.pending_requests();
     if pending > 0 {
         return fail(
             err::OTHER,
@@ -65,17 +66,16 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         );
     }
     let failed = |e: String| MpiError::new(err::OTHER, format!("MPIX_Checkpoint_write: {e}"));
-    let generation = m.engine.with(|c| c.generation());
+    let generation = m.engine.generation();
     let regions = protect::regions(m);
     let (epoch, copy) = {
         let mut st = m.stages();
         // Epochs that newer commits made old go first: this write then
         // reuses their memory.
-        let (committed, durable) = m.engine.with(|c| (c.notices.committed, c.notices.durable));
+        let (committed, durable) = m.engine.committed();
         st.apply_committed(committed, durable);
-        let killer = st
-            .dies_while_writing(st.epoch + 1)
-            .map(|(spec, dir)| kill_while_writing(m, spec, dir));
+        let killer = inject::while_writing(st.epoch + 1)
+            .map(|spec| kill_while_writing(m, spec, st.first_file(st.epoch + 1)));
         let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
         let written = st.write(&saved, &protect::sections(&regions), generation);
         if let Some((done, thread)) = killer {
@@ -89,13 +89,13 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         let held = recovery::exchange_partner_copies(m, &copy)?;
         m.stages().hold(epoch, held);
     }
-    let (committed, durable) = m.engine.with(|c| (c.notices.committed, c.notices.durable));
+    let (committed, durable) = m.engine.committed();
     let mut st = m.stages();
     st.report(epoch, m.client.as_deref(), committed, durable)
         .map_err(failed)?;
-    if let Some(spec) = st.after_checkpoint(epoch) {
-        st.damage(spec);
-        stages::kill_self(m.client.as_deref(), spec);
+    if let Some(spec) = inject::after_checkpoint(epoch) {
+        st.damage(inject::damage_of(spec));
+        inject::kill_self(m.client.as_deref(), spec);
     }
     Ok(())
 }
@@ -132,7 +132,7 @@ fn kill_while_writing(
         {
             std::thread::sleep(std::time::Duration::from_micros(20));
         }
-        stages::kill_self(client.as_deref(), spec);
+        inject::kill_self(client.as_deref(), spec);
     });
     (done, thread)
 }
@@ -141,7 +141,7 @@ fn kill_while_writing(
 /// interrupts the restore. A restore that cannot succeed ends the job.
 pub(super) fn rejoin_and_restore(
     m: &Mpi,
-    client: &crate::runtime::client::Client,
+    client: &crate::control::client::Client,
     replacement: bool,
 ) -> MpiResult<()> {
     // The copy this rank holds is looked up (and a file copy read and
@@ -181,8 +181,8 @@ pub(super) fn rejoin_and_restore(
                 &format!("rank {} cannot roll back: {}", m.rank, e.detail),
             ),
             Ok(()) => {
-                let _ = client.send(&crate::runtime::proto::ToController::Restored {
-                    generation: m.engine.with(|c| c.generation()),
+                let _ = client.send(&crate::control::proto::ToController::Restored {
+                    generation: m.engine.generation(),
                     epoch: fault_epoch(m),
                 });
                 return Ok(());
@@ -196,7 +196,7 @@ pub(super) fn rejoin_and_restore(
 /// the epoch every rank holds (the committed one unless copies were lost).
 /// Without a failure to recover from it does nothing.
 pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
-    if !m.engine.with(|c| c.halted()) {
+    if !m.engine.halted() {
         return Ok(());
     }
     let Some(client) = m.client.as_deref() else {
@@ -461,12 +461,22 @@ pub fn deserialize_handles(m: &Mpi) -> MpiResult<()> {
     Ok(())
 }
 
-/// Counts an MPI call for `--inject rank=R,call=NAME:N`.
+/// Counts an MPI call for `--inject rank=R,call=NAME:N`: one cheap check
+/// unless such a spec is armed.
+#[inline]
 pub fn count_call(name: &str) {
-    let Ok(m) = super::mpi() else { return };
-    let fire = m.stages().count_call(name);
-    if let Some(spec) = fire {
-        m.stages().damage(spec);
-        stages::kill_self(m.client.as_deref(), spec);
+    if inject::counting_calls() {
+        fire_on_call(name);
     }
+}
+
+fn fire_on_call(name: &str) {
+    let Some(spec) = inject::count_call(name) else {
+        return;
+    };
+    if let Ok(m) = super::mpi() {
+        m.stages().damage(inject::damage_of(spec));
+        inject::kill_self(m.client.as_deref(), spec);
+    }
+    inject::kill_self(None, spec);
 }

@@ -9,11 +9,11 @@
 //!   older one when a copy turned out corrupt or missing everywhere).
 
 use super::consts::err;
+use super::error::request_error;
 use super::error::{fail, MpiError, MpiResult};
 use super::group::Group;
 use super::{Comm, Mpi};
 use crate::checkpoint::store::Restored;
-use crate::coll::exec::req_error;
 use crate::progress::request::Bytes;
 use crate::progress::{Op, ReqId, SendMode, Src};
 use crate::transport::RawBuf;
@@ -91,7 +91,7 @@ impl<'a> Exchange<'a> {
         for id in self.reqs {
             let st = self.m.engine.wait(id);
             if let (Some(e), None) = (&st.error, &first) {
-                first = Some(req_error(e));
+                first = Some(request_error(e));
             }
         }
         first.map_or(Ok(()), Err)
@@ -112,7 +112,7 @@ fn swap(m: &Mpi, to: usize, out: &[u8], from: usize) -> MpiResult<Vec<u8>> {
     // The length first: the payload's buffer is sized from it.
     let first = m.engine.wait(x.reqs.pop().expect("the receive was posted"));
     let n = match &first.error {
-        Some(e) => Err(req_error(e)),
+        Some(e) => Err(request_error(e)),
         None => usize::try_from(u64::from_le_bytes(in_len))
             .ok()
             .filter(|&n| n <= isize::MAX as usize)
@@ -208,8 +208,7 @@ pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
         )
     };
     crate::coll::allreduce(
-        m,
-        c,
+        &c.team(m),
         s,
         r,
         &crate::coll::Reduction {

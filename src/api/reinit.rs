@@ -27,7 +27,7 @@ pub fn start(m: &Mpi) -> (i32, bool) {
 /// wait at the rejoin barrier for the replacement, and come back with the
 /// MPI state of `MPI_Init` and the agreed epoch as the fault epoch.
 pub fn reset(m: &Mpi) -> MpiResult<()> {
-    if !m.engine.with(|c| c.halted()) {
+    if !m.engine.halted() {
         return fail(
             err::INTERN,
             "MPIX_Reinit: jumped back without a failure to recover from",

@@ -2,12 +2,36 @@
 //! receive, wait for all, then do the local copies and reductions.
 
 use super::schedule::{Buf, Loc, Schedule, Step};
-use crate::api::consts::err;
-use crate::api::error::{fail, MpiError, MpiResult};
-use crate::api::{Comm, Mpi};
 use crate::progress::request::Bytes;
-use crate::progress::{Op, ReqError, SendMode, Src};
+use crate::progress::{Engine, Op, ReqError, SendMode, Src};
 use crate::transport::RawBuf;
+
+/// What a collective needs of a communicator, and no more: its members
+/// (world ranks, in communicator order), this process's place among them,
+/// the context its collective traffic uses, and the engine that moves it.
+pub struct Team<'a> {
+    pub engine: &'a Engine,
+    pub members: &'a [usize],
+    pub rank: usize,
+    pub context: u32,
+}
+
+impl Team<'_> {
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+}
+
+/// Why a collective did not complete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CollError {
+    /// One of its messages failed (a lost peer, a halt for recovery, ...).
+    Request(ReqError),
+    /// A schedule that does not fit its buffers: a bug, not a user error.
+    Internal(String),
+}
+
+pub type CollResult<T> = Result<T, CollError>;
 
 /// `dst = src op dst` over `count` elements.
 pub type Reducer = dyn Fn(&[u8], &mut [u8], usize);
@@ -16,29 +40,18 @@ pub type Reducer = dyn Fn(&[u8], &mut [u8], usize);
 /// context; per-pair message order does the rest.
 const TAG: i32 = 0;
 
-pub fn req_error(e: &ReqError) -> MpiError {
-    match e {
-        ReqError::Truncate => MpiError::new(err::TRUNCATE, "message truncated"),
-        ReqError::PeerLost(p) => {
-            MpiError::new(err::OTHER, format!("the connection to rank {p} was lost"))
-        }
-        ReqError::Halted => MpiError::new(err::TRY_RELOAD, "a process failed"),
-    }
-}
-
 pub fn run(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     s: &Schedule,
     send: RawBuf,
     recv: RawBuf,
     red: Option<&super::Reduction>,
-) -> MpiResult<()> {
+) -> CollResult<()> {
     let mut temp = vec![0u8; s.temp_len];
     // SAFETY: `temp` lives until the end of this function and every request
     // using it is waited for before then.
     let temp_raw = unsafe { RawBuf::new(temp.as_mut_ptr(), temp.len()) };
-    let loc = |l: Loc, len: usize| -> MpiResult<RawBuf> {
+    let loc = |l: Loc, len: usize| -> CollResult<RawBuf> {
         let b = match l.buf {
             Buf::Send => send,
             Buf::Recv => recv,
@@ -48,13 +61,10 @@ pub fn run(
             return Ok(RawBuf::empty());
         }
         b.sub(l.off, len).ok_or_else(|| {
-            MpiError::new(
-                err::INTERN,
-                format!(
-                    "collective schedule out of bounds: {l:?} + {len} of {}",
-                    b.len()
-                ),
-            )
+            CollError::Internal(format!(
+                "collective schedule out of bounds: {l:?} + {len} of {}",
+                b.len()
+            ))
         })
     };
     for round in &s.rounds {
@@ -62,9 +72,9 @@ pub fn run(
         for st in round {
             let op = match *st {
                 Step::Send { to, from, len } => Op::Send {
-                    dest: Some(c.world(to)),
-                    src: c.rank as u32,
-                    context: c.coll_context(),
+                    dest: Some(t.members[to]),
+                    src: t.rank as u32,
+                    context: t.context,
                     tag: TAG,
                     mode: SendMode::Standard,
                     layout: Box::new(Bytes(loc(from, len)?)),
@@ -72,18 +82,18 @@ pub fn run(
                 Step::Recv { from, into, len } => Op::Recv {
                     src: Some(Src::Rank(from as u32)),
                     tag: Some(TAG),
-                    context: c.coll_context(),
+                    context: t.context,
                     layout: Box::new(Bytes(loc(into, len)?)),
                 },
                 _ => continue,
             };
-            reqs.push(m.engine.post(op));
+            reqs.push(t.engine.post(op));
         }
         let mut first_err = None;
         for id in reqs {
-            let st = m.engine.wait(id);
+            let st = t.engine.wait(id);
             if let (Some(e), None) = (&st.error, &first_err) {
-                first_err = Some(req_error(e));
+                first_err = Some(CollError::Request(e.clone()));
             }
         }
         if let Some(e) = first_err {
@@ -105,7 +115,9 @@ pub fn run(
                     src_first,
                 } => {
                     let Some(red) = red else {
-                        return fail(err::INTERN, "reduction step without an operation");
+                        return Err(CollError::Internal(
+                            "reduction step without an operation".into(),
+                        ));
                     };
                     let (a, b) = (loc(src, len)?, loc(dst, len)?);
                     if src_first || red.commutative {

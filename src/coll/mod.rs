@@ -7,27 +7,23 @@
 pub mod exec;
 pub mod schedule;
 
-use crate::api::error::MpiResult;
-use crate::api::{Comm, Mpi};
 use crate::transport::RawBuf;
-pub use exec::Reducer;
+pub use exec::{CollError, CollResult, Reducer, Team};
 
 fn sched_run(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     s: schedule::Schedule,
     send: RawBuf,
     recv: RawBuf,
     red: Option<&Reduction>,
-) -> MpiResult<()> {
-    exec::run(m, c, &s, send, recv, red)
+) -> CollResult<()> {
+    exec::run(t, &s, send, recv, red)
 }
 
-pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
+pub fn barrier(t: &Team) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::barrier(c.rank, c.size()),
+        t,
+        schedule::barrier(t.rank, t.size()),
         RawBuf::empty(),
         RawBuf::empty(),
         None,
@@ -38,16 +34,15 @@ pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
 /// rings instead of using the binomial tree.
 const SCATTER_RING_BCAST_MIN: usize = 256 << 10;
 
-pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
-    let n = c.size();
+pub fn bcast(t: &Team, root: usize, buf: RawBuf) -> CollResult<()> {
+    let n = t.size();
     if n > 2 && buf.len() >= SCATTER_RING_BCAST_MIN {
-        let s = schedule::bcast_scatter_ring(c.rank, n, root, buf.len());
-        return sched_run(m, c, s, RawBuf::empty(), buf, None);
+        let s = schedule::bcast_scatter_ring(t.rank, n, root, buf.len());
+        return sched_run(t, s, RawBuf::empty(), buf, None);
     }
     sched_run(
-        m,
-        c,
-        schedule::bcast(c.rank, c.size(), root, buf.len()),
+        t,
+        schedule::bcast(t.rank, t.size(), root, buf.len()),
         RawBuf::empty(),
         buf,
         None,
@@ -66,57 +61,47 @@ pub struct Reduction<'a> {
 /// From this many bytes on, a commutative allreduce uses the ring.
 const RING_ALLREDUCE_MIN: usize = 64 << 10;
 
-pub fn reduce(
-    m: &Mpi,
-    c: &Comm,
-    root: usize,
-    send: RawBuf,
-    recv: RawBuf,
-    r: &Reduction,
-) -> MpiResult<()> {
-    let s = schedule::reduce(c.rank, c.size(), root, r.count, r.elem);
-    sched_run(m, c, s, send, recv, Some(r))
+pub fn reduce(t: &Team, root: usize, send: RawBuf, recv: RawBuf, r: &Reduction) -> CollResult<()> {
+    let s = schedule::reduce(t.rank, t.size(), root, r.count, r.elem);
+    sched_run(t, s, send, recv, Some(r))
 }
 
-pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -> MpiResult<()> {
-    let n = c.size();
+pub fn allreduce(t: &Team, send: RawBuf, recv: RawBuf, r: &Reduction) -> CollResult<()> {
+    let n = t.size();
     let ring = r.commutative && n > 2 && r.count >= n && r.count * r.elem >= RING_ALLREDUCE_MIN;
     let s = if ring {
-        schedule::ring_allreduce(c.rank, n, r.count, r.elem)
+        schedule::ring_allreduce(t.rank, n, r.count, r.elem)
     } else {
-        schedule::allreduce(c.rank, n, r.count, r.elem)
+        schedule::allreduce(t.rank, n, r.count, r.elem)
     };
-    sched_run(m, c, s, send, recv, Some(r))
+    sched_run(t, s, send, recv, Some(r))
 }
 
 pub fn scan(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     send: RawBuf,
     recv: RawBuf,
     r: &Reduction,
     exclusive: bool,
-) -> MpiResult<()> {
-    let s = schedule::scan(c.rank, c.size(), r.count, r.elem, exclusive);
-    sched_run(m, c, s, send, recv, Some(r))
+) -> CollResult<()> {
+    let s = schedule::scan(t.rank, t.size(), r.count, r.elem, exclusive);
+    sched_run(t, s, send, recv, Some(r))
 }
 
-pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
+pub fn gather(t: &Team, root: usize, send: RawBuf, recv: RawBuf) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::gather(c.rank, c.size(), root, send.len()),
+        t,
+        schedule::gather(t.rank, t.size(), root, send.len()),
         send,
         recv,
         None,
     )
 }
 
-pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
+pub fn scatter(t: &Team, root: usize, send: RawBuf, recv: RawBuf) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::scatter(c.rank, c.size(), root, recv.len()),
+        t,
+        schedule::scatter(t.rank, t.size(), root, recv.len()),
         send,
         recv,
         None,
@@ -124,18 +109,16 @@ pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> Mp
 }
 
 pub fn gatherv(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     root: usize,
     send: RawBuf,
     recv: RawBuf,
     offs: &[usize],
     lens: &[usize],
-) -> MpiResult<()> {
+) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::gatherv(c.rank, c.size(), root, offs, lens, send.len()),
+        t,
+        schedule::gatherv(t.rank, t.size(), root, offs, lens, send.len()),
         send,
         recv,
         None,
@@ -143,18 +126,16 @@ pub fn gatherv(
 }
 
 pub fn scatterv(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     root: usize,
     send: RawBuf,
     recv: RawBuf,
     offs: &[usize],
     lens: &[usize],
-) -> MpiResult<()> {
+) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::scatterv(c.rank, c.size(), root, offs, lens, recv.len()),
+        t,
+        schedule::scatterv(t.rank, t.size(), root, offs, lens, recv.len()),
         send,
         recv,
         None,
@@ -162,17 +143,15 @@ pub fn scatterv(
 }
 
 pub fn allgatherv(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     send: RawBuf,
     recv: RawBuf,
     offs: &[usize],
     lens: &[usize],
-) -> MpiResult<()> {
+) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::allgatherv(c.rank, c.size(), offs, lens),
+        t,
+        schedule::allgatherv(t.rank, t.size(), offs, lens),
         send,
         recv,
         None,
@@ -181,19 +160,17 @@ pub fn allgatherv(
 
 #[allow(clippy::too_many_arguments)]
 pub fn alltoallv(
-    m: &Mpi,
-    c: &Comm,
+    t: &Team,
     send: RawBuf,
     recv: RawBuf,
     soffs: &[usize],
     slens: &[usize],
     roffs: &[usize],
     rlens: &[usize],
-) -> MpiResult<()> {
+) -> CollResult<()> {
     sched_run(
-        m,
-        c,
-        schedule::alltoallv(c.rank, c.size(), soffs, slens, roffs, rlens),
+        t,
+        schedule::alltoallv(t.rank, t.size(), soffs, slens, roffs, rlens),
         send,
         recv,
         None,
@@ -202,7 +179,7 @@ pub fn alltoallv(
 
 /// Agreement on a number: the maximum over the communicator (used for new
 /// context ids).
-pub fn max_u32(m: &Mpi, c: &Comm, v: u32) -> MpiResult<u32> {
+pub fn max_u32(t: &Team, v: u32) -> CollResult<u32> {
     let mut inp = v.to_le_bytes();
     let mut out = [0u8; 4];
     let red: &Reducer = &|src: &[u8], dst: &mut [u8], _| {
@@ -218,8 +195,7 @@ pub fn max_u32(m: &Mpi, c: &Comm, v: u32) -> MpiResult<u32> {
         )
     };
     allreduce(
-        m,
-        c,
+        t,
         s,
         r,
         &Reduction {

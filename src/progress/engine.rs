@@ -12,8 +12,8 @@
 
 use super::matcher::{Matcher, Src, TagSel};
 use super::request::{Op, ReqError, ReqId, SendMode, Status};
-use crate::runtime::client::{Client, ControlReader};
-use crate::runtime::proto::{ToController, ToRank};
+use crate::control::client::{Client, ControlReader};
+use crate::control::proto::{ToController, ToRank};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::eventfd::EventFd;
 use crate::sys::timerfd::TimerFd;
@@ -134,7 +134,7 @@ struct Slot {
     req: Option<Req>,
 }
 
-pub struct Core {
+struct Core {
     me: usize,
     generation: u32,
     epoch: u32,
@@ -313,7 +313,7 @@ impl Core {
             Op::Send { .. } => self.start_remote_send(id),
             Op::Recv { src: None, .. } => {
                 let mut st = Status::empty();
-                st.source = crate::api::consts::PROC_NULL;
+                st.source = super::request::PROC_NULL;
                 self.finish(id, st)
             }
             Op::Recv {
@@ -915,7 +915,23 @@ impl Core {
             .count()
     }
 
-    // ---- queries used by the API layer while holding the lock ----
+    // ---- queries of the request table (the engine's intent-level
+    // operations below are built from these) ----
+
+    fn done_among(&self, ids: &[ReqId]) -> Vec<usize> {
+        (0..ids.len()).filter(|&i| self.is_done(ids[i])).collect()
+    }
+
+    /// Started and not complete.
+    fn is_running(&self, id: ReqId) -> bool {
+        matches!(
+            self.req(id),
+            Some(Req {
+                state: State::Active(_),
+                ..
+            })
+        )
+    }
 
     pub fn is_done(&self, id: ReqId) -> bool {
         matches!(
@@ -939,10 +955,6 @@ impl Core {
 
     pub fn exists(&self, id: ReqId) -> bool {
         self.req(id).is_some()
-    }
-
-    pub fn is_persistent(&self, id: ReqId) -> bool {
-        self.req(id).is_some_and(|r| r.persistent)
     }
 
     /// The request in slot `index`, if any.
@@ -1149,7 +1161,7 @@ impl Engine {
 
     /// Runs `f` under the engine lock, then wakes waiters if it completed
     /// anything.
-    pub fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
         let mut core = self.lock();
         let before = core.changes;
         let v = f(&mut core);
@@ -1160,7 +1172,7 @@ impl Engine {
     /// Blocks until `f` returns `Some`. One waiting thread at a time polls
     /// the transports (spinning for `spin` first, then sleeping in epoll);
     /// others sleep on the condition variable.
-    pub fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
+    fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
         let mut core = self.lock();
         let mut evs = Vec::new();
         let mut spin_until: Option<Instant> = None;
@@ -1325,6 +1337,152 @@ impl Engine {
                 t.close_all();
             }
         });
+    }
+}
+
+/// What a request's id names right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReqState {
+    /// Freed, completed and taken, or never there.
+    Gone,
+    /// A persistent request that is not started.
+    Inactive,
+    /// Started (and perhaps complete, its status not taken yet).
+    Live { persistent: bool },
+}
+
+/// How waiting for the job to resume after a failure ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// Every rank is ready: the job runs again at `generation` from
+    /// `epoch`; `agreed` is the epoch of the copy every rank holds.
+    Resumed {
+        generation: u32,
+        epoch: u64,
+        agreed: Option<u64>,
+    },
+    /// Another failure was announced meanwhile: roll back again.
+    FailedAgain,
+    /// `mpiexec` is gone.
+    Orphaned,
+}
+
+/// Intent-level queries and waits: what the API layer asks of requests and
+/// of the failure notices. No caller outside the engine sees its tables.
+impl Engine {
+    /// The request in slot `index` (what a user's handle names), if any.
+    pub fn id_at(&self, index: u32) -> Option<ReqId> {
+        self.with(|c| c.id_at(index))
+    }
+
+    pub fn state(&self, id: ReqId) -> ReqState {
+        self.with(|c| match c.req(id) {
+            None => ReqState::Gone,
+            Some(r) if matches!(r.state, State::Inactive) => ReqState::Inactive,
+            Some(r) => ReqState::Live {
+                persistent: r.persistent,
+            },
+        })
+    }
+
+    /// Takes the status of a completed request (a one-shot request is
+    /// released, a persistent one becomes inactive); `None` while it runs.
+    pub fn take(&self, id: ReqId) -> Option<Status> {
+        self.with(|c| c.take(id))
+    }
+
+    /// Blocks until the request is complete (its status stays to be taken).
+    pub fn wait_done(&self, id: ReqId) {
+        self.wait_until(|c| (!c.exists(id) || !c.is_running(id)).then_some(()))
+    }
+
+    /// The positions in `ids` of the requests that are complete now.
+    pub fn done_among(&self, ids: &[ReqId]) -> Vec<usize> {
+        self.with(|c| c.done_among(ids))
+    }
+
+    /// Blocks until at least one of `ids` is complete; their positions.
+    pub fn wait_some(&self, ids: &[ReqId]) -> Vec<usize> {
+        self.wait_until(|c| {
+            let done = c.done_among(ids);
+            (!done.is_empty()).then_some(done)
+        })
+    }
+
+    /// Which of `ids` still exist (buffered sends not yet delivered).
+    pub fn existing(&self, ids: &[ReqId]) -> Vec<bool> {
+        self.with(|c| ids.iter().map(|&id| c.exists(id)).collect())
+    }
+
+    /// Blocks until none of `ids` exists any more.
+    pub fn wait_gone(&self, ids: &[ReqId]) {
+        self.wait_until(|c| ids.iter().all(|&id| !c.exists(id)).then_some(()))
+    }
+
+    /// See `Core::halted`.
+    pub fn halted(&self) -> bool {
+        self.with(|c| c.halted())
+    }
+
+    /// The generation this rank communicates in (failures survived).
+    pub fn generation(&self) -> u32 {
+        self.with(|c| c.generation())
+    }
+
+    /// The ranks named by the newest failure notice.
+    pub fn failed_ranks(&self) -> Vec<u32> {
+        self.with(|c| c.failed_ranks())
+    }
+
+    /// The newest epoch `mpiexec` announced as committed by every rank, and
+    /// the newest it announced as durable.
+    pub fn committed(&self) -> (u64, Option<u64>) {
+        self.with(|c| (c.notices.committed, c.notices.durable))
+    }
+
+    /// A replacement learns the epoch it restores from its environment
+    /// rather than from a notice.
+    pub fn set_restore_epoch(&self, epoch: u64) {
+        self.with(|c| c.notices.epoch = epoch)
+    }
+
+    /// Requests started or complete but not yet waited for.
+    pub fn pending_requests(&self) -> usize {
+        self.with(|c| c.pending_requests())
+    }
+
+    /// Blocks until `mpiexec` says the job resumes, or fails again, or is
+    /// gone (the notices after this rank said it is ready).
+    pub fn wait_resume(&self) -> Resume {
+        self.wait_until(|c| {
+            let n = &c.notices;
+            if n.failed > c.generation() {
+                Some(Resume::FailedAgain)
+            } else if n.resumed >= c.generation() {
+                Some(Resume::Resumed {
+                    generation: c.generation(),
+                    epoch: n.epoch,
+                    agreed: n.agreed,
+                })
+            } else if n.orphaned {
+                Some(Resume::Orphaned)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// One round of a Stages rejoin: if a failure newer than this rank's
+    /// generation was announced, roll the engine back to it (`cleanup`).
+    /// Returns the generation now, and the epoch the notices say to restore.
+    pub fn roll_back_to_newest_failure(&self) -> (u32, u64) {
+        self.with(|c| {
+            let g = c.notices.failed.max(c.generation());
+            if g > c.generation() {
+                c.cleanup(g);
+            }
+            (g, c.notices.epoch)
+        })
     }
 }
 

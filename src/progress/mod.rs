@@ -12,6 +12,6 @@ pub mod engine;
 pub mod matcher;
 pub mod request;
 
-pub use engine::{Engine, EngineConfig, ProgressMode};
+pub use engine::{Engine, EngineConfig, ProgressMode, ReqState};
 pub use matcher::{Src, TagSel};
 pub use request::{Layout, Op, ReqError, ReqId, SendMode, Status};

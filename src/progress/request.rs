@@ -98,12 +98,18 @@ pub struct Status {
     pub error: Option<ReqError>,
 }
 
+/// The values of a status's fields that say "nobody" and "any": the
+/// standard's constants (`api::consts` takes them from here).
+pub const ANY_SOURCE: i32 = -2;
+pub const PROC_NULL: i32 = -1;
+pub const ANY_TAG: i32 = -1;
+
 impl Status {
     /// The status of a request with nothing to report (MPI's "empty" status).
     pub fn empty() -> Status {
         Status {
-            source: crate::api::consts::ANY_SOURCE,
-            tag: crate::api::consts::ANY_TAG,
+            source: ANY_SOURCE,
+            tag: ANY_TAG,
             bytes: 0,
             cancelled: false,
             error: None,

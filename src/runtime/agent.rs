@@ -1,7 +1,7 @@
 //! The node agent: starts ranks on this host, forwards their output line by
 //! line, and tears them down. (On one host it runs inside `mpiexec`.)
 
-use super::env;
+use crate::control::env;
 use crate::sys::process;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};

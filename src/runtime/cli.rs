@@ -1,6 +1,7 @@
 //! `mpiexec` command-line options.
 
-use super::inject::Inject;
+use crate::control::inject::Inject;
+pub use crate::control::mode::RecoveryMode;
 
 pub const USAGE: &str = "\
 usage: mpiexec -n N [options] program [args...]
@@ -78,7 +79,7 @@ pub struct Options {
     pub tag_output: bool,
     pub env: Vec<(String, String)>,
     pub kill_grace_secs: f64,
-    pub recovery: Recovery,
+    pub recovery: RecoveryMode,
     pub max_restarts: usize,
     /// Spare processes kept waiting for a failure (stages, reinit).
     pub spares: usize,
@@ -86,30 +87,6 @@ pub struct Options {
     pub ckpt: Option<String>,
     pub program: String,
     pub args: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recovery {
-    None,
-    Stages,
-    Reinit,
-    Cpr,
-}
-
-impl Recovery {
-    pub fn name(self) -> &'static str {
-        match self {
-            Recovery::None => "none",
-            Recovery::Stages => "stages",
-            Recovery::Reinit => "reinit",
-            Recovery::Cpr => "cpr",
-        }
-    }
-
-    /// The failed rank alone is replaced (the others live on).
-    pub fn replaces_rank(self) -> bool {
-        matches!(self, Recovery::Stages | Recovery::Reinit)
-    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -124,7 +101,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
     let mut tag_output = false;
     let mut env = Vec::new();
     let mut kill_grace_secs = 2.0;
-    let mut recovery = Recovery::None;
+    let mut recovery = RecoveryMode::None;
     let mut max_restarts = 8;
     let mut spares = None;
     let mut inject = Vec::new();
@@ -174,17 +151,8 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 i += 2;
             }
             "--recovery" => {
-                recovery = match value(i, a)?.as_str() {
-                    "none" => Recovery::None,
-                    "stages" => Recovery::Stages,
-                    "reinit" => Recovery::Reinit,
-                    "cpr" => Recovery::Cpr,
-                    other => {
-                        return Err(format!(
-                            "--recovery '{other}': expected none, stages, reinit or cpr"
-                        ))
-                    }
-                };
+                recovery =
+                    RecoveryMode::parse(&value(i, a)?).map_err(|e| format!("--recovery {e}"))?;
                 i += 2;
             }
             "--max-restarts" => {
@@ -207,7 +175,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 i += 2;
             }
             "--inject" => {
-                inject.push(super::inject::parse(&value(i, a)?)?);
+                inject.push(crate::control::inject::parse(&value(i, a)?)?);
                 i += 2;
             }
             "--ckpt" => {
@@ -293,11 +261,11 @@ mod tests {
         };
         assert_eq!(
             (o.recovery, o.max_restarts, o.inject.len()),
-            (Recovery::Stages, 2, 1)
+            (RecoveryMode::Stages, 2, 1)
         );
         assert!(p("-n 2 --inject rank=2,after=1 ./a").is_err());
         assert!(p("-n 2 --recovery maybe ./a").is_err());
-        for (m, r) in [("reinit", Recovery::Reinit), ("cpr", Recovery::Cpr)] {
+        for (m, r) in [("reinit", RecoveryMode::Reinit), ("cpr", RecoveryMode::Cpr)] {
             let Parsed::Run(o) = p(&format!("-n 2 --recovery {m} ./a")).unwrap() else {
                 panic!()
             };

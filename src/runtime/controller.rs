@@ -7,11 +7,11 @@
 //! A replacement is a spare process when one is waiting (`spares`).
 
 use super::agent::{Launch, RankProc};
-use super::cli::{self, Parsed, Recovery, USAGE};
-use super::inject::{self, Trigger};
+use super::cli::{self, Parsed, RecoveryMode, USAGE};
 use super::leftovers::{self, JobFiles};
-use super::proto::{self, Decoder, ToController, ToRank};
 use super::spares::{Spares, Taken};
+use crate::control::inject::{self, Trigger};
+use crate::control::proto::{self, Decoder, ToController, ToRank};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::process::{self, Exit, SignalFd};
 use std::io::{Read, Write};
@@ -215,7 +215,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     let spec = opts
         .ckpt
         .clone()
-        .or_else(|| std::env::var(super::env::CKPT).ok())
+        .or_else(|| std::env::var(crate::control::env::CKPT).ok())
         .unwrap_or_default();
     let files = JobFiles::new(&spec, &launch.job_id);
     files.sweep_dead_jobs();
@@ -587,9 +587,12 @@ impl Job {
     /// Environment every process of the job gets from mpiexec besides the
     /// launcher's own (recovery mode, checkpoint configuration).
     fn job_env(&self) -> Vec<(&'static str, String)> {
-        let mut env = vec![(super::env::RECOVERY, self.opts.recovery.name().to_string())];
+        let mut env = vec![(
+            crate::control::env::RECOVERY,
+            self.opts.recovery.name().to_string(),
+        )];
         if let Some(c) = &self.opts.ckpt {
-            env.push((super::env::CKPT, c.clone()));
+            env.push((crate::control::env::CKPT, c.clone()));
         }
         env
     }
@@ -942,7 +945,7 @@ impl Job {
             env.push((inject::ENV, injected));
         }
         if let Some(rec) = &self.recovering {
-            env.push((super::env::RESTART_EPOCH, rec.epoch.to_string()));
+            env.push((crate::control::env::RESTART_EPOCH, rec.epoch.to_string()));
         }
         let started = self.launch.spawn(rank, self.generation, &env)?;
         self.keep_forwarders(started.forwarders);
@@ -1124,7 +1127,7 @@ impl Job {
                 Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
                 Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
             };
-            if self.opts.recovery != Recovery::None && !st.finalizing {
+            if self.opts.recovery != RecoveryMode::None && !st.finalizing {
                 self.recover(r, &what);
                 continue;
             }

@@ -1,40 +1,15 @@
-//! The runtime: `mpiexec` (the controller), the node agent that starts and
-//! supervises ranks, the authenticated control channel between them and the
-//! ranks, the bootstrap fence, and the compiler wrappers.
+//! The launcher: `mpiexec` (the controller), the node agent that starts and
+//! supervises ranks, spares, the command line, leftovers of dead jobs, and
+//! the compiler wrappers. It speaks to ranks through `crate::control`'s
+//! protocol.
 //!
-//! Owns: processes, the job directory, control messages. Must not touch: MPI
-//! state inside ranks (a rank learns what it needs through `client`).
+//! Owns: processes, the job directory, the controller's side of the
+//! control channel. Must not touch: MPI state inside ranks (a rank learns
+//! what it needs through `control::client`).
 
 pub mod agent;
 pub mod cli;
-pub mod client;
 pub mod controller;
-pub mod inject;
 pub mod leftovers;
-pub mod proto;
 pub mod spares;
 pub mod wrapper;
-
-/// Environment variables through which `mpiexec` tells a rank who it is.
-pub mod env {
-    pub const RANK: &str = "MPISTAGES_RANK";
-    pub const SIZE: &str = "MPISTAGES_SIZE";
-    /// How many ranks of the job run on this machine (they share its cores).
-    pub const LOCAL_SIZE: &str = "MPISTAGES_LOCAL_SIZE";
-    pub const CONTROL: &str = "MPISTAGES_CONTROL";
-    pub const KEY: &str = "MPISTAGES_JOB_KEY";
-    pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
-    pub const GENERATION: &str = "MPISTAGES_GENERATION";
-    /// `none`, `stages`, `reinit` or `cpr`: how the job reacts to a failed rank.
-    pub const RECOVERY: &str = "MPISTAGES_RECOVERY";
-    /// Set in a process started because of a failure (a replacement, or
-    /// every rank of a relaunched `cpr` job): the epoch it restores.
-    pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
-    /// The checkpoint configuration (see `checkpoint::config`).
-    pub const CKPT: &str = "MPISTAGES_CKPT";
-    /// Set in a spare process: it waits in `MPI_Init` until mpiexec makes
-    /// it the replacement of a failed rank (and tells it the rank, the
-    /// generation, the epoch and the injections that the variables above
-    /// carry for a rank started as such).
-    pub const SPARE: &str = "MPISTAGES_SPARE";
-}

@@ -4,7 +4,7 @@
 //! Owns: epochs, the rank's checkpoint store, serialize/deserialize handler
 //! registries, and the rejoin barrier (`rejoin`). Must not touch: the API
 //! layer's tables (they come here as an encoded `MpiState`, built by
-//! `api::state`), sockets (it talks to `mpiexec` through `runtime::client`
+//! `api::state`), sockets (it talks to `mpiexec` through `control::client`
 //! and stops communication through the engine's `halt`/`cleanup`).
 //!
 //! Stages seam (ExaMPI's save / load / halt / cleanup):
@@ -23,12 +23,12 @@ use crate::checkpoint::config::{self, Config, Level};
 use crate::checkpoint::flush::FlushStatus;
 use crate::checkpoint::format::{AsSection, Kind, Section, SectionRef};
 use crate::checkpoint::store::{Restored, Store, WriteError};
+use crate::control::client::Client;
+use crate::control::inject::Damage;
+use crate::control::proto::ToController;
+use crate::progress::engine::Resume;
 use crate::progress::Engine;
-use crate::runtime::client::Client;
-use crate::runtime::inject::{self, Damage, RankInject, Trigger};
-use crate::runtime::proto::ToController;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::Arc;
 
 use files::RoutedFiles;
@@ -74,9 +74,6 @@ pub struct Stages {
     committed: u64,
     /// Newest epoch every rank has on its pfs level, as last heard.
     durable: Option<u64>,
-    /// Rank-side fault injection (`mpiexec --inject`).
-    injections: Vec<RankInject>,
-    calls: HashMap<String, u64>,
     /// Files routed into the next checkpoint, and located from the last.
     pub files: RoutedFiles,
     /// The sections of the fault epoch, once read or written.
@@ -89,15 +86,11 @@ pub struct Stages {
     reported: std::collections::HashSet<String>,
 }
 
-/// How many injection triggers count calls: MPI entry points skip the
-/// bookkeeping when this is 0.
-static CALL_TRIGGERS: AtomicU64 = AtomicU64::new(0);
-
 impl Stages {
     /// The checkpoint configuration from the environment, with node-local
     /// levels moved into this job's own directory.
-    pub fn new(job_id: &str, rank: usize, size: usize, injections: &str) -> Result<Stages, String> {
-        let spec = std::env::var(crate::runtime::env::CKPT).unwrap_or_default();
+    pub fn new(job_id: &str, rank: usize, size: usize) -> Result<Stages, String> {
+        let spec = std::env::var(crate::control::env::CKPT).unwrap_or_default();
         let mut cfg: Config = config::parse(&spec).map_err(|e| format!("MPISTAGES_CKPT: {e}"))?;
         let files = config::job_dir(&cfg.node_local_root(), job_id)
             .join("files")
@@ -115,28 +108,10 @@ impl Stages {
                 "mpistages: warning: the partner level needs at least two ranks; it is ignored"
             );
         }
-        let injections = inject::decode_for_rank(injections);
-        let counted = injections
-            .iter()
-            .filter(|i| matches!(i.trigger, Trigger::Call { .. }))
-            .count();
-        CALL_TRIGGERS.store(counted as u64, Ordering::Relaxed);
-        Ok(Stages::with(
-            store,
-            injections,
-            RoutedFiles::new(files),
-            partner,
-            false,
-        ))
+        Ok(Stages::with(store, RoutedFiles::new(files), partner, false))
     }
 
-    fn with(
-        store: Store,
-        injections: Vec<RankInject>,
-        files: RoutedFiles,
-        partner: bool,
-        singleton: bool,
-    ) -> Stages {
+    fn with(store: Store, files: RoutedFiles, partner: bool, singleton: bool) -> Stages {
         Stages {
             files,
             restored: None,
@@ -150,8 +125,6 @@ impl Stages {
             library: Vec::new(),
             committed: 0,
             durable: None,
-            injections,
-            calls: HashMap::new(),
         }
     }
 
@@ -165,7 +138,6 @@ impl Stages {
             .join(format!("single-{}", std::process::id()));
         Ok(Stages::with(
             Store::new(&cfg, 0, 0, 1)?,
-            Vec::new(),
             RoutedFiles::new(files),
             false,
             true,
@@ -400,44 +372,14 @@ impl Stages {
         MpiState::decode(&sec.data, size)
     }
 
-    /// Counts a call of `name` and returns true when an injection says this
-    /// process must die now.
-    pub fn count_call(&mut self, name: &str) -> Option<usize> {
-        let n = self.calls.entry(name.to_string()).or_insert(0);
-        *n += 1;
-        let n = *n;
-        self.injections
-            .iter()
-            .find(
-                |i| matches!(&i.trigger, Trigger::Call { name: f, nth } if f == name && *nth == n),
-            )
-            .map(|i| i.index)
+    /// The first directory level's file of `epoch` (where a write shows).
+    pub fn first_file(&self, epoch: u64) -> Option<std::path::PathBuf> {
+        self.store.first_file(epoch)
     }
 
-    /// An injection firing right after `epoch` was written.
-    pub fn after_checkpoint(&self, epoch: u64) -> Option<usize> {
-        self.injections
-            .iter()
-            .find(|i| i.trigger == Trigger::Checkpoint(epoch))
-            .map(|i| i.index)
-    }
-
-    /// An injection firing while `epoch` is written: its index, and the
-    /// file the first directory level writes the epoch to.
-    pub fn dies_while_writing(&self, epoch: u64) -> Option<(usize, Option<std::path::PathBuf>)> {
-        self.injections
-            .iter()
-            .find(|i| i.trigger == Trigger::Writing(epoch))
-            .map(|i| (i.index, self.store.first_file(epoch)))
-    }
-
-    /// Fault injection: harms this rank's node-local copies as spec `index`
-    /// says, before the rank dies.
-    pub fn damage(&self, index: usize) {
-        let Some(spec) = self.injections.iter().find(|i| i.index == index) else {
-            return;
-        };
-        let r = match spec.damage {
+    /// Fault injection: harms this rank's node-local copies before it dies.
+    pub fn damage(&self, damage: Damage) {
+        let r = match damage {
             Damage::None => return,
             Damage::Node => self.store.lose_node_local(),
             Damage::Corrupt => self.store.corrupt_newest_node_local(),
@@ -447,24 +389,6 @@ impl Stages {
             Err(e) => eprintln!("mpistages: injected damage failed: {e}"),
         }
     }
-}
-
-/// Whether any call-count injection is armed (a cheap check for every call).
-pub fn counting_calls() -> bool {
-    CALL_TRIGGERS.load(Ordering::Relaxed) > 0
-}
-
-/// Fault injection: tells mpiexec, then dies the way a crashed node does.
-pub fn kill_self(client: Option<&Client>, spec: usize) -> ! {
-    if let Some(c) = client {
-        let _ = c.send(&ToController::Injecting { spec });
-    }
-    // SAFETY: fflush(NULL) flushes C streams; raise takes no pointers.
-    unsafe {
-        libc::fflush(std::ptr::null_mut());
-        libc::raise(libc::SIGKILL);
-    }
-    unreachable!("SIGKILL cannot be caught")
 }
 
 /// Why a rejoin did not end with the job running again.
@@ -493,13 +417,7 @@ pub fn rejoin(
     newest: &mut dyn FnMut(u64) -> Option<u64>,
 ) -> Result<Rejoined, RejoinError> {
     loop {
-        let (generation, epoch) = engine.with(|c| {
-            let g = c.notices.failed.max(c.generation());
-            if g > c.generation() {
-                c.cleanup(g);
-            }
-            (g, c.notices.epoch)
-        });
+        let (generation, epoch) = engine.roll_back_to_newest_failure();
         let newest = newest(epoch);
         if client
             .send(&ToController::Ready { generation, newest })
@@ -507,30 +425,20 @@ pub fn rejoin(
         {
             return Err(RejoinError::Orphaned);
         }
-        enum Next {
-            Resumed(Rejoined),
-            Again,
-            Orphaned,
-        }
-        let next = engine.wait_until(|c| {
-            if c.notices.failed > c.generation() {
-                Some(Next::Again)
-            } else if c.notices.resumed >= c.generation() {
-                Some(Next::Resumed(Rejoined {
-                    generation: c.generation(),
-                    epoch: c.notices.epoch,
-                    agreed: c.notices.agreed,
-                }))
-            } else if c.notices.orphaned {
-                Some(Next::Orphaned)
-            } else {
-                None
+        match engine.wait_resume() {
+            Resume::Resumed {
+                generation,
+                epoch,
+                agreed,
+            } => {
+                return Ok(Rejoined {
+                    generation,
+                    epoch,
+                    agreed,
+                })
             }
-        });
-        match next {
-            Next::Resumed(r) => return Ok(r),
-            Next::Again => continue,
-            Next::Orphaned => return Err(RejoinError::Orphaned),
+            Resume::FailedAgain => continue,
+            Resume::Orphaned => return Err(RejoinError::Orphaned),
         }
     }
 }

@@ -21,8 +21,8 @@ use crate::abi::request::*;
 use crate::abi::{mpi, ret, CStatus};
 use crate::api::consts::{err, COMM_WORLD, MAX_ERROR_STRING, MAX_PROCESSOR_NAME, UNDEFINED};
 use crate::api::error::{fail, MpiResult};
+use crate::api::mpix::{FortranHandlerFn, Handler};
 use crate::api::{mpix, op::UserFn, protect};
-use crate::stages::{FortranHandlerFn, Handler};
 use std::os::raw::{c_char, c_int, c_long, c_void};
 
 /// Exports the body as the Fortran symbols `$name` (with `$p` false) and
