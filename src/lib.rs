@@ -1,31 +1,15 @@
-//! mpistages: an MPI implementation built around fast recovery from process
-//! failures (MPI Stages). The library's layers call only downward
-//! (tests/layering.rs checks it; docs/ARCHITECTURE.md explains them):
+//! The launcher: `mpiexec` (the controller), the node agent that starts and
+//! supervises ranks, spares, the command line, leftovers of dead jobs, and
+//! the compiler wrappers. It speaks to ranks through `mpistages::control`'s
+//! protocol.
 //!
-//! ```text
-//! abi        C and Fortran entry points
-//!  └ api     MPI objects, handles, argument checks, errors
-//!     ├ coll        collective algorithms (byte schedules on a Team)
-//!     ├ stages      the Stages protocol: checkpoint, rejoin, restore
-//!     │  └ checkpoint   storage levels and the checkpoint format
-//!     └ progress    the engine: requests, matching, protocols, waiting
-//!        ├ transport   moving frames between ranks (TCP)
-//!        └ control     the rank's side of the control plane
-//! inject     fault injection in a rank (beside stages, above control)
-//! sys        system calls, below everything
-//! ```
-//!
-//! `runtime` is the launcher (`mpiexec`, the agent, the compiler
-//! wrappers): a program beside the library, not a layer of it.
+//! Owns: processes, the job directory, the controller's side of the
+//! control channel. Must not touch: MPI state inside ranks (a rank learns
+//! what it needs through `control::client`).
 
-pub mod abi;
-pub mod api;
-pub mod checkpoint;
-pub mod coll;
-pub mod control;
-pub mod inject;
-pub mod progress;
-pub mod runtime;
-pub mod stages;
-pub mod sys;
-pub mod transport;
+pub mod agent;
+pub mod cli;
+pub mod controller;
+pub mod leftovers;
+pub mod spares;
+pub mod wrapper;

@@ -1,3 +1,3 @@
 fn main() {
-    mpistages::runtime::wrapper::main(mpistages::runtime::wrapper::Lang::C)
+    launcher::wrapper::main(launcher::wrapper::Lang::C)
 }

@@ -1,3 +1,3 @@
 fn main() {
-    mpistages::runtime::wrapper::main(mpistages::runtime::wrapper::Lang::Cxx)
+    launcher::wrapper::main(launcher::wrapper::Lang::Cxx)
 }

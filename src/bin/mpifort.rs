@@ -1,3 +1,3 @@
 fn main() {
-    mpistages::runtime::wrapper::main(mpistages::runtime::wrapper::Lang::Fortran)
+    launcher::wrapper::main(launcher::wrapper::Lang::Fortran)
 }

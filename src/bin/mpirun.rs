@@ -1,3 +1,3 @@
 fn main() {
-    mpistages::runtime::controller::main()
+    launcher::controller::main()
 }

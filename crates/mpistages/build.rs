@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc");
-    println!("cargo:rerun-if-changed=include/mpi.h");
+    println!("cargo:rerun-if-changed=../../include/mpi.h");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let header = std::fs::read_to_string("include/mpi.h").expect("read include/mpi.h");
+    let header = std::fs::read_to_string("../../include/mpi.h").expect("read include/mpi.h");
     let entry = out.join("entry.c");
     std::fs::write(&entry, entry_points(&header)).expect("write entry.c");
     // rustc's version script for the cdylib exports only Rust symbols; a
@@ -27,7 +27,7 @@ fn main() {
         .file("csrc/fortran_sentinels.c")
         .file("csrc/reinit.c")
         .file(&entry)
-        .include("include")
+        .include("../../include")
         .opt_level(2)
         .warnings(true)
         .cargo_metadata(false)

@@ -5,8 +5,8 @@
 //! The pool owns the processes until one is handed out; the controller
 //! says when to start them and speaks to them over the control channel.
 
-use super::agent::{Gate, Launch, RankProc, Started};
-use crate::sys::process;
+use crate::agent::{Gate, Launch, RankProc, Started};
+use mpistages::sys::process;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 

@@ -392,7 +392,8 @@ struct Row {
     milestones: Vec<f64>,
 }
 
-fn main() {
+/// The `mpistages-bench` program (its `main`).
+pub fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("campaign") => std::process::exit(campaign::main(&args[1..])),

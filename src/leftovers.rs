@@ -5,7 +5,7 @@
 //! removes its own; at its start, those of earlier jobs whose `mpiexec`
 //! is gone (killed with SIGKILL, it could not), so nothing piles up.
 
-use crate::checkpoint::config::{self, Level};
+use mpistages::checkpoint::config::{self, Level};
 use std::path::{Path, PathBuf};
 
 /// The directories of one job, worked out from its checkpoint levels.

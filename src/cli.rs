@@ -1,7 +1,7 @@
 //! `mpiexec` command-line options.
 
-use crate::control::inject::Inject;
-pub use crate::control::mode::RecoveryMode;
+use mpistages::control::inject::Inject;
+pub use mpistages::control::mode::RecoveryMode;
 
 pub const USAGE: &str = "\
 usage: mpiexec -n N [options] program [args...]
@@ -175,12 +175,12 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 i += 2;
             }
             "--inject" => {
-                inject.push(crate::control::inject::parse(&value(i, a)?)?);
+                inject.push(mpistages::control::inject::parse(&value(i, a)?)?);
                 i += 2;
             }
             "--ckpt" => {
                 let v = value(i, a)?;
-                crate::checkpoint::config::parse(&v).map_err(|e| format!("--ckpt: {e}"))?;
+                mpistages::checkpoint::config::parse(&v).map_err(|e| format!("--ckpt: {e}"))?;
                 ckpt = Some(v);
                 i += 2;
             }

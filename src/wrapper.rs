@@ -139,7 +139,7 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
         .map_or("fc".into(), |n| n.to_string_lossy().into_owned());
     // The module source and mpif.h are in the name, so a changed library
     // never uses a module compiled from an older interface.
-    let source = crate::abi::fortran::module::source();
+    let source = mpistages::abi::fortran::module::source();
     let mut crc = crc32fast::Hasher::new();
     crc.update(source.as_bytes());
     crc.update(&std::fs::read(layout.include.join("mpif.h")).unwrap_or_default());

@@ -164,7 +164,7 @@ pub mod op {
 /// Fortran header's test).
 #[cfg(test)]
 pub(crate) fn mpi_h_defines() -> std::collections::HashMap<String, i64> {
-    let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpi.h"))
+    let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/mpi.h"))
         .expect("include/mpi.h");
     let mut defs = std::collections::HashMap::new();
     for line in h.lines() {

@@ -299,8 +299,9 @@ mod tests {
 
     /// Every `INTEGER, PARAMETER :: NAME = <int>` of include/mpif.h.
     fn mpif_h_parameters() -> Vec<(String, i64)> {
-        let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpif.h"))
-            .expect("include/mpif.h");
+        let h =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/mpif.h"))
+                .expect("include/mpif.h");
         h.lines()
             .filter_map(|l| l.trim().strip_prefix("INTEGER, PARAMETER :: "))
             .filter_map(|d| {
@@ -316,7 +317,8 @@ mod tests {
     #[test]
     fn every_c_function_has_a_fortran_binding() {
         let h =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpi.h")).unwrap();
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/mpi.h"))
+                .unwrap();
         let mut n = 0;
         for l in h
             .lines()
@@ -355,8 +357,9 @@ mod tests {
         );
         assert_eq!(get("MPI_LONG_LONG_INT"), c.get("MPI_LONG_LONG").copied());
         // Fixed form: every statement fits in columns 7-72.
-        let h = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/mpif.h"))
-            .unwrap();
+        let h =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../include/mpif.h"))
+                .unwrap();
         for l in h.lines().filter(|l| !l.starts_with('!') && !l.is_empty()) {
             assert!(
                 l.starts_with("      ") && l.len() <= 72,

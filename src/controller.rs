@@ -6,14 +6,14 @@
 //! `api::reinit`); with `cpr` every rank is killed and the job relaunched.
 //! A replacement is a spare process when one is waiting (`spares`).
 
-use super::agent::{Launch, RankProc};
-use super::cli::{self, Parsed, RecoveryMode, USAGE};
-use super::leftovers::{self, JobFiles};
-use super::spares::{Spares, Taken};
-use crate::control::inject::{self, Trigger};
-use crate::control::proto::{self, Decoder, ToController, ToRank};
-use crate::sys::epoll::{self, Epoll};
-use crate::sys::process::{self, Exit, SignalFd};
+use crate::agent::{Launch, RankProc};
+use crate::cli::{self, Parsed, RecoveryMode, USAGE};
+use crate::leftovers::{self, JobFiles};
+use crate::spares::{Spares, Taken};
+use mpistages::control::inject::{self, Trigger};
+use mpistages::control::proto::{self, Decoder, ToController, ToRank};
+use mpistages::sys::epoll::{self, Epoll};
+use mpistages::sys::process::{self, Exit, SignalFd};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -215,7 +215,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     let spec = opts
         .ckpt
         .clone()
-        .or_else(|| std::env::var(crate::control::env::CKPT).ok())
+        .or_else(|| std::env::var(mpistages::control::env::CKPT).ok())
         .unwrap_or_default();
     let files = JobFiles::new(&spec, &launch.job_id);
     files.sweep_dead_jobs();
@@ -511,7 +511,7 @@ impl Job {
     }
 
     fn check_key(&self, key: &[u8]) -> Result<(), String> {
-        if crate::sys::constant_time_eq(key, self.key.as_bytes()) {
+        if mpistages::sys::constant_time_eq(key, self.key.as_bytes()) {
             Ok(())
         } else {
             Err("wrong job key".into())
@@ -588,11 +588,11 @@ impl Job {
     /// launcher's own (recovery mode, checkpoint configuration).
     fn job_env(&self) -> Vec<(&'static str, String)> {
         let mut env = vec![(
-            crate::control::env::RECOVERY,
+            mpistages::control::env::RECOVERY,
             self.opts.recovery.name().to_string(),
         )];
         if let Some(c) = &self.opts.ckpt {
-            env.push((crate::control::env::CKPT, c.clone()));
+            env.push((mpistages::control::env::CKPT, c.clone()));
         }
         env
     }
@@ -945,7 +945,10 @@ impl Job {
             env.push((inject::ENV, injected));
         }
         if let Some(rec) = &self.recovering {
-            env.push((crate::control::env::RESTART_EPOCH, rec.epoch.to_string()));
+            env.push((
+                mpistages::control::env::RESTART_EPOCH,
+                rec.epoch.to_string(),
+            ));
         }
         let started = self.launch.spawn(rank, self.generation, &env)?;
         self.keep_forwarders(started.forwarders);

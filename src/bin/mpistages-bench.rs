@@ -1,0 +1,3 @@
+fn main() {
+    mpistages_bench::main()
+}
