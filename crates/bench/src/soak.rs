@@ -57,13 +57,66 @@ pub fn usage_of(pid: u32) -> Option<Usage> {
     })
 }
 
+/// What ten looks at a process over half a second saw: the least and the
+/// most of its descriptors and threads (the checkpoint flusher's thread
+/// apart: it starts once, when first needed). A descriptor or thread being
+/// made or let go at one instant (a connection to the newest replacement,
+/// a checkpoint file open, a spare starting) moves one look; a leak moves
+/// all of them.
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    pub fds: (usize, usize),
+    pub threads: (usize, usize),
+    /// The most flusher threads one look saw.
+    pub flushers: usize,
+    pub rss_kb: u64,
+    pub thread_names: Vec<String>,
+}
+
+const FLUSHER: &str = "mpistages-flush";
+
+impl Window {
+    fn of(looks: &[Usage]) -> Window {
+        let own = |u: &Usage| u.thread_names.iter().filter(|n| *n != FLUSHER).count();
+        let range = |f: &dyn Fn(&Usage) -> usize| {
+            let v = looks.iter().map(f);
+            (v.clone().min().unwrap_or(0), v.max().unwrap_or(0))
+        };
+        Window {
+            fds: range(&|u| u.fds),
+            threads: range(&own),
+            flushers: looks
+                .iter()
+                .map(|u| u.thread_names.iter().filter(|n| *n == FLUSHER).count())
+                .max()
+                .unwrap_or(0),
+            rss_kb: looks.last().map_or(0, |u| u.rss_kb),
+            thread_names: looks
+                .last()
+                .map(|u| u.thread_names.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Whether `end` shows no growth over `early`, `recoveries` later: the
+/// fewest descriptors and threads at the end are no more than the most
+/// early on, one flusher at most, and memory grows less than 4 KB per
+/// recovery.
+pub fn flat(early: &Window, end: &Window, recoveries: usize) -> bool {
+    end.fds.0 <= early.fds.1
+        && end.threads.0 <= early.threads.1
+        && end.flushers <= 1
+        && (end.rss_kb as f64 - early.rss_kb as f64) < 4.0 * recoveries as f64
+}
+
 /// The result of a soak.
 pub struct Soak {
     pub recoveries: usize,
     /// Rank 0 and mpiexec after `early` recoveries, and at the end.
     pub early: usize,
-    pub rank0: (Usage, Usage),
-    pub mpiexec: (Usage, Usage),
+    pub rank0: (Window, Window),
+    pub mpiexec: (Window, Window),
     pub checksum_ok: bool,
     pub left: Vec<String>,
     pub wall: f64,
@@ -146,20 +199,16 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
             done += 1;
             if done == early || done == recoveries {
                 // Let the job settle after the recovery (the new spare
-                // starts, the survivors' rollback buffers are let go).
-                std::thread::sleep(Duration::from_millis(300));
-                // The least of a few looks: a checkpoint file open at one
-                // instant is not a leak; a leaked descriptor is in all.
-                let look = || {
-                    let r0 = rank0().and_then(usage_of).unwrap_or_default();
-                    std::thread::sleep(Duration::from_millis(20));
-                    (r0, usage_of(pid).unwrap_or_default())
-                };
-                let least = (0..5)
-                    .map(|_| look())
-                    .min_by_key(|(r0, me)| (r0.fds + me.fds, r0.threads + me.threads))
-                    .expect("five looks");
-                samples.push(least);
+                // starts, the survivors' rollback buffers are let go), then
+                // look ten times.
+                std::thread::sleep(Duration::from_millis(200));
+                let (mut r0, mut me) = (Vec::new(), Vec::new());
+                for _ in 0..10 {
+                    r0.push(rank0().and_then(usage_of).unwrap_or_default());
+                    me.push(usage_of(pid).unwrap_or_default());
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                samples.push((Window::of(&r0), Window::of(&me)));
             }
         }
         tail.push(line);
@@ -239,19 +288,24 @@ pub fn main(args: &[String]) -> i32 {
     }
     match soak(&bindir.join("mpiexec"), &exe, recoveries, 10) {
         Ok(s) => {
-            let show = |who: &str, (a, b): &(Usage, Usage)| {
+            let mut all_flat = true;
+            let mut show = |who: &str, (a, b): &(Window, Window)| {
+                let is_flat = flat(a, b, s.recoveries - s.early);
+                all_flat &= is_flat;
+                let range = |(lo, hi): (usize, usize)| format!("{lo}-{hi}");
                 println!(
-                    "{who:<8} after {:>3} recoveries: {:>3} fds, {:>2} threads, {:>6} KB; after {}: {:>3} fds, {:>2} threads, {:>6} KB ({:+} KB, {:+.1} KB per recovery)",
+                    "{who:<8} after {:>3} recoveries: {:>5} fds, {:>5} threads, {:>6} KB; after {}: {:>5} fds, {:>5} threads, {:>6} KB ({:+} KB, {:+.1} KB per recovery): {}",
                     s.early,
-                    a.fds,
-                    a.threads,
+                    range(a.fds),
+                    range(a.threads),
                     a.rss_kb,
                     s.recoveries,
-                    b.fds,
-                    b.threads,
+                    range(b.fds),
+                    range(b.threads),
                     b.rss_kb,
                     b.rss_kb as i64 - a.rss_kb as i64,
-                    (b.rss_kb as f64 - a.rss_kb as f64) / (s.recoveries - s.early) as f64
+                    (b.rss_kb as f64 - a.rss_kb as f64) / (s.recoveries - s.early) as f64,
+                    if is_flat { "flat" } else { "GROWS" }
                 );
                 println!(
                     "{who:<8} threads after {:>3}: {}; after {}: {}",
@@ -276,11 +330,51 @@ pub fn main(args: &[String]) -> i32 {
                 },
                 s.left
             );
-            i32::from(!s.checksum_ok || !s.left.is_empty())
+            i32::from(!s.checksum_ok || !s.left.is_empty() || !all_flat)
         }
         Err(e) => {
             eprintln!("mpistages-bench soak: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn look(fds: usize, names: &[&str], rss_kb: u64) -> Usage {
+        Usage {
+            fds,
+            threads: names.len(),
+            rss_kb,
+            thread_names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_look_in_passing_is_flat_a_leak_is_not() {
+        let main = ["stencil2d", "mpistages-progr"];
+        let with_flusher = ["stencil2d", "mpistages-progr", FLUSHER];
+        // Early: a connection still being made in one look.
+        let early = Window::of(&[look(16, &main, 3600), look(17, &main, 3600)]);
+        // The end: a checkpoint file open in one look, the flusher started.
+        let end = Window::of(&[look(17, &with_flusher, 3610), look(18, &with_flusher, 3610)]);
+        assert_eq!((early.fds, end.fds), ((16, 17), (17, 18)));
+        assert_eq!((end.threads, end.flushers), ((2, 2), 1));
+        assert!(flat(&early, &end, 30));
+        // One descriptor, one thread, 5 KB per recovery for 30 recoveries.
+        let leak_fd = Window::of(&[look(46, &main, 3600)]);
+        assert!(!flat(&early, &leak_fd, 30));
+        let mut threads = main.to_vec();
+        threads.extend(["mpistages-progr"; 30]);
+        assert!(!flat(&early, &Window::of(&[look(17, &threads, 3600)]), 30));
+        assert!(!flat(&early, &Window::of(&[look(17, &main, 3750)]), 30));
+        let two_flushers = ["stencil2d", FLUSHER, FLUSHER];
+        assert!(!flat(
+            &early,
+            &Window::of(&[look(17, &two_flushers, 3600)]),
+            30
+        ));
     }
 }
