@@ -7,6 +7,9 @@
 //! control channel. Must not touch: MPI state inside ranks (a rank learns
 //! what it needs through `control::client`).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod agent;
 pub mod cli;
 pub mod controller;

@@ -20,6 +20,9 @@
 //!
 //! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg/.png.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod campaign;
 mod chart;
 mod png;

@@ -18,6 +18,9 @@
 //! The launcher (`mpiexec`, the agent, the compiler wrappers) is another
 //! crate of the workspace: `libmpistages.so` holds none of it.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod abi;
 pub mod api;
 pub mod checkpoint;

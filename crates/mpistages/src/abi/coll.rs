@@ -176,6 +176,7 @@ mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c
         let input = if at_root && is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
         // SAFETY: the buffers stay valid for this blocking call.
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
+        // SAFETY: the buffer stays valid for this blocking call.
         let out = if at_root { Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)? } else { Stage::none() };
         let elem = s.tb.as_ref().expect("typed").dtype.extent as usize;
         coll::reduce(m, &cm, root, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red, commutative })?;
@@ -194,6 +195,7 @@ mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(sbuf: *const c_void, rbuf: *mut c_void
         let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
         // SAFETY: the buffers stay valid for this blocking call.
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
+        // SAFETY: the buffer stays valid for this blocking call.
         let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, false)?;
         let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
         coll::allreduce(m, &cm, s.raw, out.raw, &Reduction { count: n as usize, elem, op: &red, commutative })?;
@@ -225,6 +227,7 @@ unsafe fn scan_impl(
         };
         // SAFETY: forwarded.
         let s = Stage::layout(unsafe { typed(m, input, n, dt)? }, true)?;
+        // SAFETY: the buffer stays valid for this blocking call.
         let out = Stage::layout(unsafe { typed(m, rbuf, n, dt)? }, exclusive)?;
         let elem = out.tb.as_ref().expect("typed").dtype.extent as usize;
         coll::scan(
@@ -338,7 +341,9 @@ mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int,
         let (mut temp, lens, offs, blocks) = if at_root {
             // SAFETY: caller's arrays of comm-size elements.
             let counts = check_counts(unsafe { array(rcounts, n)? })?;
+            // SAFETY: caller's arrays of the stated number of elements.
             let ds = unsafe { array(displs, n)? };
+            // SAFETY: the buffer stays valid for this blocking call.
             let all = unsafe { typed(m, rbuf, 0, rt)? };
             let blocks: Vec<TypedBuf> = (0..n).map(|r| all.slice(ds[r] as usize, counts[r])).collect();
             let lens: Vec<usize> = blocks.iter().map(|b| b.bytes()).collect();
@@ -376,7 +381,9 @@ mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_i
             // SAFETY: caller's arrays of comm-size elements; the send buffer
             // stays valid for this blocking call.
             let counts = check_counts(unsafe { array(scounts, n)? })?;
+            // SAFETY: caller's arrays of the stated number of elements.
             let ds = unsafe { array(displs, n)? };
+            // SAFETY: the buffer stays valid for this blocking call.
             let all = unsafe { typed(m, sbuf, 0, st)? };
             let mut temp = Vec::new();
             let mut lens = Vec::new();
@@ -474,6 +481,7 @@ mpi_fn!(fn MPI_Allgatherv / PMPI_Allgatherv(sbuf: *const c_void, sn: c_int, st: 
         let n = comm(m, c)?.size();
         // SAFETY: caller's arrays of comm-size elements.
         let counts = check_counts(unsafe { array(rcounts, n)? })?;
+        // SAFETY: caller's arrays of the stated number of elements.
         let ds = check_counts(unsafe { array(displs, n)? })?;
         // SAFETY: caller's buffers for this blocking call.
         unsafe { allgather_impl("MPI_Allgatherv", m, sbuf, sn, st, rbuf, &counts, &ds, rt, c) }
@@ -559,6 +567,7 @@ mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c
         let (sc, sd) = if is_in_place(sbuf) {
             (rc.clone(), rd.clone())
         } else {
+            // SAFETY: caller's arrays of the stated number of elements.
             unsafe { (check_counts(array(scounts, n)?)?, check_counts(array(sdispls, n)?)?) }
         };
         // SAFETY: caller's buffers for this blocking call.

@@ -190,6 +190,7 @@ mpi_fn!(fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(a: c_int, n: c
         // SAFETY: caller's arrays of n elements.
         let rs = unsafe { array(ranks, n)? };
         let v = group_of(m, a)?.translate(rs, &*group_of(m, b)?)?;
+        // SAFETY: caller's arrays of the stated number of elements.
         let o = unsafe { array_mut(out, n)? };
         o.copy_from_slice(&v);
         Ok(())

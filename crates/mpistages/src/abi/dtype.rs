@@ -201,6 +201,7 @@ mpi_fn!(fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, n: c_int, h: c_int, outbuf
         m.tables().comm(c)?;
         // SAFETY: caller's buffers, used during this call only.
         let tb = unsafe { typed(m, inbuf, n, h)? };
+        // SAFETY: caller's pointer, checked for NULL by get/put.
         let p = unsafe { get(pos)? };
         let data = tb.pack();
         if p < 0 || outsize < 0 || p as usize + data.len() > outsize as usize {
@@ -220,6 +221,7 @@ mpi_fn!(fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, pos: *m
         m.tables().comm(c)?;
         // SAFETY: caller's buffers, used during this call only.
         let tb = unsafe { typed(m, outbuf, n, h)? };
+        // SAFETY: caller's pointer, checked for NULL by get/put.
         let p = unsafe { get(pos)? };
         let need = tb.bytes();
         if p < 0 || insize < 0 || p as usize + need > insize as usize {

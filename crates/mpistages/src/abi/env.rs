@@ -46,6 +46,7 @@ mpi_fn!(fn MPI_Abort / PMPI_Abort(_comm: c_int, code: c_int) {
 });
 
 mpi_fn!(fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
+    // SAFETY: caller's pointer, checked for NULL by get/put.
     let r = mpi().and_then(|m| unsafe { put(provided, m.thread_level) });
     ret("MPI_Query_thread", COMM_WORLD, r)
 });

@@ -261,6 +261,7 @@ mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, sn: c_int, sdt: c_i
         // beside a send that fails validation would wait forever.
         // SAFETY: both buffers stay valid for this blocking call.
         let rtb = unsafe { typed(m, rbuf, rn, rdt)? };
+        // SAFETY: the buffer stays valid for this blocking call.
         let stb = unsafe { typed(m, sbuf, sn, sdt)? };
         let recv = p2p::recv_op(m, rtb, src, rtag, comm)?;
         let send = p2p::send_op(m, stb, dest, stag, comm, SendMode::Standard)?;
@@ -404,6 +405,7 @@ mpi_fn!(fn MPI_Get_count / PMPI_Get_count(status: *const CStatus, dt: c_int, cou
     let r = mpi().and_then(|m| {
         // SAFETY: caller's pointers.
         let st = unsafe { get(status)? };
+        // SAFETY: caller's pointer, checked for NULL by get/put.
         unsafe { put(count, count_in(m, &st, dt, false)?) }
     });
     ret("MPI_Get_count", crate::api::consts::COMM_WORLD, r)
@@ -413,6 +415,7 @@ mpi_fn!(fn MPI_Get_elements / PMPI_Get_elements(status: *const CStatus, dt: c_in
     let r = mpi().and_then(|m| {
         // SAFETY: caller's pointers.
         let st = unsafe { get(status)? };
+        // SAFETY: caller's pointer, checked for NULL by get/put.
         unsafe { put(count, count_in(m, &st, dt, true)?) }
     });
     ret("MPI_Get_elements", crate::api::consts::COMM_WORLD, r)

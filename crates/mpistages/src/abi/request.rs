@@ -190,6 +190,7 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
         let n = super::count(n)?;
         // SAFETY: caller's arrays of n elements.
         let hs = unsafe { array_mut(reqs, n)? };
+        // SAFETY: caller's array of n statuses, or NULL.
         let mut sts = unsafe { statuses_arg(statuses, n) };
         if let Some(s) = sts.as_deref_mut() {
             let empty = CStatus::from_status(&Status::empty());
@@ -221,6 +222,7 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
             unsafe { put(flag, 0)? };
             return Ok(err::SUCCESS);
         }
+        // SAFETY: caller's array of n statuses, or NULL.
         let mut sts = unsafe { statuses_arg(statuses, n) };
         if let Some(s) = sts.as_deref_mut() {
             let empty = CStatus::from_status(&Status::empty());

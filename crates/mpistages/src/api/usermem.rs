@@ -20,6 +20,7 @@ pub struct TypedBuf {
 // SAFETY: the pointer is only dereferenced under the MPI buffer rule stated
 // in `new`; which thread completes the operation does not matter.
 unsafe impl Send for TypedBuf {}
+// SAFETY: shared references only read the pointer and the length (as for Send).
 unsafe impl Sync for TypedBuf {}
 
 impl TypedBuf {
@@ -68,9 +69,7 @@ impl TypedBuf {
         let t0 = self.dtype.true_lb;
         for (off, len) in self.dtype.segments(self.count) {
             let s = (off - t0) as usize;
-            self.raw(off, len)
-                .as_mut_slice()
-                .copy_from_slice(&from[s..s + len]);
+            self.raw(off, len).write_at(0, &from[s..s + len]);
         }
     }
 
@@ -114,7 +113,7 @@ impl Layout for TypedBuf {
         if let Some(run) = self.contiguous() {
             let n = run.len().min(bytes.len());
             if n > 0 {
-                run.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+                run.write_at(0, &bytes[..n]);
             }
             return;
         }
@@ -123,7 +122,7 @@ impl Layout for TypedBuf {
                 return;
             }
             let n = len.min(bytes.len());
-            self.raw(off, n).as_mut_slice().copy_from_slice(&bytes[..n]);
+            self.raw(off, n).write_at(0, &bytes[..n]);
             bytes = &bytes[n..];
         }
     }

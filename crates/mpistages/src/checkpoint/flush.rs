@@ -183,6 +183,7 @@ fn copy_durably(
         // old epoch's removal) keeps the mapping valid.
         let map = match len {
             0 => None,
+            // SAFETY: as explained above: the file is not truncated or rewritten while mapped.
             _ => Some(unsafe { memmap2::Mmap::map(src)? }),
         };
         let bytes: &[u8] = map.as_deref().unwrap_or(&[]);

@@ -104,7 +104,7 @@ pub fn run(
                 Step::Copy { src, dst, len } if len > 0 => {
                     let (a, b) = (loc(src, len)?, loc(dst, len)?);
                     if a.ptr() != b.ptr() {
-                        b.as_mut_slice().copy_from_slice(a.as_slice());
+                        b.copy_from(&a);
                     }
                 }
                 Step::Reduce {
@@ -120,13 +120,22 @@ pub fn run(
                         ));
                     };
                     let (a, b) = (loc(src, len)?, loc(dst, len)?);
+                    let (pa, pb) = (a.ptr() as usize, b.ptr() as usize);
+                    if len > 0 && pa < pb + len && pb < pa + len {
+                        return Err(CollError::Internal(format!(
+                            "reduction step over overlapping regions: {src:?}, {dst:?}"
+                        )));
+                    }
                     if src_first || red.commutative {
-                        (red.op)(a.as_slice(), b.as_mut_slice(), count);
+                        // SAFETY: the two regions are disjoint (checked just
+                        // above) and no other slice of `b` is alive.
+                        let dst = unsafe { b.as_mut_slice() };
+                        (red.op)(a.as_slice(), dst, count);
                     } else {
                         // dst = dst op src: compute into a copy of src.
                         let mut scratch = a.as_slice().to_vec();
                         (red.op)(b.as_slice(), &mut scratch, count);
-                        b.as_mut_slice().copy_from_slice(&scratch);
+                        b.write_at(0, &scratch);
                     }
                 }
                 _ => {}

@@ -488,7 +488,9 @@ impl Core {
         match msg.body {
             Body::Eager(data) => {
                 match layout.contiguous() {
-                    Some(b) => b.as_mut_slice()[..n].copy_from_slice(&data[..n]),
+                    Some(b) => {
+                        b.write_at(0, &data[..n]);
+                    }
                     None => layout.unpack(&data[..n]),
                 }
                 self.finish(id, status);

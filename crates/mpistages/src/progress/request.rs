@@ -29,7 +29,7 @@ impl Layout for Bytes {
         self.0.as_slice().to_vec()
     }
     fn unpack(&self, bytes: &[u8]) {
-        self.0.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+        self.0.write_at(0, bytes);
     }
 }
 

@@ -24,6 +24,7 @@ pub struct RawBuf {
 // (see `RawBuf::new`) that the memory stays valid until the owning request
 // completes, whichever thread then touches it.
 unsafe impl Send for RawBuf {}
+// SAFETY: shared references only read the pointer and the length (as for Send).
 unsafe impl Sync for RawBuf {}
 
 impl RawBuf {
@@ -60,8 +61,9 @@ impl RawBuf {
         if off.checked_add(len)? > self.len {
             return None;
         }
-        // SAFETY: in bounds of a buffer whose validity `new` guarantees.
         Some(RawBuf {
+            // SAFETY: in bounds (checked just above) of a buffer whose
+            // validity `new` guarantees.
             ptr: unsafe { self.ptr.add(off) },
             len,
         })
@@ -72,10 +74,42 @@ impl RawBuf {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    /// The memory as a mutable slice.
+    ///
+    /// # Safety
+    /// A `RawBuf` is `Copy`: no other slice of this memory (from this or
+    /// another copy) may be alive while the returned one is. Prefer
+    /// `write_at` and `copy_from`, which make no reference.
     #[allow(clippy::mut_from_ref)]
-    pub fn as_mut_slice(&self) -> &mut [u8] {
-        // SAFETY: `new`'s contract: valid and exclusively ours until completion.
+    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
+        // SAFETY: `new`'s contract makes the memory valid for `len` bytes;
+        // the caller promises that no other slice of it is alive.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Copies `bytes` (at most what fits) to offset `off`; returns how many
+    /// were copied. No reference to the memory is made, so none can alias.
+    pub fn write_at(&self, off: usize, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.len.saturating_sub(off));
+        if n > 0 {
+            // SAFETY: `off + n <= len` of memory that `new` makes valid;
+            // `bytes` is Rust memory that cannot be this user buffer while
+            // borrowed (a user buffer is only reached through RawBufs).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(off), n) };
+        }
+        n
+    }
+
+    /// Copies `from` into the start of this buffer (as much as fits, as
+    /// `memmove`: the two may overlap); returns how many bytes.
+    pub fn copy_from(&self, from: &RawBuf) -> usize {
+        let n = from.len.min(self.len);
+        if n > 0 {
+            // SAFETY: both are valid for `n` bytes (`new`'s contract);
+            // `ptr::copy` allows overlap and makes no reference.
+            unsafe { std::ptr::copy(from.ptr, self.ptr, n) };
+        }
+        n
     }
 }
 

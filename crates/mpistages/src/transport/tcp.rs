@@ -460,8 +460,7 @@ impl Tcp {
                         let t = &p.targets[rid];
                         let k = (cap - *pos).min(n as u64) as usize;
                         let dst = t.buf.sub(*pos as usize, k).expect("bounded by cap");
-                        dst.as_mut_slice()
-                            .copy_from_slice(&p.rbuf[p.rhead..p.rhead + k]);
+                        dst.write_at(0, &p.rbuf[p.rhead..p.rhead + k]);
                     }
                     p.rhead += n;
                     *pos += n as u64;
@@ -551,7 +550,11 @@ impl Tcp {
                     let t = &targets[rid];
                     let k = (*end).min(t.buf.len() as u64) - *pos;
                     let dst = t.buf.sub(*pos as usize, k as usize).expect("in bounds");
-                    (stream.read(dst.as_mut_slice()), Into::Data, k as usize)
+                    // SAFETY: a rendezvous target is written by this
+                    // transport alone until its data is complete, and no
+                    // other slice of it is alive during this read.
+                    let into = unsafe { dst.as_mut_slice() };
+                    (stream.read(into), Into::Data, k as usize)
                 }
                 _ => {
                     let end = (*rtail + STAGING_READ).min(rbuf.len());
@@ -932,7 +935,7 @@ mod tests {
         // Rendezvous data into a registered buffer: two fragments, one of
         // them large enough to be read directly, one trickled.
         let mut target = vec![0u8; 10_000];
-        // SAFETY (test): `target` outlives the transfer, which completes below.
+        // SAFETY: (test) `target` outlives the transfer, which completes below.
         let raw = unsafe { RawBuf::new(target.as_mut_ptr(), target.len()) };
         t.expect_data(1, 77, raw, 10_000);
         let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
