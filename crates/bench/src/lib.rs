@@ -18,14 +18,13 @@
 //! - the final energies, which must be identical in every run of one
 //!   configuration (the run fails otherwise).
 //!
-//! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg/.png.
+//! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod campaign;
 mod chart;
-mod png;
 mod soak;
 
 use std::collections::BTreeMap;
@@ -564,15 +563,22 @@ fn bench(o: &Opts) -> Result<(), String> {
                 }
                 chart::Series {
                     mode: m.clone(),
-                    points: by_ranks.iter().map(|(&n, v)| (n, median(v))).collect(),
+                    points: by_ranks
+                        .iter()
+                        .map(|(&n, v)| {
+                            let (lo, hi) = v
+                                .iter()
+                                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+                            (n, median(v), lo, hi)
+                        })
+                        .collect(),
                 }
             })
             .collect();
         let base = o.out.join(format!("recovery-{}", app.name));
-        std::fs::write(base.with_extension("svg"), chart::svg(app.name, &series))
-            .and_then(|_| std::fs::write(base.with_extension("png"), chart::png(app.name, &series)))
+        std::fs::write(base.with_extension("svg"), chart::svg(app.name, &series)?)
             .map_err(|e| e.to_string())?;
-        println!("chart: {}.svg, {}.png", base.display(), base.display());
+        println!("chart: {}.svg", base.display());
     }
     println!("rows: {}", o.out.join("recovery.csv").display());
     Ok(())
