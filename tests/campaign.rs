@@ -7,12 +7,11 @@
 
 mod common;
 use common::bin;
-use std::process::Command;
 
 #[test]
 fn a_quick_seeded_campaign_is_all_correct_or_clean() {
     let out = common::Scratch::new("campaign");
-    let r = Command::new(bin("mpistages-bench"))
+    let r = common::command(bin("mpistages-bench"))
         .args([
             "campaign",
             "--quick",
@@ -47,7 +46,7 @@ fn a_quick_seeded_campaign_is_all_correct_or_clean() {
 
 #[test]
 fn a_soak_of_many_recoveries_stays_flat() {
-    let r = Command::new(bin("mpistages-bench"))
+    let r = common::command(bin("mpistages-bench"))
         .args(["soak", "--recoveries", "40"])
         .output()
         .unwrap();

@@ -49,7 +49,7 @@ fn build(name: &str, sources: &[&str]) -> PathBuf {
     }
     std::fs::create_dir_all(&dir).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(bin("mpifort"))
+    let out = common::command(bin("mpifort"))
         .args(["-O1", "-g", "-J"])
         .arg(&dir)
         .args(sources.iter().map(|s| root.join(s)))
@@ -161,7 +161,7 @@ fn mpifort_show_names_the_compiler_the_header_and_the_module() {
     if !have_gfortran() {
         return;
     }
-    let out = Command::new(bin("mpifort"))
+    let out = common::command(bin("mpifort"))
         .args(["-show", "x.f90"])
         .output()
         .unwrap();

@@ -5,7 +5,7 @@
 mod common;
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// PIDs of the direct children of `parent`.
@@ -75,7 +75,7 @@ fn linger_job(extra: &[&str]) -> (std::process::Child, Vec<(u32, u16)>) {
     let mut args = vec!["-n", "3"];
     args.extend(extra);
     args.push(exe.to_str().unwrap());
-    let child = Command::new(common::bin("mpiexec"))
+    let child = common::command(common::bin("mpiexec"))
         .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -181,7 +181,7 @@ fn recovery_benchmark_writes_rows_and_charts() {
     let out = Scratch::new("bench-recovery");
     let bench = env!("CARGO_BIN_EXE_mpistages-bench");
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    let r = std::process::Command::new(bench)
+    let r = common::command(bench)
         .args([
             "recovery", "--apps", "md", "--ranks", "1,2", "--reps", "2", "--iters", "20",
         ])

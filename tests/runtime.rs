@@ -110,7 +110,7 @@ fn fatal_error_handler_names_the_error() {
 fn sigterm_tears_the_job_down() {
     let exe = build("behave.c");
     let m = marker("hang");
-    let child = std::process::Command::new(bin("mpiexec"))
+    let child = common::command(bin("mpiexec"))
         .args(["-n", "3", exe.to_str().unwrap(), "hang", &m])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -197,7 +197,7 @@ fn non_mpi_programs_run() {
 
 #[test]
 fn wrappers_show_their_command() {
-    let out = std::process::Command::new(bin("mpicc"))
+    let out = common::command(bin("mpicc"))
         .args(["-show", "x.c"])
         .output()
         .unwrap();
@@ -206,7 +206,7 @@ fn wrappers_show_their_command() {
         s.contains("x.c") && s.contains("-lmpistages") && s.contains("/include"),
         "{s}"
     );
-    let out = std::process::Command::new(bin("mpicxx"))
+    let out = common::command(bin("mpicxx"))
         .args(["-show", "-c", "x.cpp"])
         .output()
         .unwrap();

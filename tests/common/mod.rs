@@ -20,6 +20,17 @@ pub fn bin(name: &str) -> PathBuf {
     }
 }
 
+/// A command for one of our programs, without the `LD_LIBRARY_PATH` that
+/// `cargo test` sets: it names target/release before target/release/deps,
+/// so ranks would load whatever libmpistages.so an earlier `cargo build`
+/// left there instead of the one this test run built (which the programs'
+/// RUNPATH names).
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    c.env_remove("LD_LIBRARY_PATH");
+    c
+}
+
 pub fn out_dir() -> PathBuf {
     let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("mpi-programs");
     std::fs::create_dir_all(&d).unwrap();
@@ -51,7 +62,7 @@ fn build_from(dir: &str, name: &str) -> PathBuf {
     } else {
         "mpicc"
     };
-    let out = Command::new(bin(wrapper))
+    let out = command(bin(wrapper))
         .args(["-O1", "-g", "-Wall", "-o"])
         .arg(&exe)
         .arg(&src)
@@ -126,7 +137,7 @@ impl Run {
 /// the test fails.
 pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let _slot = Slot::take();
-    let mut cmd = Command::new(bin("mpiexec"));
+    let mut cmd = command(bin("mpiexec"));
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
