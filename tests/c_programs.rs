@@ -95,3 +95,36 @@ fn thread_multiple() {
         common::run_ok(&exe, np, &[("MPISTAGES_PROGRESS", "poll")]);
     }
 }
+
+/// `MPISTAGES_LOG` sets what a rank says: `debug` shows every error
+/// returned under MPI_ERRORS_RETURN with its detail, the default does not,
+/// and a level that does not exist fails MPI_Init with a message.
+#[test]
+fn log_levels_from_the_environment() {
+    let exe = build("errors.c");
+    let exe = exe.to_str().unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    let quiet = common::mpiexec(&["-n", "2", exe], &[], limit);
+    assert!(quiet.ok(), "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("MPI_ERR_RANK"), "{}", quiet.stderr);
+    let debug = common::mpiexec(&["-n", "2", exe], &[("MPISTAGES_LOG", "debug")], limit);
+    assert!(debug.ok(), "{}", debug.stderr);
+    assert!(
+        debug.stderr.contains("mpistages: MPI_Send: MPI_ERR_RANK: "),
+        "{}",
+        debug.stderr
+    );
+    assert!(
+        debug.stderr.contains("connected to rank"),
+        "{}",
+        debug.stderr
+    );
+    let bad = common::mpiexec(&["-n", "1", exe], &[("MPISTAGES_LOG", "loud")], limit);
+    assert!(!bad.ok(), "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .contains("MPISTAGES_LOG='loud': expected off, error"),
+        "{}",
+        bad.stderr
+    );
+}

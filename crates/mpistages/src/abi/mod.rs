@@ -203,9 +203,7 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
         }
     }
     if handler == ERRORS_RETURN {
-        if std::env::var_os("MPISTAGES_DEBUG").is_some() {
-            eprintln!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
-        }
+        log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
         return e.class;
     }
     api::fatal(

@@ -9,6 +9,7 @@ pub mod consts;
 pub mod datatype;
 pub mod error;
 pub mod group;
+pub mod logging;
 pub mod mpix;
 pub mod op;
 pub mod p2p;
@@ -284,6 +285,10 @@ pub fn init(required: i32) -> MpiResult<i32> {
     {
         return fail(err::OTHER, "MPI_Init was called twice");
     }
+    if let Err(e) = logging::init() {
+        STATE.store(NOT_STARTED, Ordering::Release);
+        return fail(err::ARG, e);
+    }
     let mpi = match start() {
         Ok(m) => m,
         Err(e) => {
@@ -296,7 +301,7 @@ pub fn init(required: i32) -> MpiResult<i32> {
     if replacement {
         let m = MPI.get().expect("just set");
         if let Err(e) = mpix::restore_replacement(m) {
-            eprintln!("mpistages: rank {}: {}", m.rank, e.detail);
+            log::error!("mpistages: rank {}: {}", m.rank, e.detail);
             abort(
                 err::OTHER,
                 &format!("replacement rank {} cannot restore: {}", m.rank, e.detail),

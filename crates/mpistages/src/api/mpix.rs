@@ -49,7 +49,7 @@ fn not_written(m: &Mpi, epoch: u64, e: crate::checkpoint::store::WriteError) -> 
          {then}; free space there or choose another level (--ckpt)",
         m.rank, e.message
     );
-    eprintln!("mpistages: {msg}");
+    log::error!("mpistages: {msg}");
     let class = if e.no_space { err::NO_SPACE } else { err::IO };
     MpiError::new(class, msg)
 }
@@ -285,7 +285,7 @@ pub fn restore(
         None => recovery::agree_on_copy(m, epoch)?,
     };
     if copy.epoch < epoch && m.rank == 0 {
-        eprintln!(
+        log::warn!(
             "mpistages: committed epoch {epoch} is not valid on every rank; restoring epoch {} instead",
             copy.epoch
         );
@@ -297,9 +297,10 @@ pub fn restore(
         } else {
             format!("rank {} (replacement)", m.rank)
         };
-        eprintln!(
+        log::info!(
             "mpistages: {who} restores epoch {} from {}",
-            copy.epoch, copy.level
+            copy.epoch,
+            copy.level
         );
     }
     if !mpi_state {

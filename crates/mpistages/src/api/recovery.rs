@@ -176,7 +176,7 @@ fn ask_partner(m: &Mpi, want: u64) -> MpiResult<Option<Restored>> {
     match m.stages().from_partner(epoch, &got[8..]) {
         Ok(r) => Ok(Some(r)),
         Err(why) => {
-            eprintln!(
+            log::warn!(
                 "mpistages: rank {}: partner copy of epoch {epoch} skipped: {why}",
                 m.rank
             );

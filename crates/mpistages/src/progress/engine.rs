@@ -664,7 +664,7 @@ impl Core {
     /// and waiting on us, so waiting for a failure notice could hang the
     /// job: mpiexec is told, and ends that rank as failed.
     fn on_peer_broken(&mut self, peer: usize, reason: &str) {
-        eprintln!(
+        log::error!(
             "mpistages: rank {}: the connection of rank {peer} broke the protocol ({reason}); reporting rank {peer} as failed",
             self.me
         );
@@ -725,7 +725,7 @@ impl Core {
                     }
                     Event::Frame { peer, hdr, payload } => {
                         if let Err(why) = self.on_frame(peer, hdr, payload) {
-                            eprintln!(
+                            log::error!(
                                 "mpistages: rank {}: protocol error from rank {peer}: {why}",
                                 self.me
                             );
@@ -800,6 +800,10 @@ impl Core {
                     epoch,
                     failed,
                 } if generation > self.notices.failed => {
+                    log::debug!(
+                        "mpistages: rank {}: failure of {failed:?} announced: generation {generation}, epoch {epoch}; halting",
+                        self.me
+                    );
                     self.notices.failed = generation;
                     self.notices.epoch = epoch;
                     if let Some(t) = self.transport.as_mut() {
@@ -812,6 +816,10 @@ impl Core {
                     let _ = client.send(&ToController::Halted { generation });
                 }
                 ToRank::Resume { generation, agreed } => {
+                    log::debug!(
+                        "mpistages: rank {}: the job resumes at generation {generation} (agreed epoch {agreed:?})",
+                        self.me
+                    );
                     if generation >= self.notices.resumed {
                         self.notices.resumed = generation;
                         self.notices.agreed = agreed;

@@ -104,7 +104,7 @@ impl Stages {
         let store = Store::new(&cfg, job, rank as u32, size as u32)?;
         let partner = store.has_partner() && size > 1;
         if store.has_partner() && size == 1 && rank == 0 {
-            eprintln!(
+            log::warn!(
                 "mpistages: warning: the partner level needs at least two ranks; it is ignored"
             );
         }
@@ -152,7 +152,7 @@ impl Stages {
         let flushes = self.store.wait_flushed();
         for (level, st) in &flushes {
             if st.stalled >= std::time::Duration::from_millis(1) {
-                eprintln!(
+                log::warn!(
                     "mpistages: {level} is slower than the checkpoints: MPIX_Checkpoint_write waited {:.3} s in all for its background flush (flush less often: @every=N)",
                     st.stalled.as_secs_f64()
                 );
@@ -186,7 +186,7 @@ impl Stages {
                 .map(|why| format!("removing old checkpoints on {level}: {why}"));
             for msg in failed.chain(stuck) {
                 if self.reported.insert(msg.clone()) {
-                    eprintln!("mpistages: warning: {msg}");
+                    log::warn!("mpistages: warning: {msg}");
                 }
             }
         }
@@ -216,7 +216,7 @@ impl Stages {
         sections.extend_from_slice(protected);
         sections.extend(files.iter().map(|f| f.section()));
         for w in self.store.write(epoch, generation, &sections)? {
-            eprintln!("mpistages: warning: {w}");
+            log::warn!("mpistages: warning: {w}");
         }
         let flushes = self.store.flush_status();
         self.report_flush_errors(flushes);
@@ -285,7 +285,7 @@ impl Stages {
         // memory); a copy that was there but invalid is worth a line.
         for why in skipped.iter().filter(|w| !w.ends_with("no copy")) {
             if self.reported.insert(why.clone()) {
-                eprintln!("mpistages: checkpoint copy skipped: {why}");
+                log::warn!("mpistages: checkpoint copy skipped: {why}");
             }
         }
         found
@@ -385,8 +385,8 @@ impl Stages {
             Damage::Corrupt => self.store.corrupt_newest_node_local(),
         };
         match r {
-            Ok(what) => eprintln!("mpistages: injected damage: {what}"),
-            Err(e) => eprintln!("mpistages: injected damage failed: {e}"),
+            Ok(what) => log::info!("mpistages: injected damage: {what}"),
+            Err(e) => log::warn!("mpistages: injected damage failed: {e}"),
         }
     }
 }

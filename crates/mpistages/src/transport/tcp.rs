@@ -197,6 +197,10 @@ impl Tcp {
     }
 
     fn attach(&mut self, peer: usize, stream: TcpStream, generation: u32) -> io::Result<()> {
+        log::debug!(
+            "mpistages: rank {}: connected to rank {peer} (generation {generation})",
+            self.cfg.me
+        );
         if !self.cfg.congestion.is_empty() {
             // Best effort: an algorithm the kernel refuses leaves its default.
             let _ = crate::sys::set_tcp_congestion(stream.as_raw_fd(), &self.cfg.congestion);
@@ -686,7 +690,7 @@ impl Tcp {
         let peer = peer.and_then(|(peer, generation)| match self.peers.get(peer) {
             Some(p) if generation < p.min_generation => Err("a dead process".to_string()),
             Some(p) if p.stream.is_some() && generation <= p.conn_generation => {
-                eprintln!(
+                log::warn!(
                     "mpistages: rank {}: refused a second connection claiming to be rank {peer}, which is connected",
                     self.cfg.me
                 );
