@@ -10,7 +10,13 @@
 
 pub mod engine;
 pub mod matcher;
+mod protocol;
+#[cfg(test)]
+mod protocol_tests;
 pub mod request;
+mod slab;
+mod state;
+mod wait;
 
 pub use engine::{Engine, EngineConfig, ProgressMode, ReqState};
 pub use matcher::{Src, TagSel};

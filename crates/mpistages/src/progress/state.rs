@@ -1,0 +1,405 @@
+//! The engine's state, behind the engine's lock: the request table, the
+//! matcher, the transport, and what mpiexec announced (failure notices,
+//! halt and cleanup). The protocol's reactions are in `protocol.rs`; who
+//! holds the lock and who waits is `engine.rs` and `wait.rs`.
+
+use super::matcher::{Matcher, Src, TagSel};
+use super::protocol::{Msg, Req, State};
+use super::request::{ReqError, ReqId, Status};
+use super::slab::Slab;
+use crate::control::client::{Client, ControlReader};
+use crate::control::proto::{ToController, ToRank};
+use crate::sys::epoll::{self, Epoll};
+use crate::sys::eventfd::EventFd;
+use crate::transport::{Event, Transport};
+use std::sync::Arc;
+
+pub(super) const TOKEN_BELL: u64 = u64::MAX;
+/// The control connection to `mpiexec` (failure notices).
+pub(super) const TOKEN_CONTROL: u64 = u64::MAX - 1;
+
+/// What `mpiexec` announced about failures and recoveries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Notices {
+    /// Newest failure generation announced.
+    pub failed: u32,
+    /// The epoch to roll back to for that failure.
+    pub epoch: u64,
+    /// The ranks whose failure that notice announced (for messages).
+    pub failed_ranks: Vec<u32>,
+    /// Newest generation at which the job resumed.
+    pub resumed: u32,
+    /// The epoch mpiexec saw every rank hold at that resume, if it did.
+    pub agreed: Option<u64>,
+    /// Newest epoch every rank completed.
+    pub committed: u64,
+    /// Newest epoch every rank has on its pfs level.
+    pub durable: Option<u64>,
+    /// The control connection is gone (mpiexec ended).
+    pub orphaned: bool,
+}
+
+pub struct Core {
+    pub(super) me: usize,
+    pub(super) generation: u32,
+    pub(super) epoch: u32,
+    pub(super) control: Option<(ControlReader, Arc<Client>)>,
+    /// The epoll sets watching the control connection.
+    pub(super) control_sets: Vec<Arc<Epoll>>,
+    pub(super) notices: Notices,
+    /// Failures are announced by mpiexec (a recovery mode): a lost peer is
+    /// not an error until the announcement halts everything.
+    pub(super) recovery: bool,
+    /// Messages for mpiexec, sent by `flush_outbox`.
+    pub(super) outbox: Vec<ToController>,
+    pub(super) transport: Option<Box<dyn Transport>>,
+    pub(super) matcher: Matcher<ReqId, Msg>,
+    pub(super) requests: Slab<Req>,
+    pub(super) events: Vec<Event>,
+    pub(super) spare_events: Vec<Event>,
+    /// Counts request completions and unexpected arrivals: anything a
+    /// waiting thread may be waiting for. Waiters are woken when it moves.
+    pub(super) changes: u64,
+    /// A user thread blocked in a wait is polling the transports itself.
+    pub(super) polling: bool,
+    /// Counts the times a user thread became the poller: the progress
+    /// thread stays parked while it keeps moving.
+    pub(super) user_polls: u64,
+    /// `user_polls` when work was last handed back: the hand-off stands only
+    /// if no user thread has polled since (a Waitall goes on waiting).
+    pub(super) handoff_polls: u64,
+    /// The hand-off timer is running (re-arming costs a system call, and a
+    /// VM exit on virtual machines).
+    pub(super) handoff_armed: bool,
+    /// The progress thread stands aside while a user thread polls.
+    pub(super) progress_parked: bool,
+    /// Started, not yet completed requests that may move more than an eager
+    /// message (rendezvous): only these need the progress thread while the
+    /// application computes; small messages just wait in socket buffers.
+    pub(super) bulk_active: usize,
+    pub(super) waiters: usize,
+    pub(super) shutdown: bool,
+}
+
+impl Core {
+    /// The state of rank `me` at `generation` (a replacement is halted
+    /// until the job resumes), with no control connection yet.
+    pub(super) fn new(
+        me: usize,
+        generation: u32,
+        replacement: bool,
+        transport: Option<Box<dyn Transport>>,
+        recovery: bool,
+    ) -> Core {
+        Core {
+            recovery,
+            outbox: Vec::new(),
+            me,
+            generation,
+            epoch: 0,
+            control: None,
+            control_sets: Vec::new(),
+            notices: Notices {
+                resumed: if replacement {
+                    generation.saturating_sub(1)
+                } else {
+                    generation
+                },
+                failed: generation,
+                ..Notices::default()
+            },
+            transport,
+            matcher: Matcher::default(),
+            requests: Slab::new(),
+            events: Vec::new(),
+            spare_events: Vec::new(),
+            changes: 0,
+            polling: false,
+            user_polls: 0,
+            handoff_polls: 0,
+            handoff_armed: false,
+            progress_parked: false,
+            bulk_active: 0,
+            waiters: 0,
+            shutdown: false,
+        }
+    }
+
+    pub(super) fn req(&self, id: ReqId) -> Option<&Req> {
+        self.requests.get(id)
+    }
+
+    pub(super) fn req_mut(&mut self, id: ReqId) -> Option<&mut Req> {
+        self.requests.get_mut(id)
+    }
+
+    pub(super) fn alloc(&mut self, req: Req) -> ReqId {
+        self.requests.insert(req)
+    }
+
+    pub(super) fn release(&mut self, id: ReqId) {
+        self.requests.remove(id);
+    }
+
+    /// Reads the transport's sockets directly (see `Transport::poll_reads`)
+    /// and handles what came in; false if the transport declined.
+    pub(super) fn poll_reads(&mut self) -> bool {
+        let Some(t) = self.transport.as_mut() else {
+            return false;
+        };
+        if !t.poll_reads(&mut self.events) {
+            return false;
+        }
+        self.process_events();
+        true
+    }
+
+    pub(super) fn handle(&mut self, evs: &[epoll::Event], bell: &EventFd) {
+        for ev in evs {
+            if ev.token == TOKEN_BELL {
+                bell.drain();
+            } else if ev.token == TOKEN_CONTROL {
+                self.on_control(bell);
+            } else if let Some(t) = self.transport.as_mut() {
+                t.handle(*ev, &mut self.events);
+            }
+        }
+        self.process_events();
+    }
+
+    /// Reads failure notices from mpiexec.
+    pub(super) fn on_control(&mut self, bell: &EventFd) {
+        let Some((reader, _)) = self.control.as_mut() else {
+            return;
+        };
+        let mut msgs = Vec::new();
+        if reader.read(&mut msgs).is_err() {
+            // mpiexec is gone: the job is over (PDEATHSIG ends this process
+            // soon); stop watching the socket.
+            self.notices.orphaned = true;
+            let fd = reader.fd();
+            for set in &self.control_sets {
+                let _ = set.delete(fd);
+            }
+            self.control = None;
+            self.changes += 1;
+            return;
+        }
+        let mut wake = false;
+        for m in msgs {
+            wake |= self.on_notice(m);
+        }
+        self.flush_outbox();
+        if wake {
+            // A user thread may be asleep in the main epoll set (the
+            // progress thread read the socket): wake it.
+            bell.ring();
+        }
+    }
+
+    /// Sends what the protocol has for mpiexec (nothing leaves without a
+    /// control connection: a job of one process, or a test).
+    pub(super) fn flush_outbox(&mut self) {
+        if self.outbox.is_empty() {
+            return;
+        }
+        match &self.control {
+            Some((_, client)) => {
+                for msg in self.outbox.drain(..) {
+                    let _ = client.send(&msg);
+                }
+            }
+            None if self.recovery => {}
+            None => self.outbox.clear(),
+        }
+    }
+
+    /// What a notice from mpiexec changes; true if a waiting thread must
+    /// look (a failure halted communication, or the job resumed).
+    pub(super) fn on_notice(&mut self, notice: ToRank) -> bool {
+        match notice {
+            ToRank::Failure {
+                generation,
+                epoch,
+                failed,
+            } if generation > self.notices.failed => {
+                log::debug!(
+                    "mpistages: rank {}: failure of {failed:?} announced: generation {generation}, epoch {epoch}; halting",
+                    self.me
+                );
+                self.notices.failed = generation;
+                self.notices.epoch = epoch;
+                if let Some(t) = self.transport.as_mut() {
+                    let failed: Vec<usize> = failed.iter().map(|&r| r as usize).collect();
+                    t.forget_peers(&failed, generation);
+                }
+                self.notices.failed_ranks = failed;
+                self.halt();
+                self.outbox.push(ToController::Halted { generation });
+                true
+            }
+            ToRank::Resume { generation, agreed } => {
+                log::debug!(
+                    "mpistages: rank {}: the job resumes at generation {generation} (agreed epoch {agreed:?})",
+                    self.me
+                );
+                if generation >= self.notices.resumed {
+                    self.notices.resumed = generation;
+                    self.notices.agreed = agreed;
+                }
+                self.changes += 1;
+                true
+            }
+            ToRank::Committed { epoch, durable } => {
+                self.notices.committed = self.notices.committed.max(epoch);
+                // Not a maximum: a recovery starts the count again.
+                self.notices.durable = durable;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Communication is stopped: a failure was announced and this rank has
+    /// not rolled back yet, or it is waiting for the job to resume.
+    pub fn halted(&self) -> bool {
+        self.notices.failed > self.generation || self.notices.resumed < self.generation
+    }
+
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The ranks named by the newest failure notice.
+    pub fn failed_ranks(&self) -> Vec<u32> {
+        self.notices.failed_ranks.clone()
+    }
+
+    /// Stages `halt`: every active request fails with `Halted` (the
+    /// application sees MPIX_TRY_RELOAD) and the transport lets go of user
+    /// memory.
+    pub(super) fn halt(&mut self) {
+        if let Some(t) = self.transport.as_mut() {
+            t.halt();
+        }
+        let active = self
+            .requests
+            .ids_where(|r| matches!(r.state, State::Active(_)));
+        for id in active {
+            self.fail(id, ReqError::Halted);
+        }
+        self.changes += 1;
+    }
+
+    /// Stages `cleanup` at the start of a rollback to `generation`: queues
+    /// are emptied, one-shot requests are gone, persistent requests are
+    /// inactive, and only messages of `generation` are accepted from now on.
+    pub fn cleanup(&mut self, generation: u32) {
+        self.halt();
+        self.matcher.clear();
+        self.requests.retain(|r| {
+            let keep = r.persistent && !r.freed;
+            if keep {
+                r.state = State::Inactive;
+                r.packed = None;
+                r.bulk = false;
+            }
+            keep
+        });
+        self.bulk_active = 0;
+        if let Some(t) = self.transport.as_mut() {
+            t.cleanup(generation);
+        }
+        self.generation = generation;
+        self.changes += 1;
+    }
+
+    /// Requests that are started or completed but not yet waited for.
+    pub fn pending_requests(&self) -> usize {
+        self.requests
+            .iter()
+            .filter(|(_, r)| !matches!(r.state, State::Inactive))
+            .count()
+    }
+
+    // ---- queries of the request table (the engine's intent-level
+    // operations below are built from these) ----
+
+    pub(super) fn done_among(&self, ids: &[ReqId]) -> Vec<usize> {
+        (0..ids.len()).filter(|&i| self.is_done(ids[i])).collect()
+    }
+
+    /// Started and not complete.
+    pub(super) fn is_running(&self, id: ReqId) -> bool {
+        matches!(
+            self.req(id),
+            Some(Req {
+                state: State::Active(_),
+                ..
+            })
+        )
+    }
+
+    pub fn is_done(&self, id: ReqId) -> bool {
+        matches!(
+            self.req(id),
+            Some(Req {
+                state: State::Done(_),
+                ..
+            })
+        )
+    }
+
+    pub fn is_inactive(&self, id: ReqId) -> bool {
+        matches!(
+            self.req(id),
+            Some(Req {
+                state: State::Inactive,
+                ..
+            })
+        )
+    }
+
+    pub fn exists(&self, id: ReqId) -> bool {
+        self.req(id).is_some()
+    }
+
+    /// The request in slot `index`, if any.
+    pub fn id_at(&self, index: u32) -> Option<ReqId> {
+        self.requests.id_at(index)
+    }
+
+    /// Takes the status of a completed request: a non-persistent request is
+    /// released, a persistent one becomes inactive.
+    pub fn take(&mut self, id: ReqId) -> Option<Status> {
+        let r = self.req_mut(id)?;
+        if !matches!(r.state, State::Done(_)) {
+            return None;
+        }
+        let State::Done(st) = std::mem::replace(&mut r.state, State::Inactive) else {
+            unreachable!("checked just above")
+        };
+        if !r.persistent {
+            self.release(id);
+        }
+        Some(st)
+    }
+}
+
+impl Core {
+    pub(super) fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Option<Status> {
+        if self.halted() {
+            let mut st = Status::empty();
+            st.error = Some(ReqError::Halted);
+            return Some(st);
+        }
+        let (s, t, m) = self.matcher.peek(ctx, src, tag)?;
+        Some(Status {
+            source: s as i32,
+            tag: t,
+            bytes: m.len,
+            cancelled: false,
+            error: None,
+        })
+    }
+}

@@ -1,0 +1,180 @@
+//! The wait policy: who advances communication and who sleeps. A user
+//! thread blocked in a wait polls the transports itself (spinning for
+//! `spin`, then sleeping in epoll); other waiting threads sleep on the
+//! condition variable; whenever no user thread waits, the progress thread
+//! drives (strong progress while the application computes), and parks
+//! while user threads poll.
+
+use super::engine::{Engine, EPOLL_EVERY, HANDOFF_DELAY, STANDBY_MS, TOKEN_WAKE};
+use super::state::Core;
+use parking_lot::MutexGuard;
+use std::time::{Duration, Instant};
+
+impl Engine {
+    /// The progress thread drives communication unless user threads are
+    /// busy waiting (and so polling) themselves: then it parks, looking
+    /// again when the hand-off timer fires, on shutdown, or every
+    /// `STANDBY_MS`.
+    pub(super) fn progress_loop(&self) {
+        let mut evs = Vec::with_capacity(64);
+        let mut parked = false;
+        let mut seen = 0;
+        loop {
+            self.lock().progress_parked = parked;
+            evs.clear();
+            let r = if parked {
+                self.standby.wait(&mut evs, STANDBY_MS)
+            } else {
+                self.outer.wait(&mut evs, -1)
+            };
+            if r.is_err() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let mut core = self.lock();
+            if core.shutdown {
+                return;
+            }
+            self.wake.drain();
+            let handed_back = self.handoff.drain();
+            if handed_back {
+                core.handoff_armed = false;
+            }
+            let users_busy = core.polling
+                || if handed_back {
+                    core.user_polls != core.handoff_polls
+                } else {
+                    core.user_polls != seen
+                };
+            seen = core.user_polls;
+            parked = users_busy;
+            if parked {
+                // Failure notices cannot wait for the user thread.
+                if evs.iter().any(|e| e.token == TOKEN_WAKE) {
+                    let before = core.changes;
+                    core.on_control(&self.bell);
+                    self.after(&core, before, false);
+                }
+                continue;
+            }
+            evs.clear();
+            let _ = self.main.wait(&mut evs, 0);
+            let before = core.changes;
+            core.handle(&evs, &self.bell);
+            self.after(&core, before, false);
+            // Hand the lock straight to a user thread waiting for it: this
+            // thread would otherwise take it back at once for the next chunk
+            // of a bulk transfer and starve the application's MPI calls.
+            MutexGuard::unlock_fair(core);
+        }
+    }
+
+    /// Wakes whoever must see changes that just happened.
+    pub(super) fn after(&self, core: &Core, before: u64, from_user: bool) {
+        if core.changes == before {
+            return;
+        }
+        if core.waiters > 0 {
+            self.cond.notify_all();
+        }
+        if from_user && core.polling {
+            self.bell.ring();
+        }
+    }
+
+    /// Called when a user thread returns to the application: requests still
+    /// in flight must be advanced by the progress thread from now on (after
+    /// `HANDOFF_DELAY`, in case the application comes right back to wait).
+    pub fn background(&self) {
+        let mut core = self.lock();
+        if core.progress_parked && !core.polling && core.bulk_active > 0 {
+            core.handoff_polls = core.user_polls;
+            if !core.handoff_armed {
+                core.handoff_armed = true;
+                self.handoff.arm(HANDOFF_DELAY);
+            }
+        }
+    }
+
+    /// Advances communication once without blocking, unless another thread
+    /// is polling already (used by the test family and probes, which must
+    /// make progress on their own in poll mode).
+    pub fn poke(&self) {
+        let mut core = self.lock();
+        if core.polling {
+            return;
+        }
+        let mut evs = Vec::new();
+        let _ = self.main.wait(&mut evs, 0);
+        let before = core.changes;
+        core.handle(&evs, &self.bell);
+        self.after(&core, before, false);
+    }
+
+    /// Runs `f` under the engine lock, then wakes waiters if it completed
+    /// anything.
+    pub(super) fn with<T>(&self, f: impl FnOnce(&mut Core) -> T) -> T {
+        let mut core = self.lock();
+        let before = core.changes;
+        let v = f(&mut core);
+        self.after(&core, before, true);
+        v
+    }
+
+    /// Blocks until `f` returns `Some`. One waiting thread at a time polls
+    /// the transports (spinning for `spin` first, then sleeping in epoll);
+    /// others sleep on the condition variable.
+    pub(super) fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
+        let mut core = self.lock();
+        let mut evs = Vec::new();
+        let mut spin_until: Option<Instant> = None;
+        let mut spins: u32 = 0;
+        loop {
+            let before = core.changes;
+            let v = f(&mut core);
+            self.after(&core, before, true);
+            if let Some(v) = v {
+                drop(core);
+                self.background();
+                return v;
+            }
+            if !core.polling {
+                let deadline = *spin_until.get_or_insert_with(|| Instant::now() + self.spin);
+                let spinning = Instant::now() < deadline;
+                if spinning && self.spin_yield {
+                    MutexGuard::unlocked(&mut core, std::thread::yield_now);
+                    if core.polling {
+                        continue;
+                    }
+                }
+                spins = spins.wrapping_add(1);
+                if spinning && !spins.is_multiple_of(EPOLL_EVERY) {
+                    let before = core.changes;
+                    if core.poll_reads() {
+                        core.user_polls += 1;
+                        self.after(&core, before, false);
+                        // Let other threads at the engine between rounds.
+                        MutexGuard::bump(&mut core);
+                        continue;
+                    }
+                }
+                core.polling = true;
+                core.user_polls += 1;
+                drop(core);
+                let timeout = if spinning { 0 } else { -1 };
+                evs.clear();
+                let _ = self.main.wait(&mut evs, timeout);
+                core = self.lock();
+                core.polling = false;
+                core.handle(&evs, &self.bell);
+                // Another waiting thread may now take over polling.
+                if core.waiters > 0 {
+                    self.cond.notify_all();
+                }
+            } else {
+                core.waiters += 1;
+                self.cond.wait(&mut core);
+                core.waiters -= 1;
+            }
+        }
+    }
+}
