@@ -1,0 +1,196 @@
+//! Tests of `store.rs`.
+
+use super::*;
+use crate::checkpoint::config;
+use crate::checkpoint::dirlevel::DirLevel;
+use crate::checkpoint::format::Kind;
+use crate::checkpoint::testutil::Scratch;
+
+fn setup(tag: &str) -> (Scratch, Store) {
+    let s = Scratch::new(&format!("store-{tag}"));
+    let spec = format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=2", s.0.display());
+    let store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    (s, store)
+}
+
+fn state(epoch: u64) -> Arc<Vec<Section>> {
+    Arc::new(vec![Section {
+        kind: Kind::Protected,
+        id: 0,
+        name: String::new(),
+        data: vec![epoch as u8; 1000].into(),
+    }])
+}
+
+/// The memory level overwrites the copy it dropped last instead of
+/// allocating a new one, unless someone (a restore) still holds it.
+#[test]
+fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
+    let mut store = Store::new(&config::parse("mem,keep=1").unwrap(), 5, 1, 4).unwrap();
+    for e in 1..=2 {
+        store.write(e, 0, &state(e)).unwrap();
+        store.commit(e, None);
+    }
+    let buf = store.spare.as_ref().expect("epoch 1's copy is kept")[0]
+        .data
+        .as_ptr();
+    store.write(3, 0, &state(3)).unwrap();
+    let r = store.restore(&[3]).unwrap();
+    assert_eq!(r.sections, state(3));
+    assert_eq!(
+        r.sections[0].data.as_ptr(),
+        buf,
+        "written into epoch 1's buffer"
+    );
+    store.commit(3, None);
+    store.write(4, 0, &state(4)).unwrap();
+    store.commit(4, None);
+    assert!(store.spare.is_none(), "epoch 3 is held by the restore");
+    assert_eq!(r.sections, state(3));
+}
+
+/// At every checkpoint the tmpfs level parks one old file, which is
+/// done at once: its thread never starts.
+#[test]
+fn a_tmpfs_level_needs_no_thread_in_the_usual_case() {
+    let s = Scratch::new("store-nothread");
+    let spec = format!("mem,tmpfs:{}/tmpfs,keep=2", s.0.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    for e in 1..=8 {
+        store.write(e, 0, &state(e)).unwrap();
+        store.commit(e, None);
+    }
+    let Backend::Dir(f) = &store.levels[1].1 else {
+        panic!("tmpfs is the second level")
+    };
+    assert!(!f.started());
+    assert_eq!(f.level().epochs().unwrap(), vec![7, 8]);
+    assert_eq!(store.restore(&[8]).unwrap().sections, state(8));
+}
+
+#[test]
+fn restores_from_the_fastest_valid_level() {
+    let (s, mut store) = setup("fast");
+    store.write(1, 0, &state(1)).unwrap();
+    store.wait_flushed();
+    let r = store.restore(&[1]).unwrap();
+    assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
+
+    // A replacement process has no memory copy: tmpfs is next.
+    let fresh = Store::new(
+        &config::parse(&format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs", s.0.display())).unwrap(),
+        5,
+        1,
+        4,
+    )
+    .unwrap();
+    let r = fresh.restore(&[1]).unwrap();
+    assert!(
+        r.level.starts_with("tmpfs") && r.sections == state(1),
+        "{r:?}"
+    );
+
+    // Node lost: the tmpfs copy is gone, pfs has it.
+    std::fs::remove_file(s.0.join("tmpfs/epoch-1/rank-1.ckpt")).unwrap();
+    let r = fresh.restore(&[1]).unwrap();
+    assert!(
+        r.level.starts_with("pfs") && r.sections == state(1),
+        "{r:?}"
+    );
+    assert_eq!(r.skipped.len(), 2, "{:?}", r.skipped);
+}
+
+#[test]
+fn corrupt_newest_copy_falls_back_cleanly() {
+    let (s, mut store) = setup("corrupt");
+    store.write(1, 0, &state(1)).unwrap();
+    store.commit(1, None);
+    store.write(2, 0, &state(2)).unwrap();
+    store.wait_flushed();
+    store.commit(2, store.durable());
+    let fresh = Store::new(
+        &config::parse(&format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs", s.0.display())).unwrap(),
+        5,
+        1,
+        4,
+    )
+    .unwrap();
+    // Flip a byte of the newest tmpfs copy: pfs's copy of epoch 2 is used.
+    let p = s.0.join("tmpfs/epoch-2/rank-1.ckpt");
+    let mut b = std::fs::read(&p).unwrap();
+    let i = b.len() - 10;
+    b[i] ^= 0xFF;
+    std::fs::write(&p, b).unwrap();
+    let r = fresh.restore(&[2, 1]).unwrap();
+    assert!(
+        r.epoch == 2 && r.level.starts_with("pfs") && r.sections == state(2),
+        "{r:?}"
+    );
+    assert!(r.skipped[0].contains("checksum"), "{:?}", r.skipped);
+    // Epoch 2 gone from pfs too: the previous committed epoch is used.
+    std::fs::remove_file(s.0.join("pfs/epoch-2/rank-1.ckpt")).unwrap();
+    let r = fresh.restore(&[2, 1]).unwrap();
+    assert!(r.epoch == 1 && r.sections == state(1), "{r:?}");
+    // Nothing valid at all: an error that says what was tried.
+    for lvl in ["tmpfs", "pfs"] {
+        let _ = std::fs::remove_dir_all(s.0.join(lvl));
+    }
+    let e = fresh.restore(&[2, 1]).unwrap_err();
+    assert!(
+        e.contains("no valid checkpoint") && e.contains("epoch 1 on pfs"),
+        "{e}"
+    );
+}
+
+#[test]
+fn pfs_gets_every_nth_epoch_in_the_background() {
+    let s = Scratch::new("store-pfs");
+    let root = s.0.clone();
+    let _ = std::fs::remove_dir_all(&root);
+    let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    for e in 1..=4 {
+        store.write(e, 0, &state(e)).unwrap();
+    }
+    let st = store.wait_flushed();
+    let pfs = &st.iter().find(|(n, _)| n.starts_with("pfs")).unwrap().1;
+    assert_eq!(pfs.flushed, Some(4), "{st:?}");
+    assert!(pfs.errors.is_empty(), "{st:?}");
+    let pfs = DirLevel::new(root.join("pfs"), true, 2);
+    assert_eq!(pfs.epochs().unwrap(), vec![2, 4]);
+    // Node lost: restore the newest committed epoch from pfs.
+    std::fs::remove_dir_all(root.join("tmpfs")).unwrap();
+    let r = store.restore(&[4, 3]).unwrap();
+    assert!(
+        r.epoch == 4 && r.level.starts_with("pfs") && r.sections == state(4),
+        "{r:?}"
+    );
+    let e = store.restore(&[3]).unwrap_err();
+    assert!(e.contains("epoch 3 on pfs"), "{e}");
+}
+
+#[test]
+fn failures_of_the_first_level_are_errors_others_warnings() {
+    let s = Scratch::new("store-fail");
+    let root = s.0.clone();
+    std::fs::create_dir_all(&root).unwrap();
+    // A file where the level's directory should be makes writes fail.
+    std::fs::write(root.join("blocked"), b"x").unwrap();
+    let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
+    let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    let e = first_fails.write(1, 0, &state(1)).unwrap_err();
+    assert!(e.message.contains("tmpfs") && !e.no_space, "{e:?}");
+    let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
+    let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    // The durable level is written in the background: its failure is
+    // reported by the flush status, and the write itself succeeds.
+    assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());
+    let flushed = later_fails.wait_flushed();
+    let pfs = &flushed
+        .iter()
+        .find(|(n, _)| n.starts_with("pfs"))
+        .unwrap()
+        .1;
+    assert_eq!(pfs.errors.len(), 1, "{flushed:?}");
+    assert_eq!(pfs.flushed, None);
+}

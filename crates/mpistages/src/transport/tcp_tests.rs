@@ -1,0 +1,303 @@
+//! Tests of `tcp.rs`.
+
+use super::*;
+use crate::transport::frame::flags;
+use crate::transport::Payload;
+
+const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+fn transport(ranks: usize) -> (Tcp, Arc<Epoll>) {
+    let ep = Arc::new(Epoll::new().unwrap());
+    let cfg = TcpConfig {
+        me: 0,
+        ranks,
+        key: KEY.to_vec(),
+        generation: 0,
+        eager_limit: 1024,
+        fragment_size: 8192,
+        bind: "127.0.0.1:0".parse().unwrap(),
+        congestion: String::new(),
+    };
+    (Tcp::new(cfg, ep.clone()).unwrap(), ep)
+}
+
+/// One round: waits up to `ms` for readiness and handles what came.
+fn pump(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, ms: i32) {
+    let mut evs = Vec::new();
+    ep.wait(&mut evs, ms).unwrap();
+    for ev in evs {
+        t.handle(ev, out);
+    }
+}
+
+/// Handles readiness events until `done` says so (or a deadline passes).
+fn drive(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, done: impl Fn(&[Event]) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done(out) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no progress; events so far: {out:?}"
+        );
+        pump(t, ep, out, 50);
+    }
+}
+
+/// Writes bytes one at a time and lets the transport read after each,
+/// so every parser state sees partial input.
+fn trickle(t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>, s: &mut TcpStream, bytes: &[u8]) {
+    for b in bytes {
+        s.write_all(&[*b]).unwrap();
+        pump(t, ep, out, 1);
+    }
+}
+
+#[test]
+fn frames_in_pieces_rendezvous_data_then_a_malformed_header() {
+    let (mut t, ep) = transport(2);
+    let mut peer = join(&mut t, &ep, 1);
+
+    // An eager frame, byte by byte.
+    let payload: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+    let mut h = Header::new(Kind::Eager);
+    h.src = 1;
+    h.tag = 9;
+    h.len = payload.len() as u32;
+    h.flags = flags::SYNC;
+    let mut out = Vec::new();
+    trickle(&mut t, &ep, &mut out, &mut peer, &h.encode());
+    trickle(&mut t, &ep, &mut out, &mut peer, &payload);
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::Frame { .. }))
+    });
+    match &out[0] {
+        Event::Frame {
+            peer: 1,
+            hdr,
+            payload: p,
+        } => {
+            assert_eq!((hdr.tag, hdr.flags), (9, flags::SYNC));
+            assert_eq!(p, &payload);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+
+    // Rendezvous data into a registered buffer: two fragments, one of
+    // them large enough to be read directly, one trickled.
+    let mut target = vec![0u8; 10_000];
+    // SAFETY: (test) `target` outlives the transfer, which completes below.
+    let raw = unsafe { RawBuf::new(target.as_mut_ptr(), target.len()) };
+    t.expect_data(1, 77, raw, 10_000);
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+    out.clear();
+    for (off, chunk, slow) in [(0usize, 6000usize, false), (6000, 4000, true)] {
+        let mut d = Header::new(Kind::Data);
+        d.src = 1;
+        d.rdv = 77;
+        d.aux = off as u64;
+        d.len = chunk as u32;
+        let mut bytes = d.encode().to_vec();
+        bytes.extend_from_slice(&data[off..off + chunk]);
+        if slow {
+            trickle(&mut t, &ep, &mut out, &mut peer, &bytes);
+        } else {
+            peer.write_all(&bytes).unwrap();
+        }
+    }
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::DataDone { .. }))
+    });
+    assert!(matches!(out[0], Event::DataDone { peer: 1, rid: 77 }));
+    assert_eq!(target, data);
+
+    // Garbage where a header should be: the connection is dropped and
+    // the peer reported broken (it may be alive: it must be failed).
+    peer.write_all(&[0xAB; 56]).unwrap();
+    out.clear();
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::PeerLost { .. }))
+    });
+    match &out[0] {
+        Event::PeerLost {
+            peer: 1,
+            reason,
+            broken: true,
+        } => {
+            assert!(reason.contains("malformed"), "{reason}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let mut e = Vec::new();
+    let f = OutFrame::new(&Header::new(Kind::Ack), Payload::None, None);
+    assert!(matches!(
+        t.send(1, f, Class::Urgent, &mut e),
+        Err(TransportError::PeerGone(1))
+    ));
+}
+
+/// Connects as rank `src` and waits until the transport has taken the
+/// connection.
+fn join(t: &mut Tcp, ep: &Epoll, src: u32) -> TcpStream {
+    let mut s = TcpStream::connect(t.local_addr().unwrap()).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut hello = Header::new(Kind::Hello);
+    hello.src = src;
+    hello.len = KEY.len() as u32;
+    s.write_all(&hello.encode()).unwrap();
+    s.write_all(KEY).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !t.live.contains(&(src as usize)) {
+        assert!(std::time::Instant::now() < deadline, "handshake not taken");
+        pump(t, ep, &mut Vec::new(), 50);
+    }
+    s
+}
+
+#[test]
+fn a_spinning_reader_reads_few_connections_directly() {
+    let (mut t, ep) = transport(4);
+    let mut one = join(&mut t, &ep, 1);
+    let mut h = Header::new(Kind::Eager);
+    h.src = 1;
+    h.tag = 5;
+    h.len = 3;
+    one.write_all(&h.encode()).unwrap();
+    one.write_all(b"abc").unwrap();
+    // No epoll at all: the frame comes in through poll_reads alone.
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while out.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "frame never read");
+        assert!(t.poll_reads(&mut out));
+    }
+    assert!(
+        matches!(&out[0], Event::Frame { peer: 1, hdr, payload } if hdr.tag == 5 && payload == b"abc"),
+        "{out:?}"
+    );
+
+    // A closed connection is noticed and leaves the live set.
+    drop(one);
+    out.clear();
+    while out.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "loss never seen");
+        assert!(t.poll_reads(&mut out));
+    }
+    assert!(matches!(out[0], Event::PeerLost { peer: 1, .. }), "{out:?}");
+    assert!(t.live.is_empty());
+
+    // With more connections than that, epoll is cheaper: declined.
+    let _two = join(&mut t, &ep, 2);
+    let _three = join(&mut t, &ep, 3);
+    assert!(t.poll_reads(&mut out));
+    let _one = join(&mut t, &ep, 1);
+    assert!(!t.poll_reads(&mut out));
+}
+
+/// Writing to a peer that closed its end (a killed rank) loses that
+/// peer; it must never raise SIGPIPE in a C program.
+#[test]
+fn a_write_to_a_closed_peer_loses_it_without_a_signal() {
+    if !crate::sys::socket::in_child_with_default_sigpipe(
+        "transport::tcp::tests::a_write_to_a_closed_peer_loses_it_without_a_signal",
+    ) {
+        return;
+    }
+    let (mut t, ep) = transport(2);
+    let peer = join(&mut t, &ep, 1);
+    drop(peer);
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The first writes may still be taken by the kernel; a later one
+    // meets the peer's reset.
+    loop {
+        assert!(std::time::Instant::now() < deadline, "loss never seen");
+        let mut h = Header::new(Kind::Eager);
+        h.len = 4096;
+        let f = OutFrame::new(&h, Payload::Owned(vec![7; 4096]), None);
+        if t.send(1, f, Class::Urgent, &mut out).is_err()
+            || out.iter().any(|e| matches!(e, Event::PeerLost { .. }))
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Sends a hello as `src` at `generation` with the right key.
+fn hello(t: &Tcp, src: u32, generation: u32) -> TcpStream {
+    let mut s = TcpStream::connect(t.local_addr().unwrap()).unwrap();
+    let mut h = Header::new(Kind::Hello);
+    h.src = src;
+    h.generation = generation;
+    h.len = KEY.len() as u32;
+    s.write_all(&h.encode()).unwrap();
+    s.write_all(KEY).unwrap();
+    s
+}
+
+/// A second connection that claims a connected rank (with the job key)
+/// is refused; a newer process of that rank (a replacement) is taken.
+#[test]
+fn a_second_connection_claiming_a_connected_rank_is_refused() {
+    let (mut t, ep) = transport(3);
+    let mut real = join(&mut t, &ep, 1);
+    let mut fake = hello(&t, 1, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    fake.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let mut out = Vec::new();
+    loop {
+        assert!(std::time::Instant::now() < deadline, "never refused");
+        pump(&mut t, &ep, &mut out, 20);
+        if matches!(fake.read(&mut [0u8; 1]), Ok(0)) {
+            break;
+        }
+    }
+    assert!(out.is_empty(), "{out:?}");
+    // The real connection still carries frames.
+    let mut h = Header::new(Kind::Eager);
+    h.src = 1;
+    h.tag = 3;
+    real.write_all(&h.encode()).unwrap();
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::Frame { peer: 1, .. }))
+    });
+    // A replacement of rank 1 (generation 1) takes its place.
+    let _new = hello(&t, 1, 1);
+    while t.peers[1].conn_generation != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replacement not taken"
+        );
+        pump(&mut t, &ep, &mut out, 20);
+    }
+}
+
+/// After a failure notice named rank 1 at generation 1, a hello of its
+/// dead process (generation 0, still in the listen queue) is refused:
+/// taken, its end would mark rank 1 lost and fail the sends meant for
+/// the replacement (a hang of stages::no_stale_message_after_recovery).
+#[test]
+fn a_dead_process_connection_read_after_the_notice_is_refused() {
+    let (mut t, ep) = transport(3);
+    t.forget_peers(&[1], 1);
+    let mut dead = hello(&t, 1, 0);
+    dead.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut out = Vec::new();
+    while !matches!(dead.read(&mut [0u8; 1]), Ok(0)) {
+        assert!(std::time::Instant::now() < deadline, "never refused");
+        pump(&mut t, &ep, &mut out, 20);
+    }
+    drop(dead);
+    assert!(out.is_empty() && !t.peers[1].lost && t.peers[1].stream.is_none());
+    let _replacement = hello(&t, 1, 1);
+    while t.peers[1].stream.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replacement not taken"
+        );
+        pump(&mut t, &ep, &mut out, 20);
+    }
+    assert_eq!(t.peers[1].conn_generation, 1);
+}
