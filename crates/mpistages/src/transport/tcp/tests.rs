@@ -1,4 +1,4 @@
-//! Tests of `tcp.rs`.
+//! Tests of the TCP transport.
 
 use super::*;
 use crate::transport::frame::flags;

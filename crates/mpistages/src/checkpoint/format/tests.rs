@@ -1,5 +1,6 @@
-//! Tests of `format.rs`.
+//! Tests of the checkpoint format.
 
+use super::encode::{temp_name, SMALL_FILE, WRITE_CHUNK};
 use super::*;
 use crate::checkpoint::testutil::Scratch;
 use proptest::prelude::*;

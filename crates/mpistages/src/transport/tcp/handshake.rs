@@ -1,0 +1,110 @@
+//! New connections: accepting them, and the hello that says who connects
+//! (with the job key and generation); duplicates and strangers are refused.
+
+use super::*;
+
+impl Tcp {
+    pub(super) fn on_accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
+                        continue;
+                    }
+                    let slot = match self.handshakes.iter().position(Option::is_none) {
+                        Some(i) => i,
+                        None => {
+                            self.handshakes.push(None);
+                            self.handshakes.len() - 1
+                        }
+                    };
+                    let token = TOKEN_HANDSHAKE + slot as u64;
+                    if self
+                        .epoll
+                        .add(stream.as_raw_fd(), epoll::READABLE, token)
+                        .is_ok()
+                    {
+                        self.handshakes[slot] = Some(Handshake {
+                            stream,
+                            buf: Vec::new(),
+                        });
+                    }
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Reads a connecting process's HELLO; on success the connection becomes
+    /// that peer's. Anything wrong (bad frame, wrong key) closes it.
+    pub(super) fn on_handshake(&mut self, slot: usize, out: &mut Vec<Event>) {
+        let Some(hs) = self.handshakes.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let want = HEADER_LEN + self.cfg.key.len();
+        let mut chunk = [0u8; 512];
+        let outcome: Result<Option<usize>, String> = loop {
+            let room = want.saturating_sub(hs.buf.len()).max(1).min(chunk.len());
+            match hs.stream.read(&mut chunk[..room]) {
+                Ok(0) => break Err("closed during handshake".into()),
+                Ok(n) => {
+                    hs.buf.extend_from_slice(&chunk[..n]);
+                    if hs.buf.len() >= want {
+                        break Ok(Some(want));
+                    }
+                }
+                Err(e) if would_block(&e) => break Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        let peer = match outcome {
+            Ok(None) => return,
+            Ok(Some(_)) => match Header::decode(&hs.buf, &self.limits) {
+                Ok(h)
+                    if h.kind == Kind::Hello
+                        && h.len as usize == self.cfg.key.len()
+                        && h.src as usize != self.cfg.me
+                        && crate::sys::constant_time_eq(
+                            &hs.buf[HEADER_LEN..want],
+                            &self.cfg.key,
+                        ) =>
+                {
+                    Ok((h.src as usize, h.generation))
+                }
+                Ok(_) => Err("handshake rejected".to_string()),
+                Err(e) => Err(format!("malformed handshake: {e}")),
+            },
+            Err(e) => Err(e),
+        };
+        let hs = self.handshakes[slot].take().expect("slot checked above");
+        let _ = self.epoll.delete(hs.stream.as_raw_fd());
+        // One connection per peer: a second one claiming a connected rank
+        // is refused unless it comes from a newer process of that rank (a
+        // replacement, whose hello may arrive before the failure notice).
+        let peer = peer.and_then(|(peer, generation)| match self.peers.get(peer) {
+            Some(p) if generation < p.min_generation => Err("a dead process".to_string()),
+            Some(p) if p.stream.is_some() && generation <= p.conn_generation => {
+                log::warn!(
+                    "mpistages: rank {}: refused a second connection claiming to be rank {peer}, which is connected",
+                    self.cfg.me
+                );
+                Err("duplicate".to_string())
+            }
+            _ => Ok((peer, generation)),
+        });
+        match peer {
+            Ok((peer, generation)) => {
+                if self.attach(peer, hs.stream, generation).is_ok() {
+                    self.flush(peer, out);
+                }
+            }
+            Err(reason) => {
+                // An unauthenticated or malformed connection is simply dropped.
+                let _ = reason;
+            }
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! TCP transport: one connection per pair of processes. The higher rank
+//! connects to the lower one, so a pair never ends up with two connections;
+//! a process that joins later (a replacement) connects to everyone, and its
+//! connection replaces the old one. Sockets are non-blocking with
+//! `TCP_NODELAY`; frames leave in vectored writes (many frames per system
+//! call) and arrive through a read buffer, except rendezvous data, which is
+//! read straight into the receiver's buffer.
+
+use super::frame::{Header, Kind, Limits, HEADER_LEN};
+use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
+use crate::sys::epoll::{self, Epoll};
+use crate::sys::socket::NoSignal;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+const TOKEN_LISTENER: u64 = 1 << 40;
+const TOKEN_HANDSHAKE: u64 = 1 << 41;
+/// Staging buffer for incoming bytes, and how much one read asks for.
+const READ_BUF: usize = 64 << 10;
+const STAGING_READ: usize = 16 << 10;
+/// A payload with at least this much still to come is read directly into
+/// its destination instead of through the staging buffer.
+const DIRECT_READ_MIN: usize = 4 << 10;
+/// Bytes moved for one peer per call before the engine lock is given back:
+/// user threads never wait long behind a bulk transfer, and other peers get
+/// their turn (level-triggered epoll brings us back for the rest).
+const READ_BUDGET: usize = 512 << 10;
+const WRITE_BUDGET: usize = 512 << 10;
+const MAX_IOV: usize = 64;
+/// A spinning waiter reads the sockets itself, without asking epoll, when a
+/// process has at most this many connections (see `poll_reads`).
+const POLL_READS_MAX_PEERS: usize = 2;
+
+pub struct TcpConfig {
+    pub me: usize,
+    pub ranks: usize,
+    pub key: Vec<u8>,
+    pub generation: u32,
+    pub eager_limit: usize,
+    pub fragment_size: usize,
+    /// Address to listen on (port 0 for any free port).
+    pub bind: SocketAddr,
+    /// TCP congestion control for our connections ("" = the system's).
+    /// Pacing algorithms such as BBR (some kernels' default) throttle one
+    /// busy connection between two ranks; measured on loopback, Reno moves
+    /// twice the bytes per second.
+    pub congestion: String,
+}
+
+struct Target {
+    buf: RawBuf,
+    total: u64,
+    got: u64,
+}
+
+enum ReadState {
+    Header,
+    Payload {
+        hdr: Header,
+        buf: Vec<u8>,
+        have: usize,
+    },
+    /// A DATA frame of `len` bytes for transfer `rid`; `pos` is the next
+    /// byte's offset in the message, `end` the frame's last offset + 1.
+    Data {
+        rid: u64,
+        pos: u64,
+        end: u64,
+        len: u64,
+    },
+}
+
+struct Peer {
+    stream: Option<TcpStream>,
+    /// Generation at which the connection was made (a replacement's
+    /// connection is newer than the failure that replaced it).
+    conn_generation: u32,
+    /// Processes of this peer older than this generation are dead (a
+    /// failure notice named them): their connections are refused. The
+    /// hello of a dead process can wait in the listen queue and be read
+    /// after the notice, and its end would then mark the peer lost and
+    /// fail sends meant for its replacement.
+    min_generation: u32,
+    lost: bool,
+    urgent: VecDeque<OutFrame>,
+    bulk: VecDeque<OutFrame>,
+    /// Frames being written (with their class); the first has `woff`
+    /// bytes out already.
+    wire: VecDeque<(OutFrame, Class)>,
+    woff: usize,
+    want_write: bool,
+    rbuf: Vec<u8>,
+    rhead: usize,
+    rtail: usize,
+    rstate: ReadState,
+    targets: HashMap<u64, Target>,
+}
+
+impl Peer {
+    fn new() -> Peer {
+        Peer {
+            stream: None,
+            conn_generation: 0,
+            min_generation: 0,
+            lost: false,
+            urgent: VecDeque::new(),
+            bulk: VecDeque::new(),
+            wire: VecDeque::new(),
+            woff: 0,
+            want_write: false,
+            rbuf: Vec::new(),
+            rhead: 0,
+            rtail: 0,
+            rstate: ReadState::Header,
+            targets: HashMap::new(),
+        }
+    }
+
+    fn backlog(&self) -> bool {
+        !(self.urgent.is_empty() && self.bulk.is_empty() && self.wire.is_empty())
+    }
+}
+
+struct Handshake {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+pub struct Tcp {
+    cfg: TcpConfig,
+    /// Current generation: DATA frames of other generations for transfers
+    /// we do not know are stale and dropped, not a protocol error.
+    generation: u32,
+    limits: Limits,
+    epoll: Arc<Epoll>,
+    listener: TcpListener,
+    peers: Vec<Peer>,
+    /// Peers with a connection.
+    live: Vec<usize>,
+    handshakes: Vec<Option<Handshake>>,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl Tcp {
+    pub fn new(cfg: TcpConfig, epoll: Arc<Epoll>) -> io::Result<Tcp> {
+        let listener = TcpListener::bind(cfg.bind)?;
+        listener.set_nonblocking(true)?;
+        epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
+        let limits = Limits {
+            max_payload: cfg.eager_limit.max(cfg.fragment_size).max(4096) as u32,
+            ranks: cfg.ranks as u32,
+        };
+        let peers = (0..cfg.ranks).map(|_| Peer::new()).collect();
+        Ok(Tcp {
+            generation: cfg.generation,
+            cfg,
+            limits,
+            epoll,
+            listener,
+            peers,
+            live: Vec::new(),
+            handshakes: Vec::new(),
+        })
+    }
+
+    /// The generation this process joins the job at (known after the
+    /// bootstrap fence), announced in handshakes and frames.
+    pub fn set_generation(&mut self, generation: u32) {
+        self.cfg.generation = generation;
+        self.generation = generation;
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Connects to `peer` at `addr` and introduces this process.
+    pub fn connect(&mut self, peer: usize, addr: SocketAddr) -> io::Result<()> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        stream.set_nodelay(true)?;
+        let mut hello = Header::new(Kind::Hello);
+        hello.src = self.cfg.me as u32;
+        hello.generation = self.cfg.generation;
+        hello.len = self.cfg.key.len() as u32;
+        let mut w = NoSignal::new(&stream);
+        w.write_all(&hello.encode())?;
+        w.write_all(&self.cfg.key)?;
+        stream.set_nonblocking(true)?;
+        self.attach(peer, stream, self.cfg.generation)
+    }
+
+    fn attach(&mut self, peer: usize, stream: TcpStream, generation: u32) -> io::Result<()> {
+        log::debug!(
+            "mpistages: rank {}: connected to rank {peer} (generation {generation})",
+            self.cfg.me
+        );
+        if !self.cfg.congestion.is_empty() {
+            // Best effort: an algorithm the kernel refuses leaves its default.
+            let _ = crate::sys::set_tcp_congestion(stream.as_raw_fd(), &self.cfg.congestion);
+        }
+        let p = &mut self.peers[peer];
+        if let Some(old) = p.stream.take() {
+            let _ = self.epoll.delete(old.as_raw_fd());
+        }
+        self.epoll
+            .add(stream.as_raw_fd(), epoll::READABLE, peer as u64)?;
+        p.stream = Some(stream);
+        if !self.live.contains(&peer) {
+            self.live.push(peer);
+        }
+        p.conn_generation = generation;
+        p.lost = false;
+        p.want_write = false;
+        p.rstate = ReadState::Header;
+        p.rhead = 0;
+        p.rtail = 0;
+        if p.rbuf.is_empty() {
+            p.rbuf = vec![0; READ_BUF];
+        }
+        Ok(())
+    }
+
+    /// Closes the connection to `peer` and drops everything queued for it
+    /// or expected from it.
+    fn disconnect(&mut self, peer: usize) {
+        let p = &mut self.peers[peer];
+        if let Some(s) = p.stream.take() {
+            let _ = self.epoll.delete(s.as_raw_fd());
+        }
+        self.live.retain(|&q| q != peer);
+        p.want_write = false;
+        p.urgent.clear();
+        p.bulk.clear();
+        p.wire.clear();
+        p.woff = 0;
+        p.targets.clear();
+        p.rstate = ReadState::Header;
+        p.rhead = 0;
+        p.rtail = 0;
+    }
+
+    fn lose(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
+        self.disconnect(peer);
+        self.peers[peer].lost = true;
+        out.push(Event::PeerLost {
+            peer,
+            reason,
+            broken: false,
+        });
+    }
+
+    /// The peer's stream broke the protocol: dropped, and reported as
+    /// broken so that the peer is failed rather than waited for.
+    fn reject(&mut self, peer: usize, reason: String, out: &mut Vec<Event>) {
+        self.disconnect(peer);
+        self.peers[peer].lost = true;
+        out.push(Event::PeerLost {
+            peer,
+            reason,
+            broken: true,
+        });
+    }
+
+    fn set_write_interest(&mut self, peer: usize, on: bool) {
+        let p = &mut self.peers[peer];
+        if p.want_write == on {
+            return;
+        }
+        if let Some(s) = &p.stream {
+            let mut interest = epoll::READABLE;
+            if on {
+                interest |= epoll::WRITABLE;
+            }
+            let _ = self.epoll.modify(s.as_raw_fd(), interest, peer as u64);
+        }
+        p.want_write = on;
+    }
+}
+
+impl Transport for Tcp {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn eager_limit(&self) -> usize {
+        self.cfg.eager_limit
+    }
+
+    fn fragment_size(&self) -> usize {
+        self.cfg.fragment_size
+    }
+
+    fn send(
+        &mut self,
+        peer: usize,
+        frame: OutFrame,
+        class: Class,
+        out: &mut Vec<Event>,
+    ) -> Result<(), TransportError> {
+        let p = &mut self.peers[peer];
+        if p.lost {
+            return Err(TransportError::PeerGone(peer));
+        }
+        match class {
+            Class::Urgent => p.urgent.push_back(frame),
+            Class::Bulk => p.bulk.push_back(frame),
+        }
+        if p.stream.is_some() && !p.want_write {
+            self.flush(peer, out);
+        }
+        Ok(())
+    }
+
+    fn expect_data(&mut self, peer: usize, rid: u64, target: RawBuf, total: u64) {
+        self.peers[peer].targets.insert(
+            rid,
+            Target {
+                buf: target,
+                total,
+                got: 0,
+            },
+        );
+    }
+
+    fn handle(&mut self, ev: epoll::Event, out: &mut Vec<Event>) {
+        match ev.token {
+            TOKEN_LISTENER => self.on_accept(),
+            t if t >= TOKEN_HANDSHAKE => self.on_handshake((t - TOKEN_HANDSHAKE) as usize, out),
+            t if (t as usize) < self.peers.len() => {
+                let peer = t as usize;
+                if ev.events & epoll::WRITABLE != 0 {
+                    self.flush(peer, out);
+                }
+                if ev.events & (epoll::READABLE | epoll::HANGUP) != 0 {
+                    self.on_readable(peer, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn has_backlog(&self) -> bool {
+        self.live.iter().any(|&p| self.peers[p].backlog())
+    }
+
+    fn poll_reads(&mut self, out: &mut Vec<Event>) -> bool {
+        if self.live.len() > POLL_READS_MAX_PEERS || self.has_backlog() {
+            return false;
+        }
+        let mut live = [0; POLL_READS_MAX_PEERS];
+        let n = self.live.len();
+        live[..n].copy_from_slice(&self.live);
+        // Reading one peer can lose only that one: the others stay live.
+        for &peer in &live[..n] {
+            self.on_readable(peer, out);
+        }
+        true
+    }
+
+    fn halt(&mut self) {
+        for p in self.peers.iter_mut() {
+            p.urgent.clear();
+            p.bulk.clear();
+            if p.woff > 0 {
+                let (mut f, class) = p
+                    .wire
+                    .pop_front()
+                    .expect("woff > 0: a frame is on the wire");
+                f.payload = Payload::Owned(f.payload.bytes().to_vec());
+                f.token = None;
+                p.wire.clear();
+                p.wire.push_back((f, class));
+            } else {
+                p.wire.clear();
+            }
+            for t in p.targets.values_mut() {
+                t.buf = RawBuf::empty();
+            }
+        }
+    }
+
+    fn forget_peers(&mut self, failed: &[usize], generation: u32) {
+        for &r in failed {
+            let Some(p) = self.peers.get_mut(r) else {
+                continue;
+            };
+            p.min_generation = p.min_generation.max(generation);
+            if p.stream.is_some() && p.conn_generation >= generation {
+                continue;
+            }
+            self.disconnect(r);
+            self.peers[r].lost = false;
+        }
+    }
+
+    fn cleanup(&mut self, generation: u32) {
+        self.generation = generation;
+        for p in self.peers.iter_mut() {
+            // A transfer being read keeps its (empty) target until its
+            // frame ends; every byte of it is dropped.
+            let reading = match p.rstate {
+                ReadState::Data { rid, .. } => Some(rid),
+                _ => None,
+            };
+            p.targets.retain(|rid, _| Some(*rid) == reading);
+        }
+    }
+
+    fn close_all(&mut self) {
+        for p in self.peers.iter_mut() {
+            if let Some(s) = p.stream.take() {
+                let _ = self.epoll.delete(s.as_raw_fd());
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+        }
+        self.live.clear();
+        let _ = self.epoll.delete(self.listener.as_raw_fd());
+    }
+}
+
+mod handshake;
+mod read;
+#[cfg(test)]
+mod tests;
+mod write;

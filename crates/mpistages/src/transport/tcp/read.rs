@@ -1,0 +1,244 @@
+//! The read side: frames from the socket, validated header by header,
+//! rendezvous data read straight into the posted buffer.
+
+use super::*;
+
+impl Tcp {
+    /// Parses whatever is buffered for `peer`. Returns false if the peer was
+    /// dropped for a protocol error.
+    pub(super) fn consume(&mut self, peer: usize, out: &mut Vec<Event>) -> bool {
+        loop {
+            let p = &mut self.peers[peer];
+            let avail = p.rtail - p.rhead;
+            match &mut p.rstate {
+                ReadState::Header => {
+                    if avail < HEADER_LEN {
+                        return true;
+                    }
+                    let bytes = &p.rbuf[p.rhead..p.rhead + HEADER_LEN];
+                    let hdr = match Header::decode(bytes, &self.limits) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            self.reject(peer, format!("malformed frame: {e}"), out);
+                            return false;
+                        }
+                    };
+                    p.rhead += HEADER_LEN;
+                    match hdr.kind {
+                        Kind::Data => {
+                            let Some(t) = p.targets.get(&hdr.rdv) else {
+                                if hdr.generation != self.generation {
+                                    // Stale data of a transfer a recovery
+                                    // cancelled: read past it.
+                                    p.rstate = ReadState::Data {
+                                        rid: hdr.rdv,
+                                        pos: 0,
+                                        end: hdr.len as u64,
+                                        len: hdr.len as u64,
+                                    };
+                                    continue;
+                                }
+                                self.reject(
+                                    peer,
+                                    format!("data for unknown transfer {}", hdr.rdv),
+                                    out,
+                                );
+                                return false;
+                            };
+                            let end = hdr.aux + hdr.len as u64;
+                            if end > t.total {
+                                self.reject(peer, "data beyond the announced length".into(), out);
+                                return false;
+                            }
+                            p.rstate = ReadState::Data {
+                                rid: hdr.rdv,
+                                pos: hdr.aux,
+                                end,
+                                len: hdr.len as u64,
+                            };
+                        }
+                        Kind::Hello => {
+                            self.reject(peer, "unexpected second handshake".into(), out);
+                            return false;
+                        }
+                        _ if hdr.len == 0 => out.push(Event::Frame {
+                            peer,
+                            hdr,
+                            payload: Vec::new(),
+                        }),
+                        _ => {
+                            p.rstate = ReadState::Payload {
+                                hdr,
+                                buf: vec![0; hdr.len as usize],
+                                have: 0,
+                            }
+                        }
+                    }
+                }
+                ReadState::Payload { hdr, buf, have } => {
+                    let n = avail.min(buf.len() - *have);
+                    buf[*have..*have + n].copy_from_slice(&p.rbuf[p.rhead..p.rhead + n]);
+                    *have += n;
+                    p.rhead += n;
+                    if *have < buf.len() {
+                        return true;
+                    }
+                    let hdr = *hdr;
+                    let payload = std::mem::take(buf);
+                    p.rstate = ReadState::Header;
+                    out.push(Event::Frame { peer, hdr, payload });
+                }
+                ReadState::Data { rid, pos, end, len } => {
+                    let n = avail.min((*end - *pos) as usize);
+                    if n == 0 {
+                        return true;
+                    }
+                    // No target: stale data being dropped.
+                    let cap = p.targets.get(rid).map_or(0, |t| t.buf.len() as u64);
+                    if *pos < cap {
+                        let t = &p.targets[rid];
+                        let k = (cap - *pos).min(n as u64) as usize;
+                        let dst = t.buf.sub(*pos as usize, k).expect("bounded by cap");
+                        dst.write_at(0, &p.rbuf[p.rhead..p.rhead + k]);
+                    }
+                    p.rhead += n;
+                    *pos += n as u64;
+                    if *pos == *end {
+                        let (rid, len) = (*rid, *len);
+                        p.rstate = ReadState::Header;
+                        self.frame_done(peer, rid, len, out);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A DATA frame of `len` bytes is in; the transfer is done when all its
+    /// bytes are.
+    pub(super) fn frame_done(&mut self, peer: usize, rid: u64, len: u64, out: &mut Vec<Event>) {
+        let p = &mut self.peers[peer];
+        let Some(t) = p.targets.get_mut(&rid) else {
+            return;
+        };
+        t.got += len;
+        if t.got >= t.total {
+            p.targets.remove(&rid);
+            out.push(Event::DataDone { peer, rid });
+        }
+    }
+
+    pub(super) fn on_readable(&mut self, peer: usize, out: &mut Vec<Event>) {
+        self.read_some(peer, out);
+        // Parse what the last read brought in.
+        self.consume(peer, out);
+    }
+
+    /// Reads (and parses) until the socket is drained or the budget spent.
+    /// Bytes go to the staging buffer in small chunks (many small frames per
+    /// system call); a payload of at least `DIRECT_READ_MIN` bytes still to
+    /// come is read straight into where it belongs — the eager message's
+    /// buffer or the receiver's memory — so it is copied only once.
+    pub(super) fn read_some(&mut self, peer: usize, out: &mut Vec<Event>) {
+        enum Into {
+            Staging,
+            Payload,
+            Data,
+        }
+        let mut budget = READ_BUDGET;
+        while budget > 0 {
+            if !self.consume(peer, out) {
+                return;
+            }
+            let p = &mut self.peers[peer];
+            if p.rhead == p.rtail {
+                p.rhead = 0;
+                p.rtail = 0;
+            } else if p.rtail + STAGING_READ > p.rbuf.len() {
+                p.rbuf.copy_within(p.rhead..p.rtail, 0);
+                p.rtail -= p.rhead;
+                p.rhead = 0;
+            }
+            let staged_empty = p.rhead == p.rtail;
+            let Peer {
+                stream: Some(stream),
+                rstate,
+                rbuf,
+                rtail,
+                targets,
+                ..
+            } = p
+            else {
+                return;
+            };
+            let (res, into, offered) = match rstate {
+                ReadState::Payload { buf, have, .. }
+                    if staged_empty && buf.len() - *have >= DIRECT_READ_MIN =>
+                {
+                    (
+                        stream.read(&mut buf[*have..]),
+                        Into::Payload,
+                        buf.len() - *have,
+                    )
+                }
+                ReadState::Data { rid, pos, end, .. }
+                    if staged_empty && {
+                        let cap = targets.get(rid).map_or(0, |t| t.buf.len() as u64);
+                        (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
+                    } =>
+                {
+                    let t = &targets[rid];
+                    let k = (*end).min(t.buf.len() as u64) - *pos;
+                    let dst = t.buf.sub(*pos as usize, k as usize).expect("in bounds");
+                    // SAFETY: a rendezvous target is written by this
+                    // transport alone until its data is complete, and no
+                    // other slice of it is alive during this read.
+                    let into = unsafe { dst.as_mut_slice() };
+                    (stream.read(into), Into::Data, k as usize)
+                }
+                _ => {
+                    let end = (*rtail + STAGING_READ).min(rbuf.len());
+                    (
+                        stream.read(&mut rbuf[*rtail..end]),
+                        Into::Staging,
+                        end - *rtail,
+                    )
+                }
+            };
+            match res {
+                Ok(0) => {
+                    self.lose(peer, "connection closed by peer".into(), out);
+                    return;
+                }
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    // A read that did not fill what we offered drained the
+                    // socket: stop here instead of paying for an EAGAIN
+                    // (level-triggered epoll reports any later data).
+                    if n < offered {
+                        budget = 0;
+                    }
+                    let p = &mut self.peers[peer];
+                    match (into, &mut p.rstate) {
+                        (Into::Staging, _) => p.rtail += n,
+                        (Into::Payload, ReadState::Payload { have, .. }) => *have += n,
+                        (Into::Data, ReadState::Data { rid, pos, end, len }) => {
+                            *pos += n as u64;
+                            if *pos == *end {
+                                let (rid, len) = (*rid, *len);
+                                p.rstate = ReadState::Header;
+                                self.frame_done(peer, rid, len, out);
+                            }
+                        }
+                        _ => unreachable!("the read state does not change during a read"),
+                    }
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.lose(peer, format!("read failed: {e}"), out);
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! The write side: queued frames to the socket, urgent frames first, in
+//! vectored `sendmsg` calls that never raise SIGPIPE.
+
+use super::*;
+
+impl Tcp {
+    /// Writes queued frames until the socket is full, nothing is left, or
+    /// the write budget is spent (then write interest brings us back).
+    pub(super) fn flush(&mut self, peer: usize, out: &mut Vec<Event>) {
+        let mut budget = WRITE_BUDGET;
+        loop {
+            if budget == 0 {
+                self.set_write_interest(peer, true);
+                return;
+            }
+            let p = &mut self.peers[peer];
+            let Some(stream) = p.stream.as_mut() else {
+                return;
+            };
+            // Refill the wire list: urgent frames first, then at most one bulk
+            // fragment, so later urgent frames wait for one fragment at most.
+            while p.wire.len() < MAX_IOV / 2 {
+                if let Some(f) = p.urgent.pop_front() {
+                    p.wire.push_back((f, Class::Urgent));
+                    continue;
+                }
+                if !p.wire.iter().any(|(_, c)| *c == Class::Bulk) {
+                    if let Some(f) = p.bulk.pop_front() {
+                        p.wire.push_back((f, Class::Bulk));
+                    }
+                }
+                break;
+            }
+            if p.wire.is_empty() {
+                self.set_write_interest(peer, false);
+                return;
+            }
+            let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            let mut n_iov = 0;
+            let mut skip = p.woff;
+            'frames: for (f, _) in p.wire.iter() {
+                for part in [&f.header[..], f.payload.bytes()] {
+                    if skip >= part.len() {
+                        skip -= part.len();
+                        continue;
+                    }
+                    iov[n_iov] = IoSlice::new(&part[skip..]);
+                    n_iov += 1;
+                    skip = 0;
+                    if n_iov == MAX_IOV {
+                        break 'frames;
+                    }
+                }
+            }
+            let iov = &iov[..n_iov];
+            let res = NoSignal::new(stream).write_vectored(iov);
+            match res {
+                Ok(0) => {
+                    self.lose(peer, "connection closed while writing".into(), out);
+                    return;
+                }
+                Ok(mut n) => {
+                    budget = budget.saturating_sub(n);
+                    let p = &mut self.peers[peer];
+                    while n > 0 {
+                        let left = p.wire[0].0.wire_len() - p.woff;
+                        if n >= left {
+                            n -= left;
+                            p.woff = 0;
+                            let (f, _) = p.wire.pop_front().expect("non-empty wire");
+                            if let Some(token) = f.token {
+                                out.push(Event::Sent { token });
+                            }
+                        } else {
+                            p.woff += n;
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if would_block(&e) => {
+                    self.set_write_interest(peer, true);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.lose(peer, format!("write failed: {e}"), out);
+                    return;
+                }
+            }
+        }
+    }
+}
