@@ -141,16 +141,7 @@ impl Engine {
     }
 
     pub fn create(&self, op: Op, persistent: bool) -> ReqId {
-        self.with(|c| {
-            c.alloc(Req {
-                op,
-                persistent,
-                bulk: false,
-                freed: false,
-                state: State::Inactive,
-                packed: None,
-            })
-        })
+        self.with(|c| c.alloc(Req::new(op, persistent)))
     }
 
     /// Starts an inactive request. Returns false if it is not inactive.
@@ -167,14 +158,7 @@ impl Engine {
     /// Creates and starts a one-shot request.
     pub fn post(&self, op: Op) -> ReqId {
         self.with(|c| {
-            let id = c.alloc(Req {
-                op,
-                persistent: false,
-                bulk: false,
-                freed: false,
-                state: State::Inactive,
-                packed: None,
-            });
+            let id = c.alloc(Req::new(op, false));
             c.start(id);
             id
         })

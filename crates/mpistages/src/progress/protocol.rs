@@ -71,6 +71,20 @@ pub(super) struct Req {
     pub(super) packed: Option<Vec<u8>>,
 }
 
+impl Req {
+    /// A request for `op`, not started.
+    pub(super) fn new(op: Op, persistent: bool) -> Req {
+        Req {
+            op,
+            persistent,
+            bulk: false,
+            freed: false,
+            state: State::Inactive,
+            packed: None,
+        }
+    }
+}
+
 impl Core {
     pub(super) fn finish(&mut self, id: ReqId, status: Status) {
         let Some(r) = self.req_mut(id) else { return };

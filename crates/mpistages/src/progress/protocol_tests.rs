@@ -2,7 +2,7 @@
 //! transport that the test drives frame by frame, so every interleaving of
 //! a failure notice with the frames of a message in flight can be tried.
 
-use super::protocol::{Req, State};
+use super::protocol::Req;
 use super::request::{Bytes, Op, ReqError, ReqId, SendMode, Status};
 use super::state::Core;
 use super::Src;
@@ -108,14 +108,7 @@ impl Pair {
 
     fn post(&mut self, rank: usize, op: Op) -> ReqId {
         let c = &mut self.cores[rank];
-        let id = c.alloc(Req {
-            op,
-            persistent: false,
-            bulk: false,
-            freed: false,
-            state: State::Inactive,
-            packed: None,
-        });
+        let id = c.alloc(Req::new(op, false));
         c.start(id);
         id
     }
