@@ -1,0 +1,284 @@
+//! The control connections: accepting them, reading their messages, and
+//! what each message from a rank changes.
+
+use super::*;
+
+impl Job {
+    pub(super) fn accept(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let slot = self
+                .conns
+                .iter()
+                .position(Option::is_none)
+                .unwrap_or_else(|| {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                });
+            if self
+                .epoll
+                .add(
+                    stream.as_raw_fd(),
+                    epoll::READABLE,
+                    TOKEN_CONN + slot as u64,
+                )
+                .is_ok()
+            {
+                self.conns[slot] = Some(Conn {
+                    stream,
+                    dec: Decoder::default(),
+                    rank: None,
+                    assigned: None,
+                });
+            }
+        }
+    }
+
+    pub(super) fn close(&mut self, slot: usize) {
+        if let Some(c) = self.conns[slot].take() {
+            let _ = self.epoll.delete(c.stream.as_raw_fd());
+        }
+        // The slot may be reused by another process's connection.
+        for r in &mut self.ranks {
+            if r.conn == Some(slot) {
+                r.conn = None;
+            }
+        }
+        self.spares.disconnected(slot);
+    }
+
+    pub(super) fn on_conn(&mut self, slot: usize) {
+        let mut buf = [0u8; 4096];
+        let mut closed = false;
+        let Some(c) = self.conns[slot].as_mut() else {
+            return;
+        };
+        loop {
+            match c.stream.read(&mut buf) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => c.dec.push(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        loop {
+            let Some(c) = self.conns[slot].as_mut() else {
+                return;
+            };
+            match c.dec.next_message::<ToController>() {
+                Ok(Some(msg)) => {
+                    if let Err(why) = self.on_message(slot, msg) {
+                        eprintln!("mpiexec: dropped a control connection: {why}");
+                        self.close(slot);
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("mpiexec: dropped a control connection: {e}");
+                    self.close(slot);
+                    return;
+                }
+            }
+        }
+        if closed {
+            self.close(slot);
+        }
+    }
+
+    pub(super) fn on_message(&mut self, slot: usize, msg: ToController) -> Result<(), String> {
+        let conn_rank = self.conns[slot].as_ref().and_then(|c| c.rank);
+        match (msg, conn_rank) {
+            (
+                ToController::Hello {
+                    key, rank, addr, ..
+                },
+                None,
+            ) => {
+                let rank = rank as usize;
+                self.check_key(&key)?;
+                let assigned = self.conns[slot].as_ref().and_then(|c| c.assigned);
+                if rank >= self.ranks.len()
+                    || self.ranks[rank].hello.is_some()
+                    || assigned.is_some_and(|a| a != rank)
+                {
+                    return Err(format!("unexpected hello from rank {rank}"));
+                }
+                self.ranks[rank].hello = Some(addr);
+                self.ranks[rank].conn = Some(slot);
+                if let Some(c) = self.conns[slot].as_mut() {
+                    c.rank = Some(rank);
+                }
+                self.welcome();
+            }
+            (ToController::Finalizing, Some(r)) => {
+                self.ranks[r].finalizing = true;
+                self.finalizing_in_recovery(r);
+            }
+            (ToController::Abort { code, message }, Some(r)) => {
+                if self.failure.is_none() {
+                    let extra = if message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {message}")
+                    };
+                    eprintln!("mpiexec: rank {r} called MPI_Abort with error code {code}{extra}; terminating the job");
+                }
+                self.fail(Failure::Abort { code });
+            }
+            (ToController::Fatal { code, message }, Some(r)) => {
+                if self.failure.is_none() {
+                    eprintln!("mpiexec: rank {r} ends the job: {message}");
+                }
+                self.fail(Failure::Abort { code });
+            }
+            (ToController::Checkpoint { epoch, durable }, Some(r)) => {
+                self.on_checkpoint(r, epoch, durable)
+            }
+            (ToController::Halted { generation }, Some(r)) => {
+                self.ranks[r].halted = Some(generation);
+                self.check_recovery();
+            }
+            (ToController::Ready { generation, newest }, Some(r)) => {
+                self.ranks[r].ready = Some(generation);
+                self.ranks[r].newest = newest;
+                self.check_recovery();
+            }
+            (ToController::Restored { generation, epoch }, Some(r)) => {
+                self.ranks[r].restored = Some((generation, epoch));
+                self.check_confirmed();
+            }
+            (ToController::PeerBroken { rank, reason }, Some(r)) => {
+                self.end_broken_rank(r, rank as usize, &reason)
+            }
+            (ToController::Injecting { spec }, Some(r)) => {
+                if let Some(f) = self.fired.get_mut(spec) {
+                    *f = Fate::Fired;
+                }
+                self.ranks[r].killed_at = Some(Instant::now());
+            }
+            (ToController::Spare { key, pid }, None) => {
+                self.check_key(&key)?;
+                if !self.spares.connected(pid as i32, slot) {
+                    return Err(format!("unexpected spare (pid {pid})"));
+                }
+            }
+            (ToController::Spare { .. }, Some(r)) => {
+                return Err(format!("rank {r} says it is a spare"))
+            }
+            (_, None) => return Err("message before hello".into()),
+            (ToController::Hello { .. }, Some(r)) => {
+                return Err(format!("second hello from rank {r}"))
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_key(&self, key: &[u8]) -> Result<(), String> {
+        if mpistages::sys::constant_time_eq(key, self.key.as_bytes()) {
+            Ok(())
+        } else {
+            Err("wrong job key".into())
+        }
+    }
+
+    /// Sends a message to a rank's current process (small: a blocking write
+    /// is brief). A rank that is gone is skipped: its exit is handled apart.
+    pub(super) fn send_to(&mut self, rank: usize, msg: &ToRank) {
+        if let Some(slot) = self.ranks[rank].conn {
+            let _ = self.send_on(slot, msg);
+        }
+    }
+
+    pub(super) fn send_on(&mut self, slot: usize, msg: &ToRank) -> std::io::Result<()> {
+        let Some(c) = self.conns[slot].as_mut() else {
+            return Err(std::io::ErrorKind::NotConnected.into());
+        };
+        let bytes = proto::encode(msg);
+        c.stream.set_nonblocking(false)?;
+        let sent = c.stream.write_all(&bytes);
+        let _ = c.stream.set_nonblocking(true);
+        sent
+    }
+
+    /// The bootstrap fence, also for replacements: once every process not
+    /// yet welcomed has said hello, each of them gets everyone's address.
+    pub(super) fn welcome(&mut self) {
+        let pending: Vec<usize> = (0..self.ranks.len())
+            .filter(|&r| !self.ranks[r].welcomed)
+            .collect();
+        if pending.is_empty() || pending.iter().any(|&r| self.ranks[r].hello.is_none()) {
+            return;
+        }
+        let msg = ToRank::Welcome {
+            addrs: self
+                .ranks
+                .iter()
+                .map(|r| r.hello.clone().unwrap_or_default())
+                .collect(),
+            generation: self.generation,
+            epoch: self.recovering.as_ref().map_or(0, |r| r.epoch),
+            fresh: pending.iter().map(|&r| r as u32).collect(),
+        };
+        for &r in &pending {
+            self.send_to(r, &msg);
+            self.ranks[r].welcomed = true;
+        }
+        self.bootstrapped = true;
+        self.top_up_spares();
+    }
+
+    pub(super) fn on_checkpoint(&mut self, rank: usize, epoch: u64, durable: Option<u64>) {
+        // During a recovery the epoch to restore is fixed; reports from
+        // ranks that had not stopped yet are for epochs being rolled back.
+        if self.recovering.is_some() {
+            return;
+        }
+        let st = &mut self.ranks[rank];
+        st.epoch = st.epoch.max(epoch);
+        st.durable = st.durable.max(durable);
+        let committed = self.ranks.iter().map(|r| r.epoch).min().unwrap_or(0);
+        let durable = self.ranks.iter().map(|r| r.durable).min().flatten();
+        if committed > self.committed || durable > self.durable {
+            self.committed = self.committed.max(committed);
+            self.durable = self.durable.max(durable);
+            let note = ToRank::Committed {
+                epoch: self.committed,
+                durable: self.durable,
+            };
+            for r in 0..self.ranks.len() {
+                self.send_to(r, &note);
+            }
+        }
+    }
+
+    /// Rank `by` can no longer talk to rank `rank` (its connection broke
+    /// the protocol): `rank` is ended and handled as any failed rank, so no
+    /// rank waits for it forever.
+    pub(super) fn end_broken_rank(&mut self, by: usize, rank: usize, reason: &str) {
+        let Some(st) = self.ranks.get_mut(rank) else {
+            return;
+        };
+        let (Some(p), None) = (&st.proc, st.exit) else {
+            return;
+        };
+        if self.failure.is_some() || !st.welcomed {
+            return;
+        }
+        eprintln!(
+            "mpiexec: rank {by} reports that the connection of rank {rank} broke the protocol ({reason}); ending rank {rank} (pid {}) as failed",
+            p.pid
+        );
+        p.signal(libc::SIGKILL);
+        st.killed_at = Some(Instant::now());
+    }
+}

@@ -1,0 +1,510 @@
+//! `mpiexec`: starts the job through the node agent, runs the bootstrap
+//! fence, watches every rank, and decides what a failure means: with
+//! `--recovery none` (the standard) the job ends; with `stages` or `reinit`
+//! the failed rank is replaced and every rank rolls back to the committed
+//! epoch (the ranks differ in what they do about it, see `api::mpix` and
+//! `api::reinit`); with `cpr` every rank is killed and the job relaunched.
+//! A replacement is a spare process when one is waiting (`spares`).
+
+use crate::agent::{Launch, RankProc};
+use crate::cli::{self, Parsed, RecoveryMode, USAGE};
+use crate::leftovers::{self, JobFiles};
+use crate::spares::{Spares, Taken};
+use mpistages::control::inject::{self, Trigger};
+use mpistages::control::proto::{self, Decoder, ToController, ToRank};
+use mpistages::sys::epoll::{self, Epoll};
+use mpistages::sys::process::{self, Exit, SignalFd};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+mod injections;
+mod messages;
+mod recovery;
+
+const TOKEN_LISTENER: u64 = 1;
+const TOKEN_SIGNALS: u64 = 2;
+const TOKEN_CONN: u64 = 1 << 32;
+
+/// A private directory for the job's control socket, removed on drop.
+struct JobDir(PathBuf);
+
+impl JobDir {
+    fn base() -> PathBuf {
+        std::env::var_os("TMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/tmp".into())
+    }
+
+    fn create() -> std::io::Result<JobDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut r = [0u8; 8];
+        process::random_bytes(&mut r)?;
+        let base = Self::base();
+        let dir = base.join(format!("mpistages-{}-{}", std::process::id(), hex(&r)));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(JobDir(dir))
+    }
+}
+
+impl Drop for JobDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[derive(Default)]
+struct RankState {
+    proc: Option<RankProc>,
+    /// Transport address of the current process, once it said hello.
+    hello: Option<String>,
+    /// Control connection of the current process.
+    conn: Option<usize>,
+    finalizing: bool,
+    exit: Option<Exit>,
+    /// The current process got its Welcome (it is part of the job).
+    welcomed: bool,
+    /// Newest checkpoint epoch the rank completed.
+    epoch: u64,
+    /// Newest epoch the rank reported durable on its pfs level.
+    durable: Option<u64>,
+    /// Generation at which the rank reported itself halted / ready.
+    halted: Option<u32>,
+    ready: Option<u32>,
+    /// What the rank's Ready said it holds (see `ToController::Ready`).
+    newest: Option<u64>,
+    /// Generation and epoch of the rank's last completed restore.
+    restored: Option<(u32, u64)>,
+    /// When fault injection killed the current process.
+    killed_at: Option<Instant>,
+}
+
+struct Conn {
+    stream: UnixStream,
+    dec: Decoder,
+    rank: Option<usize>,
+    /// A spare's connection: the rank it was made the replacement of.
+    assigned: Option<usize>,
+}
+
+/// A recovery in progress, with its timeline.
+struct Recovering {
+    number: usize,
+    /// The ranks being replaced (every rank when the job is relaunched).
+    failed: Vec<usize>,
+    /// The epoch every rank rolls back to.
+    epoch: u64,
+    /// Kill time when known (injected), else detection.
+    start: Instant,
+    detected: Instant,
+    propagated: Option<Instant>,
+    spawned: Option<Instant>,
+    restored: Option<Instant>,
+    /// Every rank was told to resume (then the recovery waits for every
+    /// rank to confirm its restore before it is reported done).
+    resumed: Option<Instant>,
+}
+
+/// What became of an `--inject` spec.
+#[derive(Clone, Debug, PartialEq)]
+enum Fate {
+    Pending,
+    Fired,
+    /// It can no longer fire, for this reason.
+    Missed(String),
+}
+
+/// `mpiexec`'s exit status when the job succeeded but an `--inject` spec
+/// never fired: the user asked for a failure and got none.
+pub const EXIT_NOT_INJECTED: i32 = 3;
+
+/// Why the job ended early.
+enum Failure {
+    Abort { code: i32 },
+    Rank { exit: Exit },
+    Signal(i32),
+    Launch,
+}
+
+struct Job {
+    opts: cli::Options,
+    key: String,
+    epoll: Epoll,
+    listener: UnixListener,
+    signals: SignalFd,
+    ranks: Vec<RankState>,
+    conns: Vec<Option<Conn>>,
+    failure: Option<Failure>,
+    teardown: Option<Instant>,
+    killed: bool,
+    launch: Launch,
+    forwarders: Vec<std::thread::JoinHandle<()>>,
+    started: Instant,
+    /// Every rank got its first Welcome.
+    bootstrapped: bool,
+    /// Bumped at each failure; messages of older generations are fenced off.
+    generation: u32,
+    /// Newest epoch every rank completed.
+    committed: u64,
+    /// Newest epoch every rank has on its pfs level.
+    durable: Option<u64>,
+    restarts: usize,
+    recoveries: usize,
+    recovering: Option<Recovering>,
+    /// A recovery whose ranks resumed and are restoring their data: done
+    /// once every rank confirmed (a restore can still fail, or fall back
+    /// to an older epoch than the committed one).
+    confirming: Option<Recovering>,
+    /// What became of each `--inject` spec.
+    fired: Vec<Fate>,
+    spares: Spares,
+}
+
+pub fn main() -> ! {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let code = match cli::parse(&argv) {
+        Err(e) => {
+            eprintln!("mpiexec: {e}\n\n{USAGE}");
+            2
+        }
+        Ok(Parsed::Help) => {
+            print!("{USAGE}");
+            0
+        }
+        Ok(Parsed::Version) => {
+            println!("mpiexec (mpistages) {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Ok(Parsed::Run(o)) => match run(o) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("mpiexec: {e}");
+                1
+            }
+        },
+    };
+    std::process::exit(code)
+}
+
+fn run(opts: cli::Options) -> std::io::Result<i32> {
+    // Block the signals before any thread starts, so all inherit the mask.
+    let signals = SignalFd::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
+    // What jobs whose mpiexec was killed left behind goes first.
+    leftovers::sweep_control_dirs(&JobDir::base());
+    let dir = JobDir::create()?;
+    let sock = dir.0.join("control");
+    let listener = UnixListener::bind(&sock)?;
+    listener.set_nonblocking(true)?;
+    let mut k = [0u8; 16];
+    process::random_bytes(&mut k)?;
+    let epoll = Epoll::new()?;
+    epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
+    epoll.add(signals.as_raw_fd(), epoll::READABLE, TOKEN_SIGNALS)?;
+    let launch = Launch {
+        program: opts.program.clone(),
+        args: opts.args.clone(),
+        env: opts.env.clone(),
+        size: opts.ranks,
+        control: sock.to_string_lossy().into_owned(),
+        key: hex(&k),
+        job_id: std::process::id().to_string(),
+        tag_output: opts.tag_output,
+    };
+    let spec = opts
+        .ckpt
+        .clone()
+        .or_else(|| std::env::var(mpistages::control::env::CKPT).ok())
+        .unwrap_or_default();
+    let files = JobFiles::new(&spec, &launch.job_id);
+    files.sweep_dead_jobs();
+    let mut job = Job {
+        key: launch.key.clone(),
+        ranks: (0..opts.ranks).map(|_| RankState::default()).collect(),
+        fired: vec![Fate::Pending; opts.inject.len()],
+        opts,
+        epoll,
+        listener,
+        signals,
+        conns: Vec::new(),
+        failure: None,
+        teardown: None,
+        killed: false,
+        launch,
+        forwarders: Vec::new(),
+        started: Instant::now(),
+        bootstrapped: false,
+        generation: 0,
+        committed: 0,
+        durable: None,
+        restarts: 0,
+        recoveries: 0,
+        recovering: None,
+        confirming: None,
+        spares: Spares::default(),
+    };
+    for r in 0..job.opts.ranks {
+        if let Err(e) = job.spawn(r) {
+            eprintln!("mpiexec: cannot start '{}': {e}", job.opts.program);
+            job.fail(Failure::Launch);
+            break;
+        }
+    }
+    job.event_loop();
+    job.spares.dismiss(true);
+    let unfired = job.report_unfired();
+    // Output of the last lines may still be in flight; give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for f in std::mem::take(&mut job.forwarders) {
+        while !f.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    drop(dir);
+    files.remove_at_end();
+    Ok(match job.exit_code() {
+        0 if unfired => EXIT_NOT_INJECTED,
+        code => code,
+    })
+}
+
+impl Job {
+    fn live(&self) -> impl Iterator<Item = &RankProc> {
+        self.ranks
+            .iter()
+            .filter(|r| r.exit.is_none())
+            .filter_map(|r| r.proc.as_ref())
+    }
+
+    fn event_loop(&mut self) {
+        let mut evs = Vec::new();
+        while self
+            .ranks
+            .iter()
+            .any(|r| r.proc.is_some() && r.exit.is_none())
+        {
+            // Milliseconds until `t`, rounded up; -1 (sleep until an
+            // event) when nothing is scheduled.
+            let until = |t: Instant| {
+                let us = t.saturating_duration_since(Instant::now()).as_micros();
+                us.div_ceil(1000).min(i32::MAX as u128) as i32
+            };
+            let timeout = match (self.teardown, self.next_timed_injection()) {
+                (Some(t), _) if !self.killed => until(t),
+                (None, Some(t)) => until(t),
+                _ => -1,
+            };
+            evs.clear();
+            let _ = self.epoll.wait(&mut evs, timeout);
+            for ev in evs.clone() {
+                match ev.token {
+                    TOKEN_LISTENER => self.accept(),
+                    TOKEN_SIGNALS => self.on_signals(),
+                    t if t >= TOKEN_CONN => self.on_conn((t - TOKEN_CONN) as usize),
+                    _ => {}
+                }
+            }
+            self.fire_timed_injections();
+            if let Some(t) = self.teardown {
+                if !self.killed && Instant::now() >= t {
+                    for p in self.live() {
+                        p.signal(libc::SIGKILL);
+                    }
+                    self.killed = true;
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, f: Failure) {
+        if self.failure.is_none() {
+            self.failure = Some(f);
+        }
+        self.spares.dismiss(false);
+        if self.teardown.is_none() {
+            for p in self.live() {
+                p.signal(libc::SIGTERM);
+            }
+            self.teardown =
+                Some(Instant::now() + Duration::from_secs_f64(self.opts.kill_grace_secs));
+        }
+    }
+
+    /// Starts spares up to `--spares`, outside a recovery (whose critical
+    /// path they would slow down) and while the job runs normally.
+    fn top_up_spares(&mut self) {
+        let quiet = self.bootstrapped
+            && self.recovering.is_none()
+            && self.failure.is_none()
+            && !self.ranks.iter().any(|r| r.finalizing);
+        if !quiet || self.opts.spares == 0 {
+            return;
+        }
+        let env = self.job_env();
+        match self.spares.top_up(self.opts.spares, &self.launch, &env) {
+            Ok(f) => self.keep_forwarders(f),
+            Err(e) => {
+                eprintln!("mpiexec: cannot start a spare process: {e}; failed ranks get new processes instead");
+                self.opts.spares = 0;
+            }
+        }
+    }
+
+    /// Environment every process of the job gets from mpiexec besides the
+    /// launcher's own (recovery mode, checkpoint configuration).
+    fn job_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![(
+            mpistages::control::env::RECOVERY,
+            self.opts.recovery.name().to_string(),
+        )];
+        if let Some(c) = &self.opts.ckpt {
+            env.push((mpistages::control::env::CKPT, c.clone()));
+        }
+        env
+    }
+
+    /// Starts (or restarts) a rank's process with the injection specs that
+    /// concern it and have not fired.
+    fn spawn(&mut self, rank: usize) -> std::io::Result<()> {
+        let mut env = self.job_env();
+        let injected = self.injections_for(rank);
+        if !injected.is_empty() {
+            env.push((inject::ENV, injected));
+        }
+        if let Some(rec) = &self.recovering {
+            env.push((
+                mpistages::control::env::RESTART_EPOCH,
+                rec.epoch.to_string(),
+            ));
+        }
+        let started = self.launch.spawn(rank, self.generation, &env)?;
+        self.keep_forwarders(started.forwarders);
+        self.started(rank, started.proc);
+        Ok(())
+    }
+
+    /// `p` is now rank `rank`'s process.
+    /// Keeps the output forwarders of new processes, letting go of those
+    /// whose process is gone: a finished thread that is never joined keeps
+    /// its stack (mpiexec grew by ~17 KB per recovery), one whose handle is
+    /// dropped is detached and freed.
+    fn keep_forwarders(&mut self, new: Vec<std::thread::JoinHandle<()>>) {
+        self.forwarders.retain(|f| !f.is_finished());
+        self.forwarders.extend(new);
+    }
+
+    fn started(&mut self, rank: usize, p: RankProc) {
+        let st = &mut self.ranks[rank];
+        st.proc = Some(p);
+        st.exit = None;
+        st.killed_at = None;
+        st.halted = None;
+        st.ready = None;
+        st.newest = None;
+    }
+
+    fn on_signals(&mut self) {
+        while let Some(sig) = self.signals.read() {
+            if sig == libc::SIGCHLD {
+                self.reap();
+            } else if self.failure.is_none() {
+                eprintln!(
+                    "mpiexec: caught {}; terminating the job",
+                    process::signal_name(sig)
+                );
+                self.fail(Failure::Signal(sig));
+            } else if let Some(Failure::Signal(_)) = self.failure {
+                // A second Ctrl-C: do not wait for the grace period.
+                for p in self.live() {
+                    p.signal(libc::SIGKILL);
+                }
+                self.killed = true;
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        while let Some((pid, exit)) = process::try_wait_any() {
+            if let Some(conn) = self.spares.ended(pid) {
+                if let Some(slot) = conn {
+                    self.close(slot);
+                }
+                if self.failure.is_none() {
+                    eprintln!("mpiexec: spare process (pid {pid}) ended ({exit:?}) before it was needed; a failed rank gets a new process instead");
+                }
+                continue;
+            }
+            let Some(r) = self
+                .ranks
+                .iter()
+                .position(|r| r.proc.as_ref().is_some_and(|p| p.pid == pid))
+            else {
+                continue;
+            };
+            let st = &mut self.ranks[r];
+            st.exit = Some(exit);
+            if self.relaunches()
+                && self
+                    .recovering
+                    .as_ref()
+                    .is_some_and(|rec| rec.spawned.is_none())
+            {
+                // `cpr`: the old job's processes going, whatever their end.
+                self.relaunch_when_gone();
+                continue;
+            }
+            let st = &mut self.ranks[r];
+            let clean = exit == Exit::Code(0) && (st.finalizing || st.hello.is_none());
+            if clean || self.failure.is_some() {
+                continue;
+            }
+            let what = match exit {
+                Exit::Signal(s) => {
+                    format!("was killed by signal {s} ({})", process::signal_name(s))
+                }
+                Exit::Code(0) => "exited with status 0 without calling MPI_Finalize".to_string(),
+                Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
+                Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
+            };
+            if self.opts.recovery != RecoveryMode::None && !st.finalizing {
+                self.recover(r, &what);
+                continue;
+            }
+            eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
+            self.fail(Failure::Rank { exit });
+        }
+    }
+
+    fn exit_code(&self) -> i32 {
+        match self.failure {
+            None => 0,
+            Some(Failure::Abort { code }) => {
+                let c = code & 0xff;
+                if c == 0 {
+                    1
+                } else {
+                    c
+                }
+            }
+            Some(Failure::Rank {
+                exit: Exit::Code(c),
+            }) => {
+                if c == 0 {
+                    1
+                } else {
+                    c
+                }
+            }
+            Some(Failure::Rank {
+                exit: Exit::Signal(s),
+            })
+            | Some(Failure::Signal(s)) => 128 + s,
+            Some(Failure::Launch) => 127,
+        }
+    }
+}
