@@ -20,6 +20,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod barrier;
 mod injections;
 mod messages;
 mod recovery;

@@ -3,9 +3,23 @@
 //! under `cpr`, and the recovery's milestones until every rank confirmed
 //! its restore.
 
+use super::barrier;
 use super::*;
 
 impl Job {
+    /// What every rank said, for the barrier's decisions.
+    fn said(&self) -> Vec<barrier::Said> {
+        self.ranks
+            .iter()
+            .map(|r| barrier::Said {
+                halted: r.halted,
+                ready: r.ready,
+                newest: r.newest,
+                restored: r.restored,
+            })
+            .collect()
+    }
+
     /// A rank that enters `MPI_Finalize` while a recovery waits for it
     /// will never roll back: the job cannot recover and ends.
     pub(super) fn finalizing_in_recovery(&mut self, rank: usize) {
@@ -211,30 +225,25 @@ impl Job {
     /// ready at the current generation.
     pub(super) fn check_recovery(&mut self) {
         let g = self.generation;
+        let said = self.said();
         let Some(rec) = self.recovering.as_mut() else {
             return;
         };
         let now = Instant::now();
-        let replaced = |r: usize| rec.failed.contains(&r);
-        if rec.propagated.is_none()
-            && (0..self.ranks.len()).all(|r| {
-                replaced(r) || self.ranks[r].halted == Some(g) || self.ranks[r].ready == Some(g)
-            })
-        {
+        let stand = barrier::stand(g, &rec.failed, &said);
+        if rec.propagated.is_none() && stand.propagated {
             rec.propagated = Some(now);
         }
-        if rec.restored.is_none() && rec.failed.iter().all(|&r| self.ranks[r].ready == Some(g)) {
+        if rec.restored.is_none() && stand.replaced {
             rec.restored = Some(now);
         }
-        if !self.ranks.iter().all(|r| r.ready == Some(g)) {
-            return;
-        }
-        let mut rec = self.recovering.take().expect("checked above");
         // The epoch agreement rides on this barrier when every rank holds
         // the same newest copy (the common case); otherwise the ranks work
         // it out among themselves after resuming.
-        let first = self.ranks[0].newest;
-        let agreed = first.filter(|&e| e > 0 && self.ranks.iter().all(|r| r.newest == first));
+        let Some(agreed) = stand.resume else {
+            return;
+        };
+        let mut rec = self.recovering.take().expect("checked above");
         // Epochs after the one restored are rolled back, also on pfs:
         // what is durable there is counted again from the ranks' reports.
         self.durable = None;
@@ -259,12 +268,13 @@ impl Job {
     /// current generation, with the epoch they restored.
     pub(super) fn check_confirmed(&mut self) {
         let g = self.generation;
-        let Some(first) = self.confirming.as_ref().and(self.ranks[0].restored) else {
+        let Some(restored) = self
+            .confirming
+            .as_ref()
+            .and(barrier::confirmed(g, &self.said()))
+        else {
             return;
         };
-        if first.0 != g || self.ranks.iter().any(|r| r.restored != Some(first)) {
-            return;
-        }
         let rec = self.confirming.take().expect("checked above");
         let ms = |t: Option<Instant>| {
             t.map_or("-".to_string(), |t| {
@@ -291,7 +301,7 @@ impl Job {
         eprintln!(
             "mpiexec: recovery {} done: {what}, epoch {} restored, generation {g}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}",
             rec.number,
-            first.1,
+            restored,
             ms(Some(rec.detected)),
             ms(rec.propagated),
             ms(rec.spawned),
