@@ -251,3 +251,35 @@ fn injections_that_never_fire_are_reported() {
     }
     assert!(r.stdout.contains("plain: sum"), "{}", r.stdout);
 }
+
+/// A rank killed after its MPI_Finalize under a recovery mode cannot be
+/// recovered (it will never roll back): the job ends and mpiexec says why,
+/// in the words of the other unrecoverable cases (found by the campaign
+/// under load: a timed kill landed in md's MPI_Finalize and mpiexec only
+/// said "terminating the job").
+#[test]
+fn a_rank_killed_after_finalize_is_explained() {
+    let exe = build("after_finalize.c");
+    let r = mpiexec(
+        &[
+            "-n",
+            "2",
+            "--recovery",
+            "stages",
+            "--inject",
+            "rank=1,after=4",
+            exe.to_str().unwrap(),
+        ],
+        &[],
+        LIMIT,
+    );
+    assert!(!r.ok(), "{}", r.stderr);
+    assert!(r.stdout.contains("OK after_finalize"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "was killed by signal 9 (SIGKILL) after it called MPI_Finalize; cannot recover: a rank that has already called MPI_Finalize cannot take part in a recovery"
+        ),
+        "{}",
+        r.stderr
+    );
+}

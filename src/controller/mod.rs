@@ -447,6 +447,12 @@ impl Job {
             else {
                 continue;
             };
+            // Read what the process said before it died (an `Injecting`
+            // notice, `Finalizing`) before anything closes its connection:
+            // SIGCHLD can arrive before epoll reports those last bytes.
+            if let Some(slot) = self.ranks[r].conn {
+                self.on_conn(slot);
+            }
             let st = &mut self.ranks[r];
             st.exit = Some(exit);
             if self.relaunches()
@@ -476,7 +482,14 @@ impl Job {
                 self.recover(r, &what);
                 continue;
             }
-            eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
+            if st.finalizing && self.opts.recovery != RecoveryMode::None {
+                // Said in the words of the other unrecoverable cases.
+                eprintln!(
+                    "mpiexec: rank {r} (pid {pid}) {what} after it called MPI_Finalize; cannot recover: a rank that has already called MPI_Finalize cannot take part in a recovery; terminating the job"
+                );
+            } else {
+                eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
+            }
             self.fail(Failure::Rank { exit });
         }
     }
