@@ -36,7 +36,8 @@ impl Job {
                 ),
                 (Fate::Pending, Trigger::Checkpoint(e) | Trigger::Writing(e)) => format!(
                     "rank {} never wrote checkpoint epoch {e} (newest committed: {})",
-                    s.rank, self.committed
+                    s.rank,
+                    self.rec.committed()
                 ),
             };
             eprintln!("mpiexec: --inject {s} never fired: {why}");

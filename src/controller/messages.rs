@@ -145,17 +145,16 @@ impl Job {
                 self.on_checkpoint(r, epoch, durable)
             }
             (ToController::Halted { generation }, Some(r)) => {
-                self.ranks[r].halted = Some(generation);
-                self.check_recovery();
+                let resume = self.rec.halted(r, generation, Instant::now());
+                self.resume(resume);
             }
             (ToController::Ready { generation, newest }, Some(r)) => {
-                self.ranks[r].ready = Some(generation);
-                self.ranks[r].newest = newest;
-                self.check_recovery();
+                let resume = self.rec.ready(r, generation, newest, Instant::now());
+                self.resume(resume);
             }
             (ToController::Restored { generation, epoch }, Some(r)) => {
-                self.ranks[r].restored = Some((generation, epoch));
-                self.check_confirmed();
+                let done = self.rec.restored(r, generation, epoch);
+                self.report_done(done);
             }
             (ToController::PeerBroken { rank, reason }, Some(r)) => {
                 self.end_broken_rank(r, rank as usize, &reason)
@@ -225,8 +224,8 @@ impl Job {
                 .iter()
                 .map(|r| r.hello.clone().unwrap_or_default())
                 .collect(),
-            generation: self.generation,
-            epoch: self.recovering.as_ref().map_or(0, |r| r.epoch),
+            generation: self.rec.generation(),
+            epoch: self.rec.restart_epoch(),
             fresh: pending.iter().map(|&r| r as u32).collect(),
         };
         for &r in &pending {
@@ -238,23 +237,8 @@ impl Job {
     }
 
     pub(super) fn on_checkpoint(&mut self, rank: usize, epoch: u64, durable: Option<u64>) {
-        // During a recovery the epoch to restore is fixed; reports from
-        // ranks that had not stopped yet are for epochs being rolled back.
-        if self.recovering.is_some() {
-            return;
-        }
-        let st = &mut self.ranks[rank];
-        st.epoch = st.epoch.max(epoch);
-        st.durable = st.durable.max(durable);
-        let committed = self.ranks.iter().map(|r| r.epoch).min().unwrap_or(0);
-        let durable = self.ranks.iter().map(|r| r.durable).min().flatten();
-        if committed > self.committed || durable > self.durable {
-            self.committed = self.committed.max(committed);
-            self.durable = self.durable.max(durable);
-            let note = ToRank::Committed {
-                epoch: self.committed,
-                durable: self.durable,
-            };
+        if let Some((epoch, durable)) = self.rec.checkpoint(rank, epoch, durable) {
+            let note = ToRank::Committed { epoch, durable };
             for r in 0..self.ranks.len() {
                 self.send_to(r, &note);
             }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 mod barrier;
 mod injections;
 mod messages;
+mod recoveries;
 mod recovery;
 
 const TOKEN_LISTENER: u64 = 1;
@@ -71,17 +72,6 @@ struct RankState {
     exit: Option<Exit>,
     /// The current process got its Welcome (it is part of the job).
     welcomed: bool,
-    /// Newest checkpoint epoch the rank completed.
-    epoch: u64,
-    /// Newest epoch the rank reported durable on its pfs level.
-    durable: Option<u64>,
-    /// Generation at which the rank reported itself halted / ready.
-    halted: Option<u32>,
-    ready: Option<u32>,
-    /// What the rank's Ready said it holds (see `ToController::Ready`).
-    newest: Option<u64>,
-    /// Generation and epoch of the rank's last completed restore.
-    restored: Option<(u32, u64)>,
     /// When fault injection killed the current process.
     killed_at: Option<Instant>,
 }
@@ -92,24 +82,6 @@ struct Conn {
     rank: Option<usize>,
     /// A spare's connection: the rank it was made the replacement of.
     assigned: Option<usize>,
-}
-
-/// A recovery in progress, with its timeline.
-struct Recovering {
-    number: usize,
-    /// The ranks being replaced (every rank when the job is relaunched).
-    failed: Vec<usize>,
-    /// The epoch every rank rolls back to.
-    epoch: u64,
-    /// Kill time when known (injected), else detection.
-    start: Instant,
-    detected: Instant,
-    propagated: Option<Instant>,
-    spawned: Option<Instant>,
-    restored: Option<Instant>,
-    /// Every rank was told to resume (then the recovery waits for every
-    /// rank to confirm its restore before it is reported done).
-    resumed: Option<Instant>,
 }
 
 /// What became of an `--inject` spec.
@@ -149,19 +121,8 @@ struct Job {
     started: Instant,
     /// Every rank got its first Welcome.
     bootstrapped: bool,
-    /// Bumped at each failure; messages of older generations are fenced off.
-    generation: u32,
-    /// Newest epoch every rank completed.
-    committed: u64,
-    /// Newest epoch every rank has on its pfs level.
-    durable: Option<u64>,
-    restarts: usize,
-    recoveries: usize,
-    recovering: Option<Recovering>,
-    /// A recovery whose ranks resumed and are restoring their data: done
-    /// once every rank confirmed (a restore can still fail, or fall back
-    /// to an older epoch than the committed one).
-    confirming: Option<Recovering>,
+    /// Generations, committed epochs and recoveries: the decisions.
+    rec: recoveries::Recoveries,
     /// What became of each `--inject` spec.
     fired: Vec<Fate>,
     spares: Spares,
@@ -224,6 +185,11 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         .unwrap_or_default();
     let files = JobFiles::new(&spec, &launch.job_id);
     files.sweep_dead_jobs();
+    let rec = recoveries::Recoveries::new(
+        opts.ranks,
+        !opts.recovery.replaces_rank(),
+        opts.max_restarts,
+    );
     let mut job = Job {
         key: launch.key.clone(),
         ranks: (0..opts.ranks).map(|_| RankState::default()).collect(),
@@ -240,13 +206,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         forwarders: Vec::new(),
         started: Instant::now(),
         bootstrapped: false,
-        generation: 0,
-        committed: 0,
-        durable: None,
-        restarts: 0,
-        recoveries: 0,
-        recovering: None,
-        confirming: None,
+        rec,
         spares: Spares::default(),
     };
     for r in 0..job.opts.ranks {
@@ -340,7 +300,7 @@ impl Job {
     /// path they would slow down) and while the job runs normally.
     fn top_up_spares(&mut self) {
         let quiet = self.bootstrapped
-            && self.recovering.is_none()
+            && self.rec.recovering().is_none()
             && self.failure.is_none()
             && !self.ranks.iter().any(|r| r.finalizing);
         if !quiet || self.opts.spares == 0 {
@@ -377,13 +337,13 @@ impl Job {
         if !injected.is_empty() {
             env.push((inject::ENV, injected));
         }
-        if let Some(rec) = &self.recovering {
+        if let Some(rec) = self.rec.recovering() {
             env.push((
                 mpistages::control::env::RESTART_EPOCH,
                 rec.epoch.to_string(),
             ));
         }
-        let started = self.launch.spawn(rank, self.generation, &env)?;
+        let started = self.launch.spawn(rank, self.rec.generation(), &env)?;
         self.keep_forwarders(started.forwarders);
         self.started(rank, started.proc);
         Ok(())
@@ -404,9 +364,7 @@ impl Job {
         st.proc = Some(p);
         st.exit = None;
         st.killed_at = None;
-        st.halted = None;
-        st.ready = None;
-        st.newest = None;
+        self.rec.started(rank);
     }
 
     fn on_signals(&mut self) {
@@ -455,12 +413,7 @@ impl Job {
             }
             let st = &mut self.ranks[r];
             st.exit = Some(exit);
-            if self.relaunches()
-                && self
-                    .recovering
-                    .as_ref()
-                    .is_some_and(|rec| rec.spawned.is_none())
-            {
+            if self.rec.tearing_down_for_relaunch() {
                 // `cpr`: the old job's processes going, whatever their end.
                 self.relaunch_when_gone();
                 continue;

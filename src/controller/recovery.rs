@@ -1,149 +1,100 @@
-//! Recoveries: what a failure means (`recover`, or why the job cannot:
-//! `refusal`), replacing ranks by spares or new processes, relaunching
-//! under `cpr`, and the recovery's milestones until every rank confirmed
-//! its restore.
+//! Recoveries as `mpiexec` carries them out: what the state machine
+//! (`recoveries`) decides on a failure, printed and done — replacing ranks
+//! by spares or new processes, relaunching under `cpr`, telling every rank
+//! to resume, and reporting the recovery done with its milestones.
 
-use super::barrier;
+use super::recoveries::{Decision, Done, Facts, Resume};
 use super::*;
 
 impl Job {
-    /// What every rank said, for the barrier's decisions.
-    fn said(&self) -> Vec<barrier::Said> {
-        self.ranks
-            .iter()
-            .map(|r| barrier::Said {
-                halted: r.halted,
-                ready: r.ready,
-                newest: r.newest,
-                restored: r.restored,
-            })
-            .collect()
-    }
-
     /// A rank that enters `MPI_Finalize` while a recovery waits for it
     /// will never roll back: the job cannot recover and ends.
     pub(super) fn finalizing_in_recovery(&mut self, rank: usize) {
-        let Some(rec) = &self.recovering else { return };
-        if self.ranks[rank].ready == Some(self.generation) || self.failure.is_some() {
+        if self.failure.is_some() {
             return;
         }
-        let failed: Vec<usize> = rec.failed.clone();
+        let Some((number, failed)) = self.rec.finalizing(rank) else {
+            return;
+        };
         eprintln!(
-            "mpiexec: rank {rank} called MPI_Finalize while the job was recovering from the failure of rank(s) {failed:?} (recovery {}); it did not roll back, so the recovery cannot complete; terminating the job",
-            rec.number
+            "mpiexec: rank {rank} called MPI_Finalize while the job was recovering from the failure of rank(s) {failed:?} (recovery {number}); it did not roll back, so the recovery cannot complete; terminating the job"
         );
         self.fail(Failure::Rank {
             exit: Exit::Code(1),
         });
     }
 
-    /// Why a failure of `rank` cannot be recovered from, if it cannot.
-    pub(super) fn refusal(&self) -> Option<String> {
-        if !self.bootstrapped {
-            Some("it failed during start-up, before every rank joined".to_string())
-        } else if let Some(q) = self.ranks.iter().position(|r| r.finalizing) {
-            Some(format!(
-                "rank {q} has already called MPI_Finalize and a finalized rank cannot take part in a recovery"
-            ))
-        } else if self.restarts >= self.opts.max_restarts {
-            Some(format!(
-                "the restart budget is spent ({} recoveries, --max-restarts {})",
-                self.restarts, self.opts.max_restarts
-            ))
-        } else {
-            None
-        }
-    }
-
     /// A rank's process ended abnormally under a recovery mode: recover,
     /// or say why the job cannot.
     pub(super) fn recover(&mut self, rank: usize, what: &str) {
         let pid = self.ranks[rank].proc.as_ref().map_or(0, |p| p.pid);
-        if let Some(why) = self.refusal() {
-            eprintln!(
-                "mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {why}; terminating the job"
-            );
-            let exit = self.ranks[rank].exit.unwrap_or(Exit::Code(1));
-            self.fail(Failure::Rank { exit });
-            return;
-        }
         let now = Instant::now();
-        self.restarts += 1;
-        self.generation += 1;
+        let facts = Facts {
+            bootstrapped: self.bootstrapped,
+            finalizing: self.ranks.iter().position(|r| r.finalizing),
+        };
         let start = self.ranks[rank].killed_at.unwrap_or(now);
-        let relaunch = self.relaunches();
-        if self.recovering.is_none() {
-            // A failure before every rank confirmed its restore: the same
-            // recovery goes on.
-            self.recovering = self.confirming.take();
-        }
-        let rec = self.recovering.get_or_insert_with(|| {
-            self.recoveries += 1;
-            Recovering {
-                number: self.recoveries,
-                failed: Vec::new(),
-                epoch: self.committed,
-                start,
-                detected: now,
-                propagated: None,
-                spawned: None,
-                restored: None,
-                resumed: None,
+        match self.rec.failed(rank, facts, start, now) {
+            Decision::Refuse(why) => {
+                eprintln!(
+                    "mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {why}; terminating the job"
+                );
+                let exit = self.ranks[rank].exit.unwrap_or(Exit::Code(1));
+                self.fail(Failure::Rank { exit });
             }
-        });
-        let (number, epoch) = (rec.number, rec.epoch);
-        if relaunch {
-            eprintln!(
-                "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: killing every rank and relaunching the job (generation {}) from epoch {epoch}",
-                self.generation
-            );
-            rec.failed = (0..self.ranks.len()).collect();
-            rec.propagated = None;
-            rec.spawned = None;
-            rec.restored = None;
-            for r in 0..self.ranks.len() {
-                self.forget_process(r);
-                self.ranks[r].epoch = epoch;
+            Decision::Relaunch {
+                number,
+                epoch,
+                generation,
+            } => {
+                eprintln!(
+                    "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: killing every rank and relaunching the job (generation {generation}) from epoch {epoch}"
+                );
+                for r in 0..self.ranks.len() {
+                    self.forget_process(r);
+                }
+                for p in self.live() {
+                    p.signal(libc::SIGKILL);
+                }
+                self.relaunch_when_gone();
             }
-            for p in self.live() {
-                p.signal(libc::SIGKILL);
-            }
-            self.relaunch_when_gone();
-            return;
-        }
-        rec.failed.push(rank);
-        rec.propagated = None;
-        rec.restored = None;
-        let with = if self.spares.ready() {
-            " with a spare process"
-        } else {
-            ""
-        };
-        eprintln!(
-            "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it{with} (generation {}), every rank rolls back to epoch {epoch}",
-            self.generation
-        );
-        self.forget_process(rank);
-        self.ranks[rank].epoch = epoch;
-        // Only the rank that failed now: a replacement of an earlier
-        // failure in the same recovery may already be connected at an
-        // earlier generation, and those connections are good.
-        let notice = ToRank::Failure {
-            generation: self.generation,
-            epoch,
-            failed: vec![rank as u32],
-        };
-        for r in 0..self.ranks.len() {
-            if self.ranks[r].welcomed {
-                self.send_to(r, &notice);
+            Decision::Replace {
+                rank,
+                number,
+                epoch,
+                generation,
+            } => {
+                let with = if self.spares.ready() {
+                    " with a spare process"
+                } else {
+                    ""
+                };
+                eprintln!(
+                    "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it{with} (generation {generation}), every rank rolls back to epoch {epoch}"
+                );
+                self.forget_process(rank);
+                // Only the rank that failed now: a replacement of an
+                // earlier failure in the same recovery may already be
+                // connected at an earlier generation, and those
+                // connections are good.
+                let notice = ToRank::Failure {
+                    generation,
+                    epoch,
+                    failed: vec![rank as u32],
+                };
+                for r in 0..self.ranks.len() {
+                    if self.ranks[r].welcomed {
+                        self.send_to(r, &notice);
+                    }
+                }
+                while let Some(spare) = self.spares.take() {
+                    if self.assign(rank, spare) {
+                        return;
+                    }
+                }
+                self.spawn_replacements(&[rank]);
             }
         }
-        while let Some(spare) = self.spares.take() {
-            if self.assign(rank, spare) {
-                return;
-            }
-        }
-        self.spawn_replacements(&[rank]);
     }
 
     /// Makes a spare the replacement of `rank`. False if the spare could
@@ -151,8 +102,8 @@ impl Job {
     pub(super) fn assign(&mut self, rank: usize, spare: Taken) -> bool {
         let msg = ToRank::Assign {
             rank: rank as u32,
-            generation: self.generation,
-            epoch: self.recovering.as_ref().map_or(0, |r| r.epoch),
+            generation: self.rec.generation(),
+            epoch: self.rec.restart_epoch(),
             inject: self.injections_for(rank),
         };
         if self.send_on(spare.conn, &msg).is_err() {
@@ -166,9 +117,7 @@ impl Job {
         let mut proc = spare.proc;
         proc.rank = rank;
         self.started(rank, proc);
-        if let Some(rec) = self.recovering.as_mut() {
-            rec.spawned = Some(Instant::now());
-        }
+        self.rec.spawned(Instant::now());
         true
     }
 
@@ -184,26 +133,14 @@ impl Job {
         st.finalizing = false;
     }
 
-    /// `cpr`: a failure relaunches the whole job (the other modes replace
-    /// the failed rank).
-    pub(super) fn relaunches(&self) -> bool {
-        !self.opts.recovery.replaces_rank()
-    }
-
     /// `cpr`: once every killed rank has been reaped, starts the whole job
     /// again at the new generation.
     pub(super) fn relaunch_when_gone(&mut self) {
         let gone = self.live().next().is_none();
-        let relaunches = self.relaunches();
-        let Some(rec) = self.recovering.as_mut() else {
-            return;
-        };
-        if !relaunches || rec.spawned.is_some() || !gone {
-            return;
+        if self.rec.relaunch_now(gone, Instant::now()) {
+            let all: Vec<usize> = (0..self.ranks.len()).collect();
+            self.spawn_replacements(&all);
         }
-        rec.propagated = Some(Instant::now());
-        let all: Vec<usize> = (0..self.ranks.len()).collect();
-        self.spawn_replacements(&all);
     }
 
     pub(super) fn spawn_replacements(&mut self, ranks: &[usize]) {
@@ -216,66 +153,34 @@ impl Job {
                 return;
             }
         }
-        if let Some(rec) = self.recovering.as_mut() {
-            rec.spawned = Some(Instant::now());
-        }
+        self.rec.spawned(Instant::now());
     }
 
-    /// Advances the recovery timeline; resumes the job when every rank is
-    /// ready at the current generation.
-    pub(super) fn check_recovery(&mut self) {
-        let g = self.generation;
-        let said = self.said();
-        let Some(rec) = self.recovering.as_mut() else {
+    /// Tells every rank to resume when the barrier says so.
+    pub(super) fn resume(&mut self, resume: Option<Resume>) {
+        let Some(Resume { generation, agreed }) = resume else {
             return;
         };
-        let now = Instant::now();
-        let stand = barrier::stand(g, &rec.failed, &said);
-        if rec.propagated.is_none() && stand.propagated {
-            rec.propagated = Some(now);
-        }
-        if rec.restored.is_none() && stand.replaced {
-            rec.restored = Some(now);
-        }
-        // The epoch agreement rides on this barrier when every rank holds
-        // the same newest copy (the common case); otherwise the ranks work
-        // it out among themselves after resuming.
-        let Some(agreed) = stand.resume else {
-            return;
-        };
-        let mut rec = self.recovering.take().expect("checked above");
-        // Epochs after the one restored are rolled back, also on pfs:
-        // what is durable there is counted again from the ranks' reports.
-        self.durable = None;
         for r in 0..self.ranks.len() {
-            self.ranks[r].epoch = rec.epoch;
-            self.ranks[r].durable = None;
-            self.send_to(
-                r,
-                &ToRank::Resume {
-                    generation: g,
-                    agreed,
-                },
-            );
+            self.send_to(r, &ToRank::Resume { generation, agreed });
         }
-        rec.resumed = Some(now);
-        self.confirming = Some(rec);
         self.top_up_spares();
-        self.check_confirmed();
+        // Every rank may have confirmed its restore already.
+        let done = self.rec.confirmed();
+        self.report_done(done);
     }
 
-    /// Reports the recovery done once every rank has restored at the
+    /// Reports a recovery done once every rank has restored at the
     /// current generation, with the epoch they restored.
-    pub(super) fn check_confirmed(&mut self) {
-        let g = self.generation;
-        let Some(restored) = self
-            .confirming
-            .as_ref()
-            .and(barrier::confirmed(g, &self.said()))
+    pub(super) fn report_done(&mut self, done: Option<Done>) {
+        let Some(Done {
+            recovery: rec,
+            epoch,
+            generation,
+        }) = done
         else {
             return;
         };
-        let rec = self.confirming.take().expect("checked above");
         let ms = |t: Option<Instant>| {
             t.map_or("-".to_string(), |t| {
                 format!(
@@ -293,15 +198,14 @@ impl Job {
             - Instant::now()
                 .saturating_duration_since(rec.start)
                 .as_secs_f64();
-        let what = if self.relaunches() {
-            "job relaunched".to_string()
-        } else {
+        let what = if self.opts.recovery.replaces_rank() {
             format!("ranks {:?} replaced", rec.failed)
+        } else {
+            "job relaunched".to_string()
         };
         eprintln!(
-            "mpiexec: recovery {} done: {what}, epoch {} restored, generation {g}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}",
+            "mpiexec: recovery {} done: {what}, epoch {epoch} restored, generation {generation}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}",
             rec.number,
-            restored,
             ms(Some(rec.detected)),
             ms(rec.propagated),
             ms(rec.spawned),
