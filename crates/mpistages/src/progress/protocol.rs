@@ -106,7 +106,6 @@ impl Core {
     pub(super) fn header(&self, kind: Kind) -> Header {
         let mut h = Header::new(kind);
         h.generation = self.generation;
-        h.epoch = self.epoch;
         h
     }
 

@@ -42,7 +42,6 @@ pub struct Notices {
 pub struct Core {
     pub(super) me: usize,
     pub(super) generation: u32,
-    pub(super) epoch: u32,
     pub(super) control: Option<(ControlReader, Arc<Client>)>,
     /// The epoll sets watching the control connection.
     pub(super) control_sets: Vec<Arc<Epoll>>,
@@ -96,7 +95,6 @@ impl Core {
             outbox: Vec::new(),
             me,
             generation,
-            epoch: 0,
             control: None,
             control_sets: Vec::new(),
             notices: Notices {

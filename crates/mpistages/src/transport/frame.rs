@@ -4,8 +4,14 @@
 //! ```text
 //!  0 magic u16 "MS"   2 version u8   3 kind u8     4 flags u16   6 reserved u16
 //!  8 context u32     12 src u32     16 tag i32    20 generation u32
-//! 24 epoch u32       28 len u32     32 seq u64    40 rdv u64     48 aux u64
+//! 24 reserved u32    28 len u32     32 seq u64    40 rdv u64     48 aux u64
 //! ```
+//! `seq` numbers the frames of one connection in one direction from 0, after
+//! the HELLO that opens it (whose `seq` is 0 and not counted); the TCP
+//! transport stamps it as it writes and checks it as it reads, so a lost,
+//! repeated or reordered frame is a protocol error, not a silent wrong
+//! answer. `generation` is the
+//! sender's: frames of an older generation are what a recovery cancelled.
 //! `rdv` and `aux` depend on the kind: EAGER (rdv = sender's request when
 //! SYNC), RTS (rdv = sender's request, aux = message length), CTS (rdv =
 //! sender's request, aux = receiver's request), DATA (rdv = receiver's
@@ -69,7 +75,6 @@ pub struct Header {
     pub src: u32,
     pub tag: i32,
     pub generation: u32,
-    pub epoch: u32,
     pub len: u32,
     pub seq: u64,
     pub rdv: u64,
@@ -82,9 +87,19 @@ pub enum FrameError {
     BadVersion(u8),
     BadKind(u8),
     BadFlags(u16),
-    Reserved(u16),
-    PayloadTooLarge { len: u32, limit: u32 },
-    BadSource { src: u32, limit: u32 },
+    /// A reserved field (at this byte offset) is not zero.
+    Reserved {
+        at: usize,
+        value: u32,
+    },
+    PayloadTooLarge {
+        len: u32,
+        limit: u32,
+    },
+    BadSource {
+        src: u32,
+        limit: u32,
+    },
     NegativeTag(i32),
     Inconsistent(&'static str),
 }
@@ -96,7 +111,9 @@ impl fmt::Display for FrameError {
             FrameError::BadVersion(v) => write!(f, "unsupported frame version {v}"),
             FrameError::BadKind(k) => write!(f, "unknown frame kind {k}"),
             FrameError::BadFlags(x) => write!(f, "unknown frame flags {x:#x}"),
-            FrameError::Reserved(x) => write!(f, "reserved header field is {x:#x}, not 0"),
+            FrameError::Reserved { at, value } => {
+                write!(f, "reserved header field at byte {at} is {value:#x}, not 0")
+            }
             FrameError::PayloadTooLarge { len, limit } => {
                 write!(f, "payload of {len} bytes exceeds the limit of {limit}")
             }
@@ -126,12 +143,16 @@ impl Header {
             src: 0,
             tag: 0,
             generation: 0,
-            epoch: 0,
             len: 0,
             seq: 0,
             rdv: 0,
             aux: 0,
         }
+    }
+
+    /// Sets the `seq` field of an encoded header (stamped at write time).
+    pub fn stamp_seq(encoded: &mut [u8; HEADER_LEN], seq: u64) {
+        encoded[32..40].copy_from_slice(&seq.to_le_bytes());
     }
 
     pub fn encode(&self) -> [u8; HEADER_LEN] {
@@ -145,7 +166,7 @@ impl Header {
         b[12..16].copy_from_slice(&self.src.to_le_bytes());
         b[16..20].copy_from_slice(&self.tag.to_le_bytes());
         b[20..24].copy_from_slice(&self.generation.to_le_bytes());
-        b[24..28].copy_from_slice(&self.epoch.to_le_bytes());
+        // 24..28 reserved, zero
         b[28..32].copy_from_slice(&self.len.to_le_bytes());
         b[32..40].copy_from_slice(&self.seq.to_le_bytes());
         b[40..48].copy_from_slice(&self.rdv.to_le_bytes());
@@ -179,9 +200,10 @@ impl Header {
         if flags & !flags::ALL != 0 {
             return Err(FrameError::BadFlags(flags));
         }
-        let reserved = u16_at(6);
-        if reserved != 0 {
-            return Err(FrameError::Reserved(reserved));
+        for (at, value) in [(6, u16_at(6) as u32), (24, u32_at(24))] {
+            if value != 0 {
+                return Err(FrameError::Reserved { at, value });
+            }
         }
         let h = Header {
             kind,
@@ -190,7 +212,6 @@ impl Header {
             src: u32_at(12),
             tag: u32_at(16) as i32,
             generation: u32_at(20),
-            epoch: u32_at(24),
             len: u32_at(28),
             seq: u64_at(32),
             rdv: u64_at(40),
@@ -247,7 +268,6 @@ mod tests {
             src: 3,
             tag: 42,
             generation: 2,
-            epoch: 9,
             len: 100,
             seq: 1 << 40,
             rdv: 77,
@@ -284,10 +304,22 @@ mod tests {
         ));
         let mut b = good;
         b[6] = 1;
-        assert!(matches!(
+        assert_eq!(
             Header::decode(&b, &LIM),
-            Err(FrameError::Reserved(_))
-        ));
+            Err(FrameError::Reserved { at: 6, value: 1 })
+        );
+        let mut b = good;
+        b[27] = 1;
+        assert_eq!(
+            Header::decode(&b, &LIM),
+            Err(FrameError::Reserved {
+                at: 24,
+                value: 1 << 24
+            })
+        );
+        let mut b = good;
+        Header::stamp_seq(&mut b, 77);
+        assert_eq!(Header::decode(&b, &LIM).map(|h| h.seq), Ok(77));
         let mut h = sample();
         h.src = 16;
         assert!(matches!(
@@ -326,7 +358,7 @@ mod tests {
                                     gen in any::<u32>(), len in 0u32..1000, seq in any::<u64>(),
                                     rdv in any::<u64>()) {
             let h = Header { kind: Kind::Eager, flags: 0, context: ctx, src, tag, generation: gen,
-                             epoch: 1, len, seq, rdv, aux: 0 };
+                             len, seq, rdv, aux: 0 };
             prop_assert_eq!(Header::decode(&h.encode(), &LIM), Ok(h));
         }
 

@@ -92,6 +92,9 @@ struct Peer {
     /// bytes out already.
     wire: VecDeque<(OutFrame, Class)>,
     woff: usize,
+    /// `seq` of the next frame written / read on the current connection.
+    sent_seq: u64,
+    recv_seq: u64,
     want_write: bool,
     rbuf: Vec<u8>,
     rhead: usize,
@@ -111,6 +114,8 @@ impl Peer {
             bulk: VecDeque::new(),
             wire: VecDeque::new(),
             woff: 0,
+            sent_seq: 0,
+            recv_seq: 0,
             want_write: false,
             rbuf: Vec::new(),
             rhead: 0,
@@ -205,10 +210,14 @@ impl Tcp {
             // Best effort: an algorithm the kernel refuses leaves its default.
             let _ = crate::sys::set_tcp_congestion(stream.as_raw_fd(), &self.cfg.congestion);
         }
-        let p = &mut self.peers[peer];
-        if let Some(old) = p.stream.take() {
-            let _ = self.epoll.delete(old.as_raw_fd());
+        if self.peers[peer].stream.is_some() {
+            // A newer process of the peer (a replacement whose hello came
+            // before the failure notice): everything queued or expected
+            // was the dead process's, and a frame half written to it would
+            // reach the new one as garbage.
+            self.disconnect(peer);
         }
+        let p = &mut self.peers[peer];
         self.epoll
             .add(stream.as_raw_fd(), epoll::READABLE, peer as u64)?;
         p.stream = Some(stream);
@@ -216,6 +225,8 @@ impl Tcp {
             self.live.push(peer);
         }
         p.conn_generation = generation;
+        p.sent_seq = 0;
+        p.recv_seq = 0;
         p.lost = false;
         p.want_write = false;
         p.rstate = ReadState::Header;

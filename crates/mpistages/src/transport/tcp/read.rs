@@ -23,6 +23,15 @@ impl Tcp {
                             return false;
                         }
                     };
+                    if hdr.seq != p.recv_seq {
+                        let why = format!(
+                            "frame out of sequence: expected {}, got {}",
+                            p.recv_seq, hdr.seq
+                        );
+                        self.reject(peer, why, out);
+                        return false;
+                    }
+                    p.recv_seq += 1;
                     p.rhead += HEADER_LEN;
                     match hdr.kind {
                         Kind::Data => {

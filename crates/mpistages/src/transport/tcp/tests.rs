@@ -89,8 +89,9 @@ fn frames_in_pieces_rendezvous_data_then_a_malformed_header() {
     t.expect_data(1, 77, raw, 10_000);
     let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
     out.clear();
-    for (off, chunk, slow) in [(0usize, 6000usize, false), (6000, 4000, true)] {
+    for (seq, off, chunk, slow) in [(1, 0usize, 6000usize, false), (2, 6000, 4000, true)] {
         let mut d = Header::new(Kind::Data);
+        d.seq = seq;
         d.src = 1;
         d.rdv = 77;
         d.aux = off as u64;
@@ -132,6 +133,46 @@ fn frames_in_pieces_rendezvous_data_then_a_malformed_header() {
         t.send(1, f, Class::Urgent, &mut e),
         Err(TransportError::PeerGone(1))
     ));
+}
+
+/// Frames carry their number on the connection: a lost or repeated frame
+/// (here the same ACK twice) drops the peer as broken, and frames written
+/// by the transport are numbered from 0 after the hello.
+#[test]
+fn a_frame_out_of_sequence_breaks_the_connection() {
+    let (mut t, ep) = transport(2);
+    let mut peer = join(&mut t, &ep, 1);
+    let mut out = Vec::new();
+    for seq in 0..3 {
+        let f = OutFrame::new(&Header::new(Kind::Ack), Payload::None, None);
+        t.send(1, f, Class::Urgent, &mut out).unwrap();
+        let mut b = [0u8; HEADER_LEN];
+        peer.read_exact(&mut b).unwrap();
+        let h = Header::decode(&b, &t.limits).unwrap();
+        assert_eq!(h.seq, seq);
+    }
+    let mut ack = Header::new(Kind::Ack);
+    ack.src = 1;
+    peer.write_all(&ack.encode()).unwrap();
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::Frame { .. }))
+    });
+    peer.write_all(&ack.encode()).unwrap();
+    out.clear();
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::PeerLost { .. }))
+    });
+    match &out[0] {
+        Event::PeerLost {
+            peer: 1,
+            reason,
+            broken: true,
+        } => assert!(
+            reason.contains("out of sequence: expected 1, got 0"),
+            "{reason}"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 /// Connects as rank `src` and waits until the transport has taken the
@@ -300,4 +341,35 @@ fn a_dead_process_connection_read_after_the_notice_is_refused() {
         pump(&mut t, &ep, &mut out, 20);
     }
     assert_eq!(t.peers[1].conn_generation, 1);
+}
+
+/// A replacement's connection starts clean: a frame half written to the
+/// dead process it replaces (its socket full) is not finished on the new
+/// connection, where it would be garbage, and numbering starts at 0.
+#[test]
+fn a_replacement_gets_no_tail_of_the_dead_process_frames() {
+    let (mut t, ep) = transport(2);
+    let _dead = join(&mut t, &ep, 1);
+    let mut out = Vec::new();
+    // 8 MiB that the dead process never reads: the kernel takes part.
+    let mut h = Header::new(Kind::Eager);
+    h.len = 8 << 20;
+    let f = OutFrame::new(&h, Payload::Owned(vec![1; 8 << 20]), None);
+    t.send(1, f, Class::Bulk, &mut out).unwrap();
+    assert!(t.peers[1].woff > 0, "the frame went out whole");
+    let mut new = hello(&t, 1, 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while t.peers[1].conn_generation != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replacement not taken"
+        );
+        pump(&mut t, &ep, &mut out, 20);
+    }
+    let f = OutFrame::new(&Header::new(Kind::Ack), Payload::None, None);
+    t.send(1, f, Class::Urgent, &mut out).unwrap();
+    let mut b = [0u8; HEADER_LEN];
+    new.read_exact(&mut b).unwrap();
+    let got = Header::decode(&b, &t.limits).expect("a clean header");
+    assert_eq!((got.kind, got.seq), (Kind::Ack, 0));
 }

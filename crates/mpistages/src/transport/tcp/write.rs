@@ -19,17 +19,21 @@ impl Tcp {
             };
             // Refill the wire list: urgent frames first, then at most one bulk
             // fragment, so later urgent frames wait for one fragment at most.
+            // Each frame gets its `seq` as it joins the wire list.
             while p.wire.len() < MAX_IOV / 2 {
-                if let Some(f) = p.urgent.pop_front() {
-                    p.wire.push_back((f, Class::Urgent));
-                    continue;
-                }
-                if !p.wire.iter().any(|(_, c)| *c == Class::Bulk) {
-                    if let Some(f) = p.bulk.pop_front() {
-                        p.wire.push_back((f, Class::Bulk));
+                let (mut f, class) = if let Some(f) = p.urgent.pop_front() {
+                    (f, Class::Urgent)
+                } else if !p.wire.iter().any(|(_, c)| *c == Class::Bulk) {
+                    match p.bulk.pop_front() {
+                        Some(f) => (f, Class::Bulk),
+                        None => break,
                     }
-                }
-                break;
+                } else {
+                    break;
+                };
+                Header::stamp_seq(&mut f.header, p.sent_seq);
+                p.sent_seq += 1;
+                p.wire.push_back((f, class));
             }
             if p.wire.is_empty() {
                 self.set_write_interest(peer, false);
