@@ -48,6 +48,19 @@ impl From<crate::coll::CollError> for MpiError {
     }
 }
 
+/// What went wrong in the Stages layer, as the error of the MPI call
+/// `call`.
+pub fn stages_error(call: &str, e: crate::stages::StagesError) -> MpiError {
+    use crate::stages::StagesError as E;
+    let class = match &e {
+        E::Config(_) | E::BadName(_) | E::UnknownFile(_) => err::ARG,
+        E::Io { error, .. } if error.raw_os_error() == Some(libc::ENOSPC) => err::NO_SPACE,
+        E::Io { .. } => err::IO,
+        E::Missing(_) | E::Malformed(_) | E::Control { .. } => err::OTHER,
+    };
+    MpiError::new(class, format!("{call}: {e}"))
+}
+
 /// Shorthand for `Err(MpiError::new(class, detail))`.
 pub fn fail<T>(class: i32, detail: impl Into<String>) -> MpiResult<T> {
     Err(MpiError::new(class, detail))
@@ -117,5 +130,39 @@ pub fn class_text(class: i32) -> &'static str {
         err::PROC_FAILED => "a process in the communicator has failed",
         err::TRY_RELOAD => "a process failed: roll back and reload the last checkpoint",
         _ => "unknown error class",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::StagesError;
+    use std::io;
+
+    #[test]
+    fn stages_errors_get_their_class_once() {
+        let class = |e| stages_error("MPIX_x", e).class;
+        assert_eq!(class(StagesError::Config("x".into())), err::ARG);
+        assert_eq!(class(StagesError::BadName("a/b".into())), err::ARG);
+        assert_eq!(class(StagesError::UnknownFile("f".into())), err::ARG);
+        let full = io::Error::from_raw_os_error(libc::ENOSPC);
+        let io = |error| StagesError::Io {
+            what: "writing f".into(),
+            error,
+        };
+        assert_eq!(class(io(full)), err::NO_SPACE);
+        assert_eq!(
+            class(io(io::Error::from(io::ErrorKind::PermissionDenied))),
+            err::IO
+        );
+        assert_eq!(class(StagesError::Missing("none".into())), err::OTHER);
+        let e = stages_error(
+            "MPIX_Checkpoint_locate",
+            StagesError::Malformed("bad".into()),
+        );
+        assert_eq!(
+            (e.class, e.detail.as_str()),
+            (err::OTHER, "MPIX_Checkpoint_locate: bad")
+        );
     }
 }

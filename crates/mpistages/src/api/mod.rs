@@ -408,14 +408,12 @@ fn start() -> MpiResult<Mpi> {
         None => None,
     };
     let stages = if client.is_some() {
-        {
-            crate::inject::arm(&injections);
-            crate::stages::Stages::new(&job_id, rank, size)
-        }
+        crate::inject::arm(&injections);
+        crate::stages::Stages::new(&job_id, rank, size)
+            .map_err(|e| error::stages_error("MPI_Init", e))?
     } else {
         crate::stages::Stages::singleton()
-    }
-    .map_err(|e| MpiError::new(err::ARG, e))?;
+    };
     let (spin_us, spin_yield) = default_spin(size);
     let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", spin_us)? as u64);
     let engine = Engine::new(EngineConfig {

@@ -3,7 +3,7 @@
 //! injection. The protocol itself lives in `crate::stages`.
 
 use super::consts::{self, err};
-use super::error::{fail, MpiError, MpiResult};
+use super::error::{fail, stages_error, MpiError, MpiResult};
 use super::{protect, recovery, state, Mpi, RecoveryMode};
 use crate::checkpoint::store::Restored;
 use crate::inject;
@@ -65,7 +65,6 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             format!("MPIX_Checkpoint_write: {pending} requests are still pending on this rank (complete them first); nothing was written"),
         );
     }
-    let failed = |e: String| MpiError::new(err::OTHER, format!("MPIX_Checkpoint_write: {e}"));
     let generation = m.engine.generation();
     let regions = protect::regions(m);
     let (epoch, copy) = {
@@ -92,7 +91,7 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     let (committed, durable) = m.engine.committed();
     let mut st = m.stages();
     st.report(epoch, m.client.as_deref(), committed, durable)
-        .map_err(failed)?;
+        .map_err(|e| stages_error("MPIX_Checkpoint_write", e))?;
     if let Some(spec) = inject::after_checkpoint(epoch) {
         st.damage(inject::damage_of(spec));
         inject::kill_self(m.client.as_deref(), spec);
@@ -263,7 +262,6 @@ pub fn restore(
     mpi_state: bool,
     agreed: Option<Restored>,
 ) -> MpiResult<()> {
-    let failed = |e: String| MpiError::new(err::OTHER, format!("restoring MPI state: {e}"));
     if epoch == 0 || !mpi_state {
         reset_tables(m, mpi_state);
         if !mpi_state {
@@ -307,8 +305,9 @@ pub fn restore(
         m.stages().set_restored(copy);
         return Ok(());
     }
-    let saved = Stages::mpi_state(&copy.sections, copy.epoch, m.size).map_err(failed)?;
-    state::load(&mut m.tables(), &saved, m.rank).map_err(failed)?;
+    let saved = Stages::mpi_state(&copy.sections, copy.epoch, m.size)
+        .map_err(|e| stages_error("restoring MPI state", e))?;
+    state::load(&mut m.tables(), &saved, m.rank)?;
     let mut st = m.stages();
     st.library = saved.library;
     st.set_restored(copy);

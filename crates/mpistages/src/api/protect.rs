@@ -5,12 +5,13 @@
 //! and `MPIX_Checkpoint_locate` give back the fault epoch's copies.
 
 use super::consts::err;
-use super::error::{fail, MpiError, MpiResult};
+use super::error::{fail, stages_error, MpiError, MpiResult};
 use super::mpix::check_running;
 use super::usermem::TypedBuf;
 use super::Mpi;
 use crate::checkpoint::format::{Kind, Section, SectionRef};
 use crate::progress::Layout;
+use crate::stages::StagesError;
 use crate::transport::RawBuf;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -105,8 +106,8 @@ pub fn sections(regions: &[(u64, RegionBytes)]) -> Vec<SectionRef<'_>> {
         .collect()
 }
 
-fn stage_err(what: &str) -> impl Fn(String) -> MpiError + '_ {
-    move |e| MpiError::new(err::OTHER, format!("{what}: {e}"))
+fn stage_err(call: &str) -> impl Fn(StagesError) -> MpiError + '_ {
+    move |e| stages_error(call, e)
 }
 
 /// `MPIX_Checkpoint_restore`: copies the fault epoch's data back into
@@ -159,7 +160,7 @@ pub fn route(m: &Mpi, name: &str) -> MpiResult<PathBuf> {
     m.stages()
         .files
         .route(name)
-        .map_err(|e| MpiError::new(err::ARG, format!("MPIX_Checkpoint_route: {e}")))
+        .map_err(stage_err("MPIX_Checkpoint_route"))
 }
 
 /// `MPIX_Checkpoint_locate`: a path holding the fault epoch's copy of `name`.
@@ -172,5 +173,5 @@ pub fn locate(m: &Mpi, name: &str) -> MpiResult<PathBuf> {
         .map_err(stage_err("MPIX_Checkpoint_locate"))?;
     st.files
         .locate(name, epoch, &sections)
-        .map_err(|e| MpiError::new(err::ARG, format!("MPIX_Checkpoint_locate: {e}")))
+        .map_err(stage_err("MPIX_Checkpoint_locate"))
 }

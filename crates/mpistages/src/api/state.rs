@@ -4,8 +4,9 @@
 //! operations (`MPI_Op_create`) hold code addresses, which differ in a new
 //! process: they are not saved and must be created again after a restore.
 
-use super::consts::dt;
+use super::consts::{dt, err};
 use super::datatype::Datatype;
+use super::error::{MpiError, MpiResult};
 use super::group::Group;
 use super::{Comm, CommEntry, Tables};
 use crate::stages::state::{CommState, LibraryHandles, MpiState, STATE_VERSION};
@@ -63,18 +64,18 @@ pub fn save(
 
 /// Replaces the tables' communicators, groups and derived datatypes with
 /// the saved ones. Nothing changes if any part is invalid.
-pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> Result<(), String> {
+pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> MpiResult<()> {
+    let bad = |why: String| MpiError::new(err::OTHER, format!("restoring MPI state: {why}"));
     let me = rank as u32;
     let mut comms = Vec::with_capacity(st.comms.len());
     for c in &st.comms {
         comms.push(match c {
             None => None,
             Some(c) => {
-                let pos = c
-                    .members
-                    .iter()
-                    .position(|&m| m == me)
-                    .ok_or("a saved communicator does not contain this rank")?;
+                let pos =
+                    c.members.iter().position(|&m| m == me).ok_or_else(|| {
+                        bad("a saved communicator does not contain this rank".into())
+                    })?;
                 Some(CommEntry {
                     comm: Arc::new(Comm {
                         context: c.context,
@@ -109,11 +110,11 @@ pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> Result<(), String> {
         let h = usize::try_from(*h)
             .ok()
             .filter(|&h| h >= dt::FIRST_DERIVED as usize && h < 1 << 20)
-            .ok_or("a saved datatype has an invalid handle")?;
+            .ok_or_else(|| bad("a saved datatype has an invalid handle".into()))?;
         let ty: Datatype = postcard::from_bytes(bytes)
-            .map_err(|e| format!("a saved datatype is malformed: {e}"))?;
+            .map_err(|e| bad(format!("a saved datatype is malformed: {e}")))?;
         if !ty.is_consistent() {
-            return Err(format!("saved datatype {} is inconsistent", ty.name));
+            return Err(bad(format!("saved datatype {} is inconsistent", ty.name)));
         }
         if types.len() <= h {
             types.resize(h + 1, None);

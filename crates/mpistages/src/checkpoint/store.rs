@@ -7,7 +7,7 @@
 use super::config::{Config, Level};
 use super::dirlevel::DirLevel;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{self, AsSection, Compression, Identity, Section, SectionData};
+use super::format::{self, AsSection, CkptError, Compression, Identity, Section, SectionData};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -126,7 +126,7 @@ impl WriteError {
 
 impl Store {
     /// Levels from the configuration.
-    pub fn new(cfg: &Config, job: u64, rank: u32, size: u32) -> Result<Store, String> {
+    pub fn new(cfg: &Config, job: u64, rank: u32, size: u32) -> Store {
         let mut levels = Vec::new();
         for l in &cfg.levels {
             levels.push(match l {
@@ -148,7 +148,7 @@ impl Store {
                 ),
             });
         }
-        Ok(Store {
+        Store {
             levels,
             job,
             rank,
@@ -156,7 +156,7 @@ impl Store {
             keep: cfg.keep.max(1),
             compression: cfg.compression,
             spare: None,
-        })
+        }
     }
 
     fn who(&self, epoch: u64, generation: u32) -> Identity {
@@ -210,10 +210,8 @@ impl Store {
 
     /// Verifies a copy of this rank's `epoch` that came back from the
     /// partner: a copy of another rank, job or epoch is refused.
-    pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Vec<Section>, String> {
-        format::parse(bytes, Some(&self.who(epoch, 0)))
-            .map(|c| c.sections)
-            .map_err(|e| e.to_string())
+    pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Vec<Section>, CkptError> {
+        format::parse(bytes, Some(&self.who(epoch, 0))).map(|c| c.sections)
     }
 
     /// Epochs of this rank present on some local level (not verified).
@@ -250,12 +248,12 @@ impl Store {
 
     /// Fault injection (a lost node): deletes this rank's copies on
     /// node-local directory levels.
-    pub fn lose_node_local(&self) -> Result<String, String> {
+    pub fn lose_node_local(&self) -> std::io::Result<String> {
         let mut n = 0;
         for (_, l) in &self.levels {
             if let Backend::Dir(f) = l {
                 let d = f.level();
-                for e in d.epochs().map_err(|e| e.to_string())? {
+                for e in d.epochs()? {
                     if std::fs::remove_file(d.path(e, self.rank)).is_ok() {
                         n += 1;
                     }
@@ -270,20 +268,22 @@ impl Store {
 
     /// Fault injection: flips bytes in the middle of this rank's newest
     /// copy on each node-local directory level.
-    pub fn corrupt_newest_node_local(&self) -> Result<String, String> {
+    pub fn corrupt_newest_node_local(&self) -> std::io::Result<String> {
         let mut done = Vec::new();
         for (_, l) in &self.levels {
             let Backend::Dir(f) = l else { continue };
             let d = f.level();
             let newest = d
-                .epochs()
-                .map_err(|e| e.to_string())?
+                .epochs()?
                 .into_iter()
                 .rev()
                 .find(|&e| d.path(e, self.rank).exists());
             if let Some(e) = newest {
                 let p = d.path(e, self.rank);
-                let mut b = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let at = |e: std::io::Error| {
+                    std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+                };
+                let mut b = std::fs::read(&p).map_err(at)?;
                 let (mid, end) = (b.len() / 2, (b.len() / 2 + 8).min(b.len()));
                 for x in &mut b[mid..end] {
                     *x ^= 0x5A;
@@ -293,7 +293,7 @@ impl Store {
                 let tmp = p.with_extension("damaged");
                 std::fs::write(&tmp, b)
                     .and_then(|()| std::fs::rename(&tmp, &p))
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
+                    .map_err(at)?;
                 done.push(p.display().to_string());
             }
         }
@@ -500,26 +500,6 @@ impl Store {
             }
         }
         None
-    }
-
-    /// Restores the newest valid local copy among `epochs` (committed
-    /// epochs, newest first), trying levels fastest first.
-    pub fn restore(&self, epochs: &[u64]) -> Result<Restored, String> {
-        let mut skipped = Vec::new();
-        for &epoch in epochs {
-            if let Some(r) = self.restore_local(epoch, &mut skipped) {
-                return Ok(r);
-            }
-        }
-        Err(format!(
-            "rank {}: no valid checkpoint in any level ({})",
-            self.rank,
-            if skipped.is_empty() {
-                "nothing to try".to_string()
-            } else {
-                skipped.join("; ")
-            }
-        ))
     }
 }
 

@@ -1,6 +1,20 @@
 //! Tests of `store.rs`.
 
 use super::*;
+
+/// The newest valid local copy among `epochs` (newest first), or why none.
+fn restore(store: &Store, epochs: &[u64]) -> Result<Restored, String> {
+    let mut skipped = Vec::new();
+    for &epoch in epochs {
+        if let Some(r) = store.restore_local(epoch, &mut skipped) {
+            return Ok(r);
+        }
+    }
+    Err(format!(
+        "no valid checkpoint in any level ({})",
+        skipped.join("; ")
+    ))
+}
 use crate::checkpoint::config;
 use crate::checkpoint::dirlevel::DirLevel;
 use crate::checkpoint::format::Kind;
@@ -9,7 +23,7 @@ use crate::checkpoint::testutil::Scratch;
 fn setup(tag: &str) -> (Scratch, Store) {
     let s = Scratch::new(&format!("store-{tag}"));
     let spec = format!("mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=2", s.0.display());
-    let store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    let store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     (s, store)
 }
 
@@ -26,7 +40,7 @@ fn state(epoch: u64) -> Arc<Vec<Section>> {
 /// allocating a new one, unless someone (a restore) still holds it.
 #[test]
 fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
-    let mut store = Store::new(&config::parse("mem,keep=1").unwrap(), 5, 1, 4).unwrap();
+    let mut store = Store::new(&config::parse("mem,keep=1").unwrap(), 5, 1, 4);
     for e in 1..=2 {
         store.write(e, 0, &state(e)).unwrap();
         store.commit(e, None);
@@ -35,7 +49,7 @@ fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
         .data
         .as_ptr();
     store.write(3, 0, &state(3)).unwrap();
-    let r = store.restore(&[3]).unwrap();
+    let r = restore(&store, &[3]).unwrap();
     assert_eq!(r.sections, state(3));
     assert_eq!(
         r.sections[0].data.as_ptr(),
@@ -55,7 +69,7 @@ fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
 fn a_tmpfs_level_needs_no_thread_in_the_usual_case() {
     let s = Scratch::new("store-nothread");
     let spec = format!("mem,tmpfs:{}/tmpfs,keep=2", s.0.display());
-    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     for e in 1..=8 {
         store.write(e, 0, &state(e)).unwrap();
         store.commit(e, None);
@@ -65,7 +79,7 @@ fn a_tmpfs_level_needs_no_thread_in_the_usual_case() {
     };
     assert!(!f.started());
     assert_eq!(f.level().epochs().unwrap(), vec![7, 8]);
-    assert_eq!(store.restore(&[8]).unwrap().sections, state(8));
+    assert_eq!(restore(&store, &[8]).unwrap().sections, state(8));
 }
 
 #[test]
@@ -73,7 +87,7 @@ fn restores_from_the_fastest_valid_level() {
     let (s, mut store) = setup("fast");
     store.write(1, 0, &state(1)).unwrap();
     store.wait_flushed();
-    let r = store.restore(&[1]).unwrap();
+    let r = restore(&store, &[1]).unwrap();
     assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
 
     // A replacement process has no memory copy: tmpfs is next.
@@ -82,9 +96,8 @@ fn restores_from_the_fastest_valid_level() {
         5,
         1,
         4,
-    )
-    .unwrap();
-    let r = fresh.restore(&[1]).unwrap();
+    );
+    let r = restore(&fresh, &[1]).unwrap();
     assert!(
         r.level.starts_with("tmpfs") && r.sections == state(1),
         "{r:?}"
@@ -92,7 +105,7 @@ fn restores_from_the_fastest_valid_level() {
 
     // Node lost: the tmpfs copy is gone, pfs has it.
     std::fs::remove_file(s.0.join("tmpfs/epoch-1/rank-1.ckpt")).unwrap();
-    let r = fresh.restore(&[1]).unwrap();
+    let r = restore(&fresh, &[1]).unwrap();
     assert!(
         r.level.starts_with("pfs") && r.sections == state(1),
         "{r:?}"
@@ -113,15 +126,14 @@ fn corrupt_newest_copy_falls_back_cleanly() {
         5,
         1,
         4,
-    )
-    .unwrap();
+    );
     // Flip a byte of the newest tmpfs copy: pfs's copy of epoch 2 is used.
     let p = s.0.join("tmpfs/epoch-2/rank-1.ckpt");
     let mut b = std::fs::read(&p).unwrap();
     let i = b.len() - 10;
     b[i] ^= 0xFF;
     std::fs::write(&p, b).unwrap();
-    let r = fresh.restore(&[2, 1]).unwrap();
+    let r = restore(&fresh, &[2, 1]).unwrap();
     assert!(
         r.epoch == 2 && r.level.starts_with("pfs") && r.sections == state(2),
         "{r:?}"
@@ -129,13 +141,13 @@ fn corrupt_newest_copy_falls_back_cleanly() {
     assert!(r.skipped[0].contains("checksum"), "{:?}", r.skipped);
     // Epoch 2 gone from pfs too: the previous committed epoch is used.
     std::fs::remove_file(s.0.join("pfs/epoch-2/rank-1.ckpt")).unwrap();
-    let r = fresh.restore(&[2, 1]).unwrap();
+    let r = restore(&fresh, &[2, 1]).unwrap();
     assert!(r.epoch == 1 && r.sections == state(1), "{r:?}");
     // Nothing valid at all: an error that says what was tried.
     for lvl in ["tmpfs", "pfs"] {
         let _ = std::fs::remove_dir_all(s.0.join(lvl));
     }
-    let e = fresh.restore(&[2, 1]).unwrap_err();
+    let e = restore(&fresh, &[2, 1]).unwrap_err();
     assert!(
         e.contains("no valid checkpoint") && e.contains("epoch 1 on pfs"),
         "{e}"
@@ -148,7 +160,7 @@ fn pfs_gets_every_nth_epoch_in_the_background() {
     let root = s.0.clone();
     let _ = std::fs::remove_dir_all(&root);
     let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
-    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     for e in 1..=4 {
         store.write(e, 0, &state(e)).unwrap();
     }
@@ -160,12 +172,12 @@ fn pfs_gets_every_nth_epoch_in_the_background() {
     assert_eq!(pfs.epochs().unwrap(), vec![2, 4]);
     // Node lost: restore the newest committed epoch from pfs.
     std::fs::remove_dir_all(root.join("tmpfs")).unwrap();
-    let r = store.restore(&[4, 3]).unwrap();
+    let r = restore(&store, &[4, 3]).unwrap();
     assert!(
         r.epoch == 4 && r.level.starts_with("pfs") && r.sections == state(4),
         "{r:?}"
     );
-    let e = store.restore(&[3]).unwrap_err();
+    let e = restore(&store, &[3]).unwrap_err();
     assert!(e.contains("epoch 3 on pfs"), "{e}");
 }
 
@@ -177,11 +189,11 @@ fn failures_of_the_first_level_are_errors_others_warnings() {
     // A file where the level's directory should be makes writes fail.
     std::fs::write(root.join("blocked"), b"x").unwrap();
     let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
-    let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     let e = first_fails.write(1, 0, &state(1)).unwrap_err();
     assert!(e.message.contains("tmpfs") && !e.no_space, "{e:?}");
     let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
-    let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4).unwrap();
+    let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     // The durable level is written in the background: its failure is
     // reported by the flush status, and the write itself succeeds.
     assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());

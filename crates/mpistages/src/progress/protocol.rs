@@ -71,6 +71,31 @@ pub(super) struct Req {
     pub(super) packed: Option<Vec<u8>>,
 }
 
+/// A frame that a correct peer would not send (it is logged; the frames
+/// themselves were validated by the transport).
+#[derive(Debug, PartialEq)]
+pub enum ProtocolError {
+    CtsUnknown,
+    CtsNotASend,
+    CtsUnexpected,
+    DataVanished,
+    AckUnknown,
+}
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProtocolError::CtsUnknown => "CTS for an unknown request",
+            ProtocolError::CtsNotASend => "CTS for a request that is not a send",
+            ProtocolError::CtsUnexpected => {
+                "CTS from the wrong peer or for a send not waiting for one"
+            }
+            ProtocolError::DataVanished => "send data vanished",
+            ProtocolError::AckUnknown => "ACK for an unknown send",
+        })
+    }
+}
+
 impl Req {
     /// A request for `op`, not started.
     pub(super) fn new(op: Op, persistent: bool) -> Req {
@@ -382,14 +407,14 @@ impl Core {
         peer: usize,
         sender: ReqId,
         receiver: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProtocolError> {
         let hdr = self.header(Kind::Data);
         let frag = self
             .transport
             .as_ref()
             .map_or(1 << 20, |t| t.fragment_size());
         let Some(r) = self.req_mut(sender) else {
-            return Err("CTS for an unknown request".into());
+            return Err(ProtocolError::CtsUnknown);
         };
         let (
             Op::Send {
@@ -400,10 +425,10 @@ impl Core {
             State::Active(Phase::Send { want_cts, .. }),
         ) = (&r.op, &mut r.state)
         else {
-            return Err("CTS for a request that is not a send".into());
+            return Err(ProtocolError::CtsNotASend);
         };
         if *dest != peer || !*want_cts {
-            return Err("CTS from the wrong peer or for a send not waiting for one".into());
+            return Err(ProtocolError::CtsUnexpected);
         }
         *want_cts = false;
         let data = match (&mut r.packed, layout.contiguous()) {
@@ -412,7 +437,7 @@ impl Core {
                 unsafe { RawBuf::new(v.as_mut_ptr(), v.len()) }
             }
             (None, Some(b)) => b,
-            (None, None) => return Err("send data vanished".into()),
+            (None, None) => return Err(ProtocolError::DataVanished),
         };
         let len = data.len();
         let mut off = 0;
@@ -442,7 +467,7 @@ impl Core {
         peer: usize,
         hdr: Header,
         payload: Vec<u8>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProtocolError> {
         if hdr.generation != self.generation || self.notices.failed > self.generation {
             // A message of another generation, or one that arrives after a
             // failure was announced: fenced off. (Frames of the current
@@ -479,7 +504,7 @@ impl Core {
                         state: State::Active(Phase::Send { acked, .. }),
                         ..
                     }) if *d == peer => *acked = true,
-                    _ => return Err("ACK for an unknown send".into()),
+                    _ => return Err(ProtocolError::AckUnknown),
                 }
                 self.check_send_done(id);
             }

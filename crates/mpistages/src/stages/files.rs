@@ -8,6 +8,7 @@
 //! `next/NAME` files routed for the next checkpoint, `epoch-E/NAME` files
 //! located from epoch E.
 
+use super::StagesError;
 use crate::checkpoint::format::{Kind, Section};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,31 +21,29 @@ pub struct RoutedFiles {
 /// Longest file name accepted (the usual file-system limit).
 const NAME_MAX: usize = 255;
 
-fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name == "." || name == ".." {
-        return Err(format!("'{name}' is not a file name"));
-    }
-    if name.len() > NAME_MAX {
-        return Err(format!(
+fn check_name(name: &str) -> Result<(), StagesError> {
+    let bad = if name.is_empty() || name == "." || name == ".." {
+        format!("'{name}' is not a file name")
+    } else if name.len() > NAME_MAX {
+        format!(
             "file name of {} bytes is longer than {NAME_MAX}",
             name.len()
-        ));
-    }
-    if name.contains('/') || name.contains('\0') {
-        return Err(format!(
-            "'{name}' must be a plain file name (no '/' or NUL)"
-        ));
-    }
-    Ok(())
+        )
+    } else if name.contains('/') || name.contains('\0') {
+        format!("'{name}' must be a plain file name (no '/' or NUL)")
+    } else {
+        return Ok(());
+    };
+    Err(StagesError::BadName(bad))
 }
 
-fn make_dir(d: &Path) -> Result<(), String> {
+fn make_dir(d: &Path) -> Result<(), StagesError> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(d)
-        .map_err(|e| format!("creating {}: {e}", d.display()))
+        .map_err(StagesError::io(format!("creating {}", d.display())))
 }
 
 impl RoutedFiles {
@@ -56,7 +55,7 @@ impl RoutedFiles {
     }
 
     /// Where to write `name` so that it joins the next checkpoint.
-    pub fn route(&mut self, name: &str) -> Result<PathBuf, String> {
+    pub fn route(&mut self, name: &str) -> Result<PathBuf, StagesError> {
         check_name(name)?;
         let next = self.dir.join("next");
         make_dir(&next)?;
@@ -66,17 +65,15 @@ impl RoutedFiles {
 
     /// The routed files as checkpoint sections. A file that was routed but
     /// not written is an error: the checkpoint would silently lack it.
-    pub fn collect(&self) -> Result<Vec<Section>, String> {
+    pub fn collect(&self) -> Result<Vec<Section>, StagesError> {
         self.routed
             .iter()
             .map(|name| {
                 let p = self.dir.join("next").join(name);
-                let data = std::fs::read(&p).map_err(|e| {
-                    format!(
-                        "routed file '{name}' cannot be read at {}: {e}",
-                        p.display()
-                    )
-                })?;
+                let data = std::fs::read(&p).map_err(StagesError::io(format!(
+                    "routed file '{name}' cannot be read at {}",
+                    p.display()
+                )))?;
                 Ok(Section {
                     kind: Kind::File,
                     id: 0,
@@ -96,12 +93,21 @@ impl RoutedFiles {
 
     /// Writes the copy of `name` among `sections` (epoch `epoch`) to a file
     /// and returns its path.
-    pub fn locate(&self, name: &str, epoch: u64, sections: &[Section]) -> Result<PathBuf, String> {
+    pub fn locate(
+        &self,
+        name: &str,
+        epoch: u64,
+        sections: &[Section],
+    ) -> Result<PathBuf, StagesError> {
         check_name(name)?;
         let s = sections
             .iter()
             .find(|s| s.kind == Kind::File && s.name == name)
-            .ok_or_else(|| format!("checkpoint epoch {epoch} holds no file named '{name}'"))?;
+            .ok_or_else(|| {
+                StagesError::UnknownFile(format!(
+                    "checkpoint epoch {epoch} holds no file named '{name}'"
+                ))
+            })?;
         let d = self.dir.join(format!("epoch-{epoch}"));
         make_dir(&d)?;
         let p = d.join(name);
@@ -111,7 +117,7 @@ impl RoutedFiles {
             .and_then(|_| std::fs::rename(&tmp, &p))
             .map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
-                format!("writing {}: {e}", p.display())
+                StagesError::io(format!("writing {}", p.display()))(e)
             })?;
         Ok(p)
     }
@@ -161,6 +167,7 @@ mod tests {
         assert!(f
             .locate("other", 3, &sections)
             .unwrap_err()
+            .to_string()
             .contains("no file named 'other'"));
         f.forget_located(4);
         assert!(!back.exists());
@@ -174,6 +181,10 @@ mod tests {
             assert!(f.route(bad).is_err(), "{bad}");
         }
         f.route("never-written").unwrap();
-        assert!(f.collect().unwrap_err().contains("never-written"));
+        assert!(f
+            .collect()
+            .unwrap_err()
+            .to_string()
+            .contains("never-written"));
     }
 }

@@ -16,6 +16,7 @@
 //! - cleanup: `MPIX_Checkpoint_read` empties queues and moves the engine to
 //!   the new generation before the rejoin barrier.
 
+mod error;
 pub mod files;
 pub mod state;
 
@@ -31,6 +32,7 @@ use crate::progress::Engine;
 
 use std::sync::Arc;
 
+pub use error::StagesError;
 use files::RoutedFiles;
 pub use state::{LibraryHandles, MpiState};
 
@@ -89,9 +91,9 @@ pub struct Stages {
 impl Stages {
     /// The checkpoint configuration from the environment, with node-local
     /// levels moved into this job's own directory.
-    pub fn new(job_id: &str, rank: usize, size: usize) -> Result<Stages, String> {
+    pub fn new(job_id: &str, rank: usize, size: usize) -> Result<Stages, StagesError> {
         let spec = std::env::var(crate::control::env::CKPT).unwrap_or_default();
-        let mut cfg: Config = config::parse(&spec).map_err(|e| format!("MPISTAGES_CKPT: {e}"))?;
+        let mut cfg: Config = config::parse(&spec).map_err(StagesError::Config)?;
         let files = config::job_dir(&cfg.node_local_root(), job_id)
             .join("files")
             .join(format!("rank-{rank}"));
@@ -101,7 +103,7 @@ impl Stages {
             }
         }
         let job = job_id.parse::<u64>().unwrap_or(0);
-        let store = Store::new(&cfg, job, rank as u32, size as u32)?;
+        let store = Store::new(&cfg, job, rank as u32, size as u32);
         let partner = store.has_partner() && size > 1;
         if store.has_partner() && size == 1 && rank == 0 {
             log::warn!(
@@ -129,19 +131,19 @@ impl Stages {
     }
 
     /// A process started without mpiexec: checkpoints stay in memory.
-    pub fn singleton() -> Result<Stages, String> {
+    pub fn singleton() -> Stages {
         let cfg = Config {
             levels: vec![Level::Mem],
             ..Config::default()
         };
         let files = std::path::Path::new(config::DEFAULT_TMPFS)
             .join(format!("single-{}", std::process::id()));
-        Ok(Stages::with(
-            Store::new(&cfg, 0, 0, 1)?,
+        Stages::with(
+            Store::new(&cfg, 0, 0, 1),
             RoutedFiles::new(files),
             false,
             true,
-        ))
+        )
     }
 
     /// At `MPI_Finalize`: a process without mpiexec removes its own files.
@@ -211,7 +213,10 @@ impl Stages {
             name: String::new(),
             data: state.encode().into(),
         };
-        let files = self.files.collect().map_err(WriteError::other)?;
+        let files = self
+            .files
+            .collect()
+            .map_err(|e| WriteError::other(e.to_string()))?;
         let mut sections = vec![state.section()];
         sections.extend_from_slice(protected);
         sections.extend(files.iter().map(|f| f.section()));
@@ -256,8 +261,11 @@ impl Stages {
     }
 
     /// Verifies this rank's copy of `epoch` that came back from its partner.
-    pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Restored, String> {
-        let sections = self.store.from_partner(epoch, bytes)?;
+    pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Restored, StagesError> {
+        let sections = self
+            .store
+            .from_partner(epoch, bytes)
+            .map_err(|e| StagesError::Malformed(format!("the partner's copy: {e}")))?;
         Ok(Restored {
             epoch,
             level: "partner".into(),
@@ -304,10 +312,12 @@ impl Stages {
     }
 
     /// The fault epoch's sections (from memory when a level holds them).
-    pub fn fault_sections(&mut self) -> Result<Arc<Vec<Section>>, String> {
+    pub fn fault_sections(&mut self) -> Result<Arc<Vec<Section>>, StagesError> {
         let epoch = self.epoch;
         if epoch == 0 {
-            return Err("no checkpoint has been written or restored yet (fault epoch 0)".into());
+            return Err(StagesError::Missing(
+                "no checkpoint has been written or restored yet (fault epoch 0)".into(),
+            ));
         }
         if let Some((e, s)) = &self.restored {
             if *e == epoch {
@@ -319,10 +329,10 @@ impl Stages {
             .store
             .restore_local(epoch, &mut skipped)
             .ok_or_else(|| {
-                format!(
+                StagesError::Missing(format!(
                     "no valid copy of checkpoint epoch {epoch}: {}",
                     skipped.join("; ")
-                )
+                ))
             })?;
         self.restored = Some((epoch, r.sections.clone()));
         Ok(r.sections)
@@ -337,7 +347,7 @@ impl Stages {
         client: Option<&Client>,
         committed: u64,
         durable: Option<u64>,
-    ) -> Result<(), String> {
+    ) -> Result<(), StagesError> {
         let flushed = self.store.durable();
         match client {
             Some(c) => c
@@ -345,7 +355,10 @@ impl Stages {
                     epoch,
                     durable: flushed,
                 })
-                .map_err(|e| format!("telling mpiexec about epoch {epoch}: {e}"))?,
+                .map_err(|error| StagesError::Control {
+                    what: format!("telling mpiexec about epoch {epoch}"),
+                    error,
+                })?,
             // Alone, every epoch is committed when written.
             None => self.apply_committed(epoch, flushed),
         }
@@ -364,11 +377,17 @@ impl Stages {
     }
 
     /// The MPI state among a checkpoint's sections.
-    pub fn mpi_state(sections: &[Section], epoch: u64, size: usize) -> Result<MpiState, String> {
+    pub fn mpi_state(
+        sections: &[Section],
+        epoch: u64,
+        size: usize,
+    ) -> Result<MpiState, StagesError> {
         let sec = sections
             .iter()
             .find(|s| s.kind == Kind::MpiState)
-            .ok_or_else(|| format!("checkpoint epoch {epoch} holds no MPI state"))?;
+            .ok_or_else(|| {
+                StagesError::Missing(format!("checkpoint epoch {epoch} holds no MPI state"))
+            })?;
         MpiState::decode(&sec.data, size)
     }
 

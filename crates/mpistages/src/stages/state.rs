@@ -3,6 +3,7 @@
 //! a restored handle names the same object it named before. Decoding checks
 //! every value against the job before anything is used.
 
+use super::StagesError;
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever the layout below changes.
@@ -46,17 +47,20 @@ impl MpiState {
     }
 
     /// Decodes and checks a saved state for a job of `size` ranks.
-    pub fn decode(bytes: &[u8], size: usize) -> Result<MpiState, String> {
-        let st: MpiState =
-            postcard::from_bytes(bytes).map_err(|e| format!("malformed MPI state: {e}"))?;
+    pub fn decode(bytes: &[u8], size: usize) -> Result<MpiState, StagesError> {
+        let bad = |why: String| Err(StagesError::Malformed(why));
+        let st: MpiState = match postcard::from_bytes(bytes) {
+            Ok(st) => st,
+            Err(e) => return bad(format!("malformed MPI state: {e}")),
+        };
         if st.version != STATE_VERSION {
-            return Err(format!(
+            return bad(format!(
                 "MPI state version {} is not supported (this build reads {STATE_VERSION})",
                 st.version
             ));
         }
         if st.size as usize != size || st.rank >= st.size {
-            return Err(format!(
+            return bad(format!(
                 "MPI state of rank {} in a job of {}, expected a job of {size}",
                 st.rank, st.size
             ));
@@ -65,19 +69,19 @@ impl MpiState {
             || st.groups.len() > MAX_HANDLES
             || st.types.len() > MAX_HANDLES
         {
-            return Err("MPI state has absurdly many handles".into());
+            return bad("MPI state has absurdly many handles".into());
         }
         let in_job = |m: &[u32]| m.iter().all(|&r| r < st.size);
         for c in st.comms.iter().flatten() {
             if c.members.is_empty() || !in_job(&c.members) || !c.members.contains(&st.rank) {
-                return Err("MPI state holds an invalid communicator".into());
+                return bad("MPI state holds an invalid communicator".into());
             }
             if c.context >= st.max_context {
-                return Err("MPI state holds a context id above its maximum".into());
+                return bad("MPI state holds a context id above its maximum".into());
             }
         }
         if !st.groups.iter().flatten().all(|g| in_job(g)) {
-            return Err("MPI state holds a group with ranks outside the job".into());
+            return bad("MPI state holds a group with ranks outside the job".into());
         }
         Ok(st)
     }
