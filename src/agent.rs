@@ -1,8 +1,8 @@
 //! The node agent: starts ranks on this host, forwards their output line by
 //! line, and tears them down. (On one host it runs inside `mpiexec`.)
 
-use mpistages::control::env;
-use mpistages::sys::process;
+use mpistages_control::env;
+use mpistages_sys::process;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};

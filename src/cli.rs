@@ -1,7 +1,7 @@
 //! `mpiexec` command-line options.
 
-use mpistages::control::inject::Inject;
-pub use mpistages::control::mode::RecoveryMode;
+use mpistages_control::inject::Inject;
+pub use mpistages_control::mode::RecoveryMode;
 
 pub const USAGE: &str = "\
 usage: mpiexec -n N [options] program [args...]
@@ -175,7 +175,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 i += 2;
             }
             "--inject" => {
-                inject.push(mpistages::control::inject::parse(&value(i, a)?)?);
+                inject.push(mpistages_control::inject::parse(&value(i, a)?)?);
                 i += 2;
             }
             "--ckpt" => {

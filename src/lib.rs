@@ -1,7 +1,10 @@
 //! The launcher: `mpiexec` (the controller), the node agent that starts and
 //! supervises ranks, spares, the command line, leftovers of dead jobs, and
-//! the compiler wrappers. It speaks to ranks through `mpistages::control`'s
-//! protocol.
+//! the compiler wrappers. It speaks to ranks through the control protocol
+//! of the crate `mpistages-control`, and makes system calls through
+//! `mpistages-sys`; of the MPI library it uses only the checkpoint reader
+//! (`mpistages-ckpt`, the `--ckpt` syntax) and the Fortran binding table
+//! (`mpifort`).
 //!
 //! Owns: processes, the job directory, the controller's side of the
 //! control channel. Must not touch: MPI state inside ranks (a rank learns

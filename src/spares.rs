@@ -6,7 +6,7 @@
 //! says when to start them and speaks to them over the control channel.
 
 use crate::agent::{Gate, Launch, RankProc, Started};
-use mpistages::sys::process;
+use mpistages_sys::process;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 

@@ -183,7 +183,7 @@ impl Job {
     }
 
     pub(super) fn check_key(&self, key: &[u8]) -> Result<(), String> {
-        if mpistages::sys::constant_time_eq(key, self.key.as_bytes()) {
+        if mpistages_sys::constant_time_eq(key, self.key.as_bytes()) {
             Ok(())
         } else {
             Err("wrong job key".into())

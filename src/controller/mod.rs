@@ -10,10 +10,10 @@ use crate::agent::{Launch, RankProc};
 use crate::cli::{self, Parsed, RecoveryMode, USAGE};
 use crate::leftovers::{self, JobFiles};
 use crate::spares::{Spares, Taken};
-use mpistages::control::inject::{self, Trigger};
-use mpistages::control::proto::{self, Decoder, ToController, ToRank};
-use mpistages::sys::epoll::{self, Epoll};
-use mpistages::sys::process::{self, Exit, SignalFd};
+use mpistages_control::inject::{self, Trigger};
+use mpistages_control::proto::{self, Decoder, ToController, ToRank};
+use mpistages_sys::epoll::{self, Epoll};
+use mpistages_sys::process::{self, Exit, SignalFd};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -181,7 +181,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     let spec = opts
         .ckpt
         .clone()
-        .or_else(|| std::env::var(mpistages::control::env::CKPT).ok())
+        .or_else(|| std::env::var(mpistages_control::env::CKPT).ok())
         .unwrap_or_default();
     let files = JobFiles::new(&spec, &launch.job_id);
     files.sweep_dead_jobs();
@@ -320,11 +320,11 @@ impl Job {
     /// launcher's own (recovery mode, checkpoint configuration).
     fn job_env(&self) -> Vec<(&'static str, String)> {
         let mut env = vec![(
-            mpistages::control::env::RECOVERY,
+            mpistages_control::env::RECOVERY,
             self.opts.recovery.name().to_string(),
         )];
         if let Some(c) = &self.opts.ckpt {
-            env.push((mpistages::control::env::CKPT, c.clone()));
+            env.push((mpistages_control::env::CKPT, c.clone()));
         }
         env
     }
@@ -338,10 +338,7 @@ impl Job {
             env.push((inject::ENV, injected));
         }
         if let Some(rec) = self.rec.recovering() {
-            env.push((
-                mpistages::control::env::RESTART_EPOCH,
-                rec.epoch.to_string(),
-            ));
+            env.push((mpistages_control::env::RESTART_EPOCH, rec.epoch.to_string()));
         }
         let started = self.launch.spawn(rank, self.rec.generation(), &env)?;
         self.keep_forwarders(started.forwarders);

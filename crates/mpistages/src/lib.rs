@@ -29,5 +29,6 @@ pub mod control;
 pub mod inject;
 pub mod progress;
 pub mod stages;
-pub mod sys;
+/// System calls: the crate `mpistages-sys`, shared with the launcher.
+pub use mpistages_sys as sys;
 pub mod transport;

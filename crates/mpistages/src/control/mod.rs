@@ -1,38 +1,11 @@
-//! The rank's side of the control plane, and the vocabulary it shares with
-//! the launcher: the control messages and their framing (`proto`), the
-//! client that connects a rank to `mpiexec` (`client`), the environment
-//! through which `mpiexec` tells a rank who it is (`env`), and fault
-//! injection specs (`inject`).
+//! The rank's side of the control plane: the client that connects a rank
+//! to `mpiexec` (`client`), and the vocabulary it shares with the launcher
+//! (the crate `mpistages-control`, re-exported here: `proto`, `inject`,
+//! `mode`, `env`).
 //!
 //! Owns: the control channel's bytes. Must not touch: MPI state (the
 //! engine reads notices from a `ControlReader`), processes (the launcher's).
 //! Calls only `sys`.
 
 pub mod client;
-pub mod inject;
-pub mod mode;
-pub mod proto;
-
-/// Environment variables through which `mpiexec` tells a rank who it is.
-pub mod env {
-    pub const RANK: &str = "MPISTAGES_RANK";
-    pub const SIZE: &str = "MPISTAGES_SIZE";
-    /// How many ranks of the job run on this machine (they share its cores).
-    pub const LOCAL_SIZE: &str = "MPISTAGES_LOCAL_SIZE";
-    pub const CONTROL: &str = "MPISTAGES_CONTROL";
-    pub const KEY: &str = "MPISTAGES_JOB_KEY";
-    pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
-    pub const GENERATION: &str = "MPISTAGES_GENERATION";
-    /// `none`, `stages`, `reinit` or `cpr`: how the job reacts to a failed rank.
-    pub const RECOVERY: &str = "MPISTAGES_RECOVERY";
-    /// Set in a process started because of a failure (a replacement, or
-    /// every rank of a relaunched `cpr` job): the epoch it restores.
-    pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
-    /// The checkpoint configuration (see `checkpoint::config`).
-    pub const CKPT: &str = "MPISTAGES_CKPT";
-    /// Set in a spare process: it waits in `MPI_Init` until mpiexec makes
-    /// it the replacement of a failed rank (and tells it the rank, the
-    /// generation, the epoch and the injections that the variables above
-    /// carry for a rank started as such).
-    pub const SPARE: &str = "MPISTAGES_SPARE";
-}
+pub use mpistages_control::{env, inject, mode, proto};

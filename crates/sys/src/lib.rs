@@ -2,6 +2,12 @@
 //! runtime use (epoll, eventfd, process control). Every `unsafe` system call in
 //! the crate outside the ABI boundary and the shared-memory transport lives
 //! here, each with the reason it is sound. Nothing here knows about MPI.
+//!
+//! A crate of its own, shared by the library (as `mpistages::sys`) and the
+//! launcher; it depends on nothing of either.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod epoll;
 pub mod eventfd;

@@ -1,0 +1,38 @@
+//! The control plane's vocabulary, shared by the library (a rank) and the
+//! launcher (`mpiexec`): the control messages and their framing (`proto`),
+//! fault injection specs (`inject`), recovery modes (`mode`), and the
+//! environment through which `mpiexec` tells a rank who it is (`env`).
+//!
+//! A crate of its own so that the launcher does not link the MPI library
+//! to speak to ranks, and so that this vocabulary cannot reach into either
+//! side (Cargo refuses the dependency).
+
+#![deny(unsafe_code)]
+
+pub mod inject;
+pub mod mode;
+pub mod proto;
+
+/// Environment variables through which `mpiexec` tells a rank who it is.
+pub mod env {
+    pub const RANK: &str = "MPISTAGES_RANK";
+    pub const SIZE: &str = "MPISTAGES_SIZE";
+    /// How many ranks of the job run on this machine (they share its cores).
+    pub const LOCAL_SIZE: &str = "MPISTAGES_LOCAL_SIZE";
+    pub const CONTROL: &str = "MPISTAGES_CONTROL";
+    pub const KEY: &str = "MPISTAGES_JOB_KEY";
+    pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
+    pub const GENERATION: &str = "MPISTAGES_GENERATION";
+    /// `none`, `stages`, `reinit` or `cpr`: how the job reacts to a failed rank.
+    pub const RECOVERY: &str = "MPISTAGES_RECOVERY";
+    /// Set in a process started because of a failure (a replacement, or
+    /// every rank of a relaunched `cpr` job): the epoch it restores.
+    pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
+    /// The checkpoint configuration (see `checkpoint::config`).
+    pub const CKPT: &str = "MPISTAGES_CKPT";
+    /// Set in a spare process: it waits in `MPI_Init` until mpiexec makes
+    /// it the replacement of a failed rank (and tells it the rank, the
+    /// generation, the epoch and the injections that the variables above
+    /// carry for a rank started as such).
+    pub const SPARE: &str = "MPISTAGES_SPARE";
+}
