@@ -21,6 +21,7 @@
 //! and OUT/campaign-summary.txt; the exit status is 1 if any run was wrong,
 //! hung or crashed.
 
+use mpistages_sys::process::signal;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -437,14 +438,6 @@ fn alive(pid: i32) -> bool {
     })
 }
 
-fn signal(pid: i32, sig: i32) {
-    // SAFETY: kill takes no pointers; every pid signalled here is a process
-    // this campaign started (mpiexec) or one of its children.
-    unsafe {
-        libc::kill(pid, sig);
-    }
-}
-
 fn job(
     mpiexec: &Path,
     args: &[String],
@@ -453,14 +446,15 @@ fn job(
     kill_mpiexec: Option<Duration>,
 ) -> Result<Outcome, String> {
     let t0 = Instant::now();
-    let mut child = Command::new(mpiexec)
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", mpiexec.display()))?;
+    let mut child = super::interrupt::spawn_job(
+        Command::new(mpiexec)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|e| format!("starting {}: {e}", mpiexec.display()))?;
     let read = |r: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -682,7 +676,7 @@ pub fn main(args: &[String]) -> i32 {
         Ok(true) => 0,
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("mpistages-bench campaign: {e}");
+            super::interrupt::report(&format!("mpistages-bench campaign: {e}"));
             1
         }
     }
@@ -692,12 +686,12 @@ pub fn main(args: &[String]) -> i32 {
 fn campaign(o: &Opts) -> Result<bool, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let mpiexec = me.with_file_name("mpiexec");
-    let scratch = super::Scratch(
+    let scratch = super::Scratch::new(
         std::env::temp_dir().join(format!("mpistages-campaign-{}", std::process::id())),
     );
     // The checkpoints go to a root of their own on tmpfs, so that what a
     // job leaves behind is seen (and no other job's files are).
-    let root = super::Scratch(PathBuf::from(format!(
+    let root = super::Scratch::new(PathBuf::from(format!(
         "/dev/shm/mpistages-campaign-{}",
         std::process::id()
     )));

@@ -25,8 +25,10 @@
 
 mod campaign;
 mod chart;
+mod interrupt;
 mod soak;
 
+use interrupt::Scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -205,15 +207,6 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     Ok(o)
 }
 
-/// A scratch directory for the builds, removed at the end.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn build(o: &Opts, mpicc: &Path, dir: &Path, app: &App) -> Result<(PathBuf, PathBuf), String> {
     let src = o.examples.join(format!("{}.c", app.name));
     let mut out = Vec::new();
@@ -256,13 +249,14 @@ fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String
         .map_err(|e| e.to_string())?
         .with_file_name("mpiexec");
     let t0 = Instant::now();
-    let mut child = Command::new(&mpiexec)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting {}: {e}", mpiexec.display()))?;
+    let mut child = interrupt::spawn_job(
+        Command::new(&mpiexec)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|e| format!("starting {}: {e}", mpiexec.display()))?;
     // Read both pipes on threads so a full pipe never stalls the job.
     let mut so = child.stdout.take().expect("piped");
     let mut se = child.stderr.take().expect("piped");
@@ -396,33 +390,42 @@ struct Row {
 
 /// The `mpistages-bench` program (its `main`).
 pub fn main() {
+    interrupt::install();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("campaign") => std::process::exit(campaign::main(&args[1..])),
-        Some("soak") => std::process::exit(soak::main(&args[1..])),
-        _ => {}
-    }
-    let o = match parse(&args) {
+    let code = match args.first().map(String::as_str) {
+        Some("campaign") => campaign::main(&args[1..]),
+        Some("soak") => soak::main(&args[1..]),
+        _ => recovery_main(&args),
+    };
+    interrupt::exit(code)
+}
+
+/// `mpistages-bench [options]`: the recovery benchmark.
+fn recovery_main(args: &[String]) -> i32 {
+    let o = match parse(args) {
         Ok(o) => o,
         Err(e) if e.is_empty() => {
             print!("{USAGE}");
-            return;
+            return 0;
         }
         Err(e) => {
             eprintln!("mpistages-bench: {e}\n\n{USAGE}");
-            std::process::exit(2);
+            return 2;
         }
     };
-    if let Err(e) = bench(&o) {
-        eprintln!("mpistages-bench: {e}");
-        std::process::exit(1);
+    match bench(&o) {
+        Ok(()) => 0,
+        Err(e) => {
+            interrupt::report(&format!("mpistages-bench: {e}"));
+            1
+        }
     }
 }
 
 fn bench(o: &Opts) -> Result<(), String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let scratch =
-        Scratch(std::env::temp_dir().join(format!("mpistages-bench-{}", std::process::id())));
+        Scratch::new(std::env::temp_dir().join(format!("mpistages-bench-{}", std::process::id())));
     std::fs::create_dir_all(&scratch.0).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
     // Every run of the plan, to show progress as k/N.

@@ -125,7 +125,7 @@ pub struct Soak {
 /// Runs the soak: `recoveries` kills of rank 3 in one job of `exe`
 /// (stencil2d), measured after `early` recoveries and at the last one.
 pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Result<Soak, String> {
-    let root = super::Scratch(PathBuf::from(format!(
+    let root = super::Scratch::new(PathBuf::from(format!(
         "/dev/shm/mpistages-soak-{}",
         std::process::id()
     )));
@@ -159,24 +159,32 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
         }
         a
     };
-    let reference = Command::new(mpiexec)
-        .args(args(0))
-        .output()
-        .map_err(|e| e.to_string())?;
+    let reference = super::interrupt::spawn_job(
+        Command::new(mpiexec)
+            .args(args(0))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )
+    .and_then(|mut job| {
+        let out = std::io::read_to_string(job.stdout.take().expect("piped"));
+        job.wait()?;
+        out
+    })
+    .map_err(|e| e.to_string())?;
     let checksum = |out: &str| {
         out.lines()
             .find(|l| l.contains("checksum"))
             .map(str::to_string)
     };
-    let expected = checksum(&String::from_utf8_lossy(&reference.stdout))
-        .ok_or("the failure-free run printed no checksum")?;
+    let expected = checksum(&reference).ok_or("the failure-free run printed no checksum")?;
     let t0 = Instant::now();
-    let mut child = Command::new(mpiexec)
-        .args(args(recoveries))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
+    let mut child = super::interrupt::spawn_job(
+        Command::new(mpiexec)
+            .args(args(recoveries))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|e| e.to_string())?;
     let pid = child.id();
     let out = child.stdout.take().expect("piped");
     let out = std::thread::spawn(move || std::io::read_to_string(out).unwrap_or_default());
@@ -271,8 +279,9 @@ pub fn main(args: &[String]) -> i32 {
         }
         i += 2;
     }
-    let scratch =
-        super::Scratch(std::env::temp_dir().join(format!("mpistages-soak-{}", std::process::id())));
+    let scratch = super::Scratch::new(
+        std::env::temp_dir().join(format!("mpistages-soak-{}", std::process::id())),
+    );
     let exe = scratch.0.join("stencil2d");
     let built = std::fs::create_dir_all(&scratch.0).is_ok()
         && Command::new(bindir.join("mpicc"))
@@ -333,7 +342,7 @@ pub fn main(args: &[String]) -> i32 {
             i32::from(!s.checksum_ok || !s.left.is_empty() || !all_flat)
         }
         Err(e) => {
-            eprintln!("mpistages-bench soak: {e}");
+            super::interrupt::report(&format!("mpistages-bench soak: {e}"));
             1
         }
     }

@@ -24,6 +24,24 @@ pub fn kill_group(pid: i32, sig: i32) {
     }
 }
 
+/// Sends `sig` to our child `pid` (or one of its descendants).
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill takes no pointers; callers signal only processes they
+    // started (or those processes' children).
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// True once our child `pid` has ended (it is reaped here) or is not our
+/// child (any more). Does not block.
+pub fn ended(pid: i32) -> bool {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid out-pointer for the duration of the call.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    r == pid || (r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+}
+
 /// Waits until our child `pid` has ended and reaps it.
 pub fn wait_for(pid: i32) {
     let mut status: libc::c_int = 0;
@@ -70,11 +88,24 @@ pub fn signal_name(sig: i32) -> &'static str {
 /// and start with no signals blocked.
 pub fn supervise(cmd: &mut Command) {
     // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (setpgid, prctl, sigprocmask) on local data.
+    // async-signal-safe functions (setpgid, prctl) with no pointers.
     unsafe {
         cmd.pre_exec(|| {
             libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    start_unblocked(cmd);
+}
+
+/// Makes a spawned child start with no signals blocked (a `SignalFd` in
+/// the parent blocks them, and a mask is inherited across exec).
+pub fn start_unblocked(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (sigemptyset, sigprocmask) on local data.
+    unsafe {
+        cmd.pre_exec(|| {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
@@ -112,6 +143,22 @@ impl SignalFd {
             Ok(SignalFd {
                 fd: OwnedFd::from_raw_fd(fd),
             })
+        }
+    }
+
+    /// Waits for the next signal.
+    pub fn wait(&self) -> i32 {
+        loop {
+            if let Some(sig) = self.read() {
+                return sig;
+            }
+            let mut fds = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: `fds` is one valid pollfd for the duration of the call.
+            unsafe { libc::poll(&mut fds, 1, -1) };
         }
     }
 
