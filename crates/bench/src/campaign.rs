@@ -661,25 +661,7 @@ fn job_dirs(root: &Path) -> Vec<String> {
 }
 
 pub fn main(args: &[String]) -> i32 {
-    let o = match parse(args) {
-        Ok(o) => o,
-        Err(e) if e.is_empty() => {
-            print!("{USAGE}");
-            return 0;
-        }
-        Err(e) => {
-            eprintln!("mpistages-bench campaign: {e}\n\n{USAGE}");
-            return 2;
-        }
-    };
-    match campaign(&o) {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(e) => {
-            super::interrupt::report(&format!("mpistages-bench campaign: {e}"));
-            1
-        }
-    }
+    super::command("mpistages-bench campaign", USAGE, parse(args), campaign)
 }
 
 /// Runs the campaign; true when no run was wrong, hung or crashed.

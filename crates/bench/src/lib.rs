@@ -402,21 +402,35 @@ pub fn main() {
 
 /// `mpistages-bench [options]`: the recovery benchmark.
 fn recovery_main(args: &[String]) -> i32 {
-    let o = match parse(args) {
+    command("mpistages-bench", USAGE, parse(args), |o| {
+        bench(o).map(|()| true)
+    })
+}
+
+/// A command's exit status from its parsed options (an empty error asks
+/// for the usage) and its run (false: it ran but found a failure).
+fn command<O>(
+    name: &str,
+    usage: &str,
+    parsed: Result<O, String>,
+    run: impl FnOnce(&O) -> Result<bool, String>,
+) -> i32 {
+    let o = match parsed {
         Ok(o) => o,
         Err(e) if e.is_empty() => {
-            print!("{USAGE}");
+            print!("{usage}");
             return 0;
         }
         Err(e) => {
-            eprintln!("mpistages-bench: {e}\n\n{USAGE}");
+            eprintln!("{name}: {e}\n\n{usage}");
             return 2;
         }
     };
-    match bench(&o) {
-        Ok(()) => 0,
+    match run(&o) {
+        Ok(true) => 0,
+        Ok(false) => 1,
         Err(e) => {
-            interrupt::report(&format!("mpistages-bench: {e}"));
+            interrupt::report(&format!("{name}: {e}"));
             1
         }
     }
