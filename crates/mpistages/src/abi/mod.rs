@@ -14,6 +14,7 @@ pub mod env;
 pub mod fortran;
 pub mod mpix;
 pub mod p2p;
+pub mod reduce;
 pub mod request;
 
 use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};

@@ -11,6 +11,7 @@ use crate::abi::dtype::*;
 use crate::abi::env::*;
 use crate::abi::mpix::*;
 use crate::abi::p2p::*;
+use crate::abi::reduce::*;
 use crate::abi::request::*;
 use std::os::raw::{c_int, c_void};
 

@@ -11,12 +11,12 @@
 //! follow the MPI buffer rules.
 
 use super::{buf, set, status, statuses, str_in, str_out};
-use crate::abi::coll::*;
 use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::env::*;
 use crate::abi::mpix::*;
 use crate::abi::p2p::*;
+use crate::abi::reduce::*;
 use crate::abi::request::*;
 use crate::abi::{mpi, ret, CStatus};
 use crate::api::consts::{err, COMM_WORLD, MAX_ERROR_STRING, MAX_PROCESSOR_NAME, UNDEFINED};
