@@ -1,6 +1,7 @@
 //! The node agent: starts ranks on this host, forwards their output line by
 //! line, and tears them down. (On one host it runs inside `mpiexec`.)
 
+use crate::cli::{App, Bind};
 use mpistages_control::env;
 use mpistages_sys::process;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -9,9 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 pub struct Launch {
-    pub program: String,
-    pub args: Vec<String>,
+    /// The job's programs, `ranks` of each in turn (MPMD).
+    pub apps: Vec<App>,
+    /// For every program.
     pub env: Vec<(String, String)>,
+    pub bind: Bind,
+    /// The CPUs ranks are bound to in turn with `--bind-to core`.
+    pub cpus: Vec<usize>,
     pub size: usize,
     pub control: String,
     pub key: String,
@@ -142,7 +147,10 @@ impl Launch {
         generation: u32,
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
-        let mut cmd = self.command();
+        let mut cmd = self.command(crate::cli::app_of(&self.apps, rank));
+        if self.bind == Bind::Core && !self.cpus.is_empty() {
+            process::bind_to_cpu(&mut cmd, self.cpus[rank % self.cpus.len()]);
+        }
         cmd.env(env::RANK, rank.to_string())
             .env(env::GENERATION, generation.to_string())
             .env("OMPI_COMM_WORLD_RANK", rank.to_string())
@@ -162,7 +170,9 @@ impl Launch {
     /// until mpiexec makes it the replacement of a failed rank. It gets
     /// no rank variables, and its output is held until then.
     pub fn spawn_spare(&self, extra_env: &[(&str, String)]) -> std::io::Result<Started> {
-        let mut cmd = self.command();
+        // Spares run the job's one program (the command line refuses
+        // spares with several).
+        let mut cmd = self.command(&self.apps[0]);
         cmd.env(env::SPARE, "1")
             .env_remove(env::RANK)
             .env_remove("OMPI_COMM_WORLD_RANK")
@@ -174,10 +184,10 @@ impl Launch {
         self.start(cmd, usize::MAX, GateState::Held(Vec::new(), 0))
     }
 
-    /// The command line and the environment every process of the job gets.
-    fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args)
+    /// The command line and the environment every process of `app` gets.
+    fn command(&self, app: &App) -> Command {
+        let mut cmd = Command::new(&app.program);
+        cmd.args(&app.args)
             .env(env::SIZE, self.size.to_string())
             // This agent starts every rank of the job on this machine.
             .env(env::LOCAL_SIZE, self.size.to_string())
@@ -186,8 +196,11 @@ impl Launch {
             .env(env::JOB_ID, &self.job_id)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for (k, v) in &self.env {
+        for (k, v) in self.env.iter().chain(&app.env) {
             cmd.env(k, v);
+        }
+        if let Some(d) = &app.wdir {
+            cmd.current_dir(d);
         }
         cmd
     }

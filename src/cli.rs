@@ -1,17 +1,40 @@
 //! `mpiexec` command-line options.
 
+use crate::hosts::{self, Host, MapBy, Policy};
 use mpistages_control::inject::Inject;
 pub use mpistages_control::mode::RecoveryMode;
+use std::path::PathBuf;
 
 pub const USAGE: &str = "\
-usage: mpiexec -n N [options] program [args...]
+usage: mpiexec [options] -n N [program options] program [args...]
+       mpiexec [options] -n N prog1 [args] : -n M prog2 [args] ...  (MPMD)
        (also: mpirun; -np N is accepted for -n N)
 
-options:
-  -n, -np N            number of ranks to start (required)
+program options (each program of an MPMD job has its own):
+  -n, -np N            number of ranks of this program (required)
+  -wdir DIR            the directory its ranks start in
+  -env NAME VALUE      set NAME for this program's ranks
+
+options for the whole job (before the first program):
   --tag-output         prefix every output line with [job,rank]<stdout|stderr>:
-  -x NAME[=VALUE]      set NAME in the ranks' environment (the whole
+  -x NAME[=VALUE]      set NAME in every rank's environment (the whole
                        environment of mpiexec is passed on anyway)
+  -genv NAME VALUE     the same as -x NAME=VALUE
+  -H, --host LIST      hosts and their slots, e.g. localhost:4 (a host
+                       without :N has one slot); repeatable
+  --hostfile FILE      hosts from a file, one per line: 'NAME slots=N' or
+                       'NAME:N' or 'NAME'; # starts a comment
+                       (also --machinefile). Without --host or --hostfile
+                       every rank runs on this host, as many as asked.
+                       Today every host must be this machine (localhost,
+                       127.x or its hostname): multi-host launch is next.
+  --map-by slot|node   fill each host's slots in turn (default), or one
+                       rank per host in turn
+  -ppn, --npernode N   at most N ranks per host
+  --oversubscribe      allow more ranks than slots (they share cores);
+                       without it, a job that does not fit is refused
+  --bind-to core|none  bind each rank to one core, in turn over the cores
+                       mpiexec may use (default none)
   --kill-grace SECS    after a failure, how long ranks get between SIGTERM
                        and SIGKILL (default 2)
   --recovery MODE      what a failed rank means:
@@ -73,10 +96,35 @@ Environment read by the ranks:
   MPISTAGES_FRAGMENT=BYTES         rendezvous fragment size (default 262144)
 ";
 
+/// One program of the job and its ranks (MPMD: several, split by `:`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct App {
+    pub ranks: usize,
+    pub program: String,
+    pub args: Vec<String>,
+    /// `-env NAME VALUE` of this program only.
+    pub env: Vec<(String, String)>,
+    /// `-wdir DIR`: where its ranks start (default: mpiexec's directory).
+    pub wdir: Option<PathBuf>,
+}
+
+/// `--bind-to`: what each rank's CPU affinity is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Bind {
+    /// The scheduler places ranks (the default).
+    #[default]
+    None,
+    /// Each rank on one core, in turn over the cores mpiexec may use.
+    Core,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
+    /// Every rank of every program.
     pub ranks: usize,
+    pub apps: Vec<App>,
     pub tag_output: bool,
+    /// `-x`, `-genv`: for every program.
     pub env: Vec<(String, String)>,
     pub kill_grace_secs: f64,
     pub recovery: RecoveryMode,
@@ -85,8 +133,31 @@ pub struct Options {
     pub spares: usize,
     pub inject: Vec<Inject>,
     pub ckpt: Option<String>,
-    pub program: String,
-    pub args: Vec<String>,
+    /// `--host`/`--hostfile`: the hosts and their slots (None: this host,
+    /// as many ranks as asked).
+    pub hosts: Option<Vec<Host>>,
+    pub policy: Policy,
+    pub bind: Bind,
+}
+
+impl Options {
+    /// The program of rank `rank`.
+    pub fn app_of(&self, rank: usize) -> &App {
+        app_of(&self.apps, rank)
+    }
+}
+
+/// The program of rank `rank` among `apps` (ranks are numbered through
+/// the programs in order).
+pub fn app_of(apps: &[App], rank: usize) -> &App {
+    let mut first = 0;
+    for a in apps {
+        if rank < first + a.ranks {
+            return a;
+        }
+        first += a.ranks;
+    }
+    apps.last().expect("a job has a program")
 }
 
 #[derive(Debug, PartialEq)]
@@ -96,137 +167,263 @@ pub enum Parsed {
     Version,
 }
 
-pub fn parse(argv: &[String]) -> Result<Parsed, String> {
+/// A positive number of ranks for `opt`.
+fn rank_count(opt: &str, v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(0) => Err(format!("{opt} needs a positive number, not 0")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{opt} needs a positive number, not '{v}'")),
+    }
+}
+
+/// Hosts that are this machine: the only ones a job can use until the
+/// launcher starts agents on other hosts.
+fn is_this_host(name: &str) -> bool {
+    let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    name == "localhost" || name.starts_with("127.") || name == me.trim()
+}
+
+/// Parses one program's options and its command line from `seg` (the
+/// first one also takes the global options, into `g`).
+fn parse_app(seg: &[String], mut g: Option<&mut Global>) -> Result<App, String> {
     let mut ranks = None;
-    let mut tag_output = false;
     let mut env = Vec::new();
-    let mut kill_grace_secs = 2.0;
-    let mut recovery = RecoveryMode::None;
-    let mut max_restarts = 8;
-    let mut spares = None;
-    let mut inject = Vec::new();
-    let mut ckpt = None;
+    let mut wdir = None;
     let mut i = 0;
     let value = |i: usize, name: &str| -> Result<String, String> {
-        argv.get(i + 1)
+        seg.get(i + 1)
             .cloned()
             .ok_or_else(|| format!("option {name} needs a value"))
     };
-    while i < argv.len() {
-        let a = argv[i].as_str();
+    while i < seg.len() {
+        let a = seg[i].as_str();
         match a {
             "-n" | "-np" | "--n" | "--np" | "-c" => {
-                let v = value(i, a)?;
-                let n: usize = v
-                    .parse()
-                    .map_err(|_| format!("{a} needs a positive number, not '{v}'"))?;
-                if n == 0 {
-                    return Err(format!("{a} needs a positive number, not 0"));
-                }
-                ranks = Some(n);
+                ranks = Some(rank_count(a, &value(i, a)?)?);
                 i += 2;
             }
-            "--tag-output" | "-tag-output" => {
-                tag_output = true;
+            "-wdir" | "--wdir" | "-wd" | "--wd" => {
+                let d = PathBuf::from(value(i, a)?);
+                if !d.is_dir() {
+                    return Err(format!("{a} {}: not a directory", d.display()));
+                }
+                wdir = Some(d);
+                i += 2;
+            }
+            "-env" | "--env" => {
+                env.push((value(i, a)?, value(i + 1, a)?));
+                i += 3;
+            }
+            "--" => {
                 i += 1;
+                break;
             }
-            "-x" => {
-                let v = value(i, a)?;
-                match v.split_once('=') {
-                    Some((k, val)) => env.push((k.to_string(), val.to_string())),
-                    None => {
-                        let val = std::env::var(&v).unwrap_or_default();
-                        env.push((v, val));
-                    }
+            _ if !a.starts_with('-') => break,
+            _ => match g.as_deref_mut() {
+                Some(g) => i += g.option(seg, i)?,
+                None => {
+                    return Err(format!(
+                        "option '{a}' is for the whole job: give it before the first program"
+                    ))
                 }
-                i += 2;
+            },
+        }
+    }
+    if g.as_ref().is_some_and(|g| g.done.is_some()) {
+        return Err(String::new());
+    }
+    let Some(program) = seg.get(i).cloned() else {
+        return Err("no program given".into());
+    };
+    let ranks =
+        ranks.ok_or_else(|| format!("the number of ranks of '{program}' is missing (-n N)"))?;
+    Ok(App {
+        ranks,
+        program,
+        args: seg[i + 1..].to_vec(),
+        env,
+        wdir,
+    })
+}
+
+/// The options of the whole job.
+#[derive(Default)]
+struct Global {
+    done: Option<Parsed>,
+    tag_output: bool,
+    env: Vec<(String, String)>,
+    kill_grace_secs: Option<f64>,
+    recovery: Option<RecoveryMode>,
+    max_restarts: Option<usize>,
+    spares: Option<usize>,
+    inject: Vec<Inject>,
+    ckpt: Option<String>,
+    hosts: Option<Vec<Host>>,
+    policy: Policy,
+    bind: Bind,
+}
+
+impl Global {
+    /// Takes the option at `argv[i]`; returns how many words it used.
+    fn option(&mut self, argv: &[String], i: usize) -> Result<usize, String> {
+        let a = argv[i].as_str();
+        let value = |k: usize| -> Result<String, String> {
+            argv.get(i + k)
+                .cloned()
+                .ok_or_else(|| format!("option {a} needs a value"))
+        };
+        match a {
+            "--tag-output" | "-tag-output" => {
+                self.tag_output = true;
+                return Ok(1);
             }
+            "--oversubscribe" | "-oversubscribe" => {
+                self.policy.oversubscribe = true;
+                return Ok(1);
+            }
+            "-h" | "--help" => {
+                self.done = Some(Parsed::Help);
+                return Ok(argv.len() - i);
+            }
+            "--version" | "-V" => {
+                self.done = Some(Parsed::Version);
+                return Ok(argv.len() - i);
+            }
+            "-genv" | "--genv" => {
+                self.env.push((value(1)?, value(2)?));
+                return Ok(3);
+            }
+            _ => {}
+        }
+        let v = value(1)?;
+        match a {
+            "-x" => match v.split_once('=') {
+                Some((k, val)) => self.env.push((k.to_string(), val.to_string())),
+                None => {
+                    let val = std::env::var(&v).unwrap_or_default();
+                    self.env.push((v, val));
+                }
+            },
             "--kill-grace" => {
-                let v = value(i, a)?;
-                kill_grace_secs = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .ok_or_else(|| format!("--kill-grace needs seconds, not '{v}'"))?;
-                i += 2;
+                self.kill_grace_secs = Some(
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|s| s.is_finite() && *s >= 0.0)
+                        .ok_or_else(|| format!("--kill-grace needs seconds, not '{v}'"))?,
+                )
             }
             "--recovery" => {
-                recovery =
-                    RecoveryMode::parse(&value(i, a)?).map_err(|e| format!("--recovery {e}"))?;
-                i += 2;
+                self.recovery =
+                    Some(RecoveryMode::parse(&v).map_err(|e| format!("--recovery {e}"))?)
             }
             "--max-restarts" => {
-                let v = value(i, a)?;
-                max_restarts = v
-                    .parse()
-                    .map_err(|_| format!("--max-restarts needs a number, not '{v}'"))?;
-                i += 2;
+                self.max_restarts = Some(
+                    v.parse()
+                        .map_err(|_| format!("--max-restarts needs a number, not '{v}'"))?,
+                )
             }
             "--spares" => {
-                let v = value(i, a)?;
-                spares = Some(
+                self.spares = Some(
                     v.parse::<usize>()
                         .ok()
                         .filter(|&n| n <= 64)
                         .ok_or_else(|| {
                             format!("--spares needs a number from 0 to 64, not '{v}'")
                         })?,
-                );
-                i += 2;
+                )
             }
-            "--inject" => {
-                inject.push(mpistages_control::inject::parse(&value(i, a)?)?);
-                i += 2;
-            }
+            "--inject" => self.inject.push(mpistages_control::inject::parse(&v)?),
             "--ckpt" => {
-                let v = value(i, a)?;
                 mpistages::checkpoint::config::parse(&v).map_err(|e| format!("--ckpt: {e}"))?;
-                ckpt = Some(v);
-                i += 2;
+                self.ckpt = Some(v);
             }
-            "--oversubscribe" => i += 1,
-            "-h" | "--help" => return Ok(Parsed::Help),
-            "--version" | "-V" => return Ok(Parsed::Version),
-            "--" => {
-                i += 1;
-                break;
+            "-H" | "--host" | "-host" | "--hosts" | "-hosts" => {
+                let more = hosts::parse_host_list(&v)?;
+                self.hosts.get_or_insert_with(Vec::new).extend(more);
             }
-            _ if a.starts_with('-') => return Err(format!("unknown option '{a}'")),
-            _ => break,
+            "--hostfile" | "-hostfile" | "--machinefile" | "-machinefile" | "-f" => {
+                let text = std::fs::read_to_string(&v).map_err(|e| format!("{a} {v}: {e}"))?;
+                let more = hosts::parse_hostfile(&text, &v)?;
+                self.hosts.get_or_insert_with(Vec::new).extend(more);
+            }
+            "--map-by" | "-map-by" => self.policy.map_by = MapBy::parse(&v)?,
+            "-ppn" | "--ppn" | "--npernode" | "-npernode" => {
+                self.policy.per_host = Some(rank_count(a, &v)?)
+            }
+            "--bind-to" | "-bind-to" => {
+                self.bind = match v.as_str() {
+                    "core" => Bind::Core,
+                    "none" => Bind::None,
+                    _ => return Err(format!("--bind-to takes core or none, not '{v}'")),
+                }
+            }
+            _ => return Err(format!("unknown option '{a}'")),
+        }
+        Ok(2)
+    }
+}
+
+pub fn parse(argv: &[String]) -> Result<Parsed, String> {
+    let mut g = Global::default();
+    let mut apps = Vec::new();
+    for (k, seg) in argv.split(|a| a == ":").enumerate() {
+        match parse_app(seg, (k == 0).then_some(&mut g)) {
+            Err(e) if e.is_empty() => return Ok(g.done.take().expect("help or version")),
+            r => apps.push(r?),
         }
     }
-    let Some(program) = argv.get(i).cloned() else {
-        return Err("no program given".into());
-    };
-    let ranks = ranks.ok_or("the number of ranks is missing (-n N)")?;
-    if let Some(bad) = inject.iter().find(|s| s.rank >= ranks) {
+    let ranks: usize = apps.iter().map(|a| a.ranks).sum();
+    if let Some(bad) = g.inject.iter().find(|s| s.rank >= ranks) {
         return Err(format!(
             "--inject names rank {}, but the job has {ranks} ranks",
             bad.rank
         ));
     }
-    let spares = match spares {
+    let recovery = g.recovery.unwrap_or(RecoveryMode::None);
+    let spares = match g.spares {
         Some(n) if n > 0 && !recovery.replaces_rank() => {
             return Err(format!(
                 "--spares {n} needs --recovery stages or reinit (the failed rank is replaced)"
             ))
         }
+        Some(n) if n > 0 && apps.len() > 1 => {
+            return Err(format!(
+                "--spares {n} runs one program; with several (MPMD) a failed rank gets a new process (--spares 0)"
+            ))
+        }
         Some(n) => n,
-        None if recovery.replaces_rank() => 1,
+        None if recovery.replaces_rank() && apps.len() == 1 => 1,
         None => 0,
     };
+    if let Some(hs) = &g.hosts {
+        if let Some(h) = hs.iter().find(|h| !is_this_host(&h.name)) {
+            return Err(format!(
+                "host '{}' is not this machine: mpiexec starts ranks on this host only (multi-host launch is not built yet)",
+                h.name
+            ));
+        }
+        hosts::place(hs, ranks, g.policy)?;
+    } else if let Some(n) = g.policy.per_host {
+        if ranks > n && !g.policy.oversubscribe {
+            return Err(format!(
+                "{ranks} ranks asked for but -ppn {n} allows {n} on this host; allow it with --oversubscribe"
+            ));
+        }
+    }
     Ok(Parsed::Run(Options {
         ranks,
-        tag_output,
-        env,
-        kill_grace_secs,
+        apps,
+        tag_output: g.tag_output,
+        env: g.env,
+        kill_grace_secs: g.kill_grace_secs.unwrap_or(2.0),
         recovery,
-        max_restarts,
+        max_restarts: g.max_restarts.unwrap_or(8),
         spares,
-        inject,
-        ckpt,
-        program,
-        args: argv[i + 1..].to_vec(),
+        inject: g.inject,
+        ckpt: g.ckpt,
+        hosts: g.hosts,
+        policy: g.policy,
+        bind: g.bind,
     }))
 }
 
@@ -244,10 +441,10 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (o.ranks, o.tag_output, o.program.as_str()),
+            (o.ranks, o.tag_output, o.apps[0].program.as_str()),
             (4, true, "./app")
         );
-        assert_eq!(o.args, vec!["-n", "3", "x"]);
+        assert_eq!(o.apps[0].args, vec!["-n", "3", "x"]);
         assert_eq!(p("--help").unwrap(), Parsed::Help);
         assert!(p("-n 0 ./a").is_err());
         assert!(p("-n x ./a").is_err());
@@ -287,5 +484,65 @@ mod tests {
         assert!(spares("-n 2 --recovery cpr --spares 1 ./a").is_err());
         assert!(spares("-n 2 --recovery stages --spares x ./a").is_err());
         assert!(spares("-n 2 --recovery stages --spares 65 ./a").is_err());
+        assert_eq!(spares("-n 1 --recovery stages ./a : -n 1 ./b"), Ok(0));
+        assert!(spares("-n 1 --recovery stages --spares 1 ./a : -n 1 ./b").is_err());
+    }
+
+    fn run(s: &str) -> Options {
+        match p(s) {
+            Ok(Parsed::Run(o)) => o,
+            other => panic!("{s}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn several_programs_with_their_own_options() {
+        let o = run("-genv A 1 -n 2 -wdir /tmp -env B 2 ./a x : -np 3 ./b y z");
+        assert_eq!(o.ranks, 5);
+        assert_eq!(o.env, vec![("A".to_string(), "1".to_string())]);
+        let (a, b) = (&o.apps[0], &o.apps[1]);
+        assert_eq!(
+            (a.ranks, a.program.as_str(), a.args.clone()),
+            (2, "./a", vec!["x".to_string()])
+        );
+        assert_eq!(a.wdir.as_deref(), Some(std::path::Path::new("/tmp")));
+        assert_eq!(a.env, vec![("B".to_string(), "2".to_string())]);
+        assert_eq!(
+            (b.ranks, b.program.as_str(), b.wdir.clone()),
+            (3, "./b", None)
+        );
+        assert_eq!(o.app_of(1).program, "./a");
+        assert_eq!(o.app_of(2).program, "./b");
+        assert_eq!(o.app_of(4).program, "./b");
+        let err = p("-n 1 ./a : --recovery stages -n 1 ./b").unwrap_err();
+        assert!(err.contains("before the first program"), "{err}");
+        assert!(p("-n 1 ./a : -n 1").unwrap_err().contains("no program"));
+        assert!(p("-n 1 ./a : ./b")
+            .unwrap_err()
+            .contains("'./b' is missing"));
+        assert!(
+            p("-n 2 -env A ./a").is_err(),
+            "-env takes a name and a value"
+        );
+    }
+
+    #[test]
+    fn hosts_slots_and_binding() {
+        let o = run("-H localhost:2,127.0.0.1 --map-by node --bind-to core -n 3 ./a");
+        let hs = o.hosts.clone().unwrap();
+        assert_eq!((hs.len(), hs[0].slots), (2, 2));
+        assert_eq!((o.policy.map_by, o.bind), (MapBy::Node, Bind::Core));
+        let err = p("--host localhost:2 -n 3 ./a").unwrap_err();
+        assert!(err.contains("--oversubscribe"), "{err}");
+        run("--host localhost:2 --oversubscribe -n 3 ./a");
+        // Without hosts, this host takes any number of ranks; -ppn caps it.
+        run("-n 64 ./a");
+        assert!(p("-ppn 2 -n 3 ./a").is_err());
+        run("-ppn 2 --oversubscribe -n 3 ./a");
+        let err = p("--host node7:4 -n 2 ./a").unwrap_err();
+        assert!(err.contains("'node7' is not this machine"), "{err}");
+        assert!(p("--bind-to socket -n 2 ./a").is_err());
+        assert!(p("--map-by ppr -n 2 ./a").is_err());
+        assert!(p("--hostfile /nonexistent -n 2 ./a").is_err());
     }
 }

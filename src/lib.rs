@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod cli;
 pub mod controller;
+pub mod hosts;
 pub mod leftovers;
 pub mod spares;
 pub mod wrapper;

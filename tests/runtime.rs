@@ -283,3 +283,188 @@ fn a_rank_killed_after_finalize_is_explained() {
         r.stderr
     );
 }
+
+/// The line rank `r` of whoami.c printed.
+fn whoami_line(out: &str, r: usize) -> &str {
+    let head = format!("rank {r} of ");
+    out.lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no line of rank {r}:\n{out}"))
+}
+
+/// MPMD: two programs (here one binary with two tags and directories)
+/// form one job; each has its own ranks, arguments, `-env` and `-wdir`,
+/// and `-genv` reaches both.
+#[test]
+fn several_programs_make_one_job() {
+    let exe = build("whoami.c");
+    let exe = exe.to_str().unwrap();
+    let dir = common::Scratch::new("mpmd");
+    let r = mpiexec(
+        &[
+            "-genv",
+            "MPMD_ALL",
+            "all",
+            "-n",
+            "2",
+            "-env",
+            "MPMD_A",
+            "a",
+            exe,
+            "A",
+            "MPMD_A",
+            ":",
+            "-n",
+            "1",
+            "-wdir",
+            dir.path(),
+            exe,
+            "B",
+            "MPMD_ALL",
+        ],
+        &[],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.stderr);
+    for k in 0..2 {
+        let l = whoami_line(&r.stdout, k);
+        assert!(l.contains(" of 3: A ") && l.contains("var=a"), "{l}");
+    }
+    let l = whoami_line(&r.stdout, 2);
+    assert!(
+        l.contains(" of 3: B ")
+            && l.contains(&format!("cwd={} ", dir.path()))
+            && l.contains("var=all"),
+        "{l}"
+    );
+}
+
+/// The CPUs the test itself may use, as /proc/self/status lists them.
+fn my_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<usize>().unwrap()..=b.parse().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
+
+/// `--bind-to core` puts each rank on one core, in turn over the cores
+/// mpiexec may use, as the kernel reports it to the rank.
+#[test]
+fn bind_to_core_is_real_affinity() {
+    let exe = build("whoami.c");
+    let cpus = my_cpus();
+    let n = cpus.len() + 1;
+    let r = mpiexec(
+        &[
+            "--bind-to",
+            "core",
+            "-n",
+            &n.to_string(),
+            exe.to_str().unwrap(),
+            "X",
+            "-",
+        ],
+        &[],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.stderr);
+    for k in 0..n {
+        let l = whoami_line(&r.stdout, k);
+        let want = format!("cpus={}", cpus[k % cpus.len()]);
+        assert!(l.ends_with(&want), "rank {k}: {l}, want {want}");
+    }
+    // Without it, a rank may use every CPU mpiexec may.
+    let r = mpiexec(&["-n", "1", exe.to_str().unwrap(), "X", "-"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.stderr);
+    let l = whoami_line(&r.stdout, 0);
+    let all = std::fs::read_to_string("/proc/self/status").unwrap();
+    let all = all
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    assert!(l.ends_with(&format!("cpus={all}")), "{l}, want {all}");
+}
+
+/// Hosts and slots: a job that does not fit is refused unless
+/// oversubscribed; a hostfile in either form is read; another machine is
+/// refused clearly until multi-host launch exists.
+#[test]
+fn slots_are_enforced_and_hostfiles_read() {
+    let exe = build("whoami.c");
+    let exe = exe.to_str().unwrap();
+    let r = mpiexec(
+        &["--host", "localhost:2", "-n", "3", exe, "X", "-"],
+        &[],
+        LIMIT,
+    );
+    assert_eq!(r.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("3 ranks asked for but the hosts have 2 slots (localhost:2)"),
+        "{}",
+        r.stderr
+    );
+    let r = mpiexec(
+        &[
+            "--host",
+            "localhost:2",
+            "--oversubscribe",
+            "-n",
+            "3",
+            exe,
+            "X",
+            "-",
+        ],
+        &[],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.stderr);
+    let dir = common::Scratch::new("hostfile");
+    let hf = dir.0.join("hosts");
+    std::fs::write(
+        &hf,
+        "# this machine twice\nlocalhost slots=2\n127.0.0.1:1\n",
+    )
+    .unwrap();
+    let r = mpiexec(
+        &["--hostfile", hf.to_str().unwrap(), "-n", "3", exe, "X", "-"],
+        &[],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.stderr);
+    assert_eq!(
+        r.stdout.lines().filter(|l| l.starts_with("rank ")).count(),
+        3
+    );
+    std::fs::write(&hf, "localhost slots=2 cpus=4\n").unwrap();
+    let r = mpiexec(
+        &["--hostfile", hf.to_str().unwrap(), "-n", "1", exe],
+        &[],
+        LIMIT,
+    );
+    assert_eq!(r.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("hosts:1: unknown word 'cpus=4'"),
+        "{}",
+        r.stderr
+    );
+    let r = mpiexec(&["--host", "node7:4", "-n", "1", exe], &[], LIMIT);
+    assert_eq!(r.code(), Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("'node7' is not this machine"),
+        "{}",
+        r.stderr
+    );
+}

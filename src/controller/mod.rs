@@ -169,9 +169,10 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
     epoll.add(signals.as_raw_fd(), epoll::READABLE, TOKEN_SIGNALS)?;
     let launch = Launch {
-        program: opts.program.clone(),
-        args: opts.args.clone(),
+        apps: opts.apps.clone(),
         env: opts.env.clone(),
+        bind: opts.bind,
+        cpus: process::allowed_cpus(),
         size: opts.ranks,
         control: sock.to_string_lossy().into_owned(),
         key: hex(&k),
@@ -211,7 +212,10 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
-            eprintln!("mpiexec: cannot start '{}': {e}", job.opts.program);
+            eprintln!(
+                "mpiexec: cannot start '{}': {e}",
+                job.opts.app_of(r).program
+            );
             job.fail(Failure::Launch);
             break;
         }

@@ -99,6 +99,37 @@ pub fn supervise(cmd: &mut Command) {
     start_unblocked(cmd);
 }
 
+/// The CPUs this process may run on (its affinity mask), in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most
+    // its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Makes a spawned child run on `cpu` only (`--bind-to core`).
+pub fn bind_to_cpu(cmd: &mut Command, cpu: usize) {
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only sched_setaffinity (a system call) on a local cpu_set_t.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Makes a spawned child start with no signals blocked (a `SignalFd` in
 /// the parent blocks them, and a mask is inherited across exec).
 pub fn start_unblocked(cmd: &mut Command) {
