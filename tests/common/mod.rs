@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Condvar, Mutex, OnceLock};
