@@ -34,14 +34,14 @@ fn hosts_reach_this_namespace_until_their_link_is_cut() {
     let names = h.names.clone();
     let listener = TcpListener::bind((h.gateway.as_str(), 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
-    for i in 0..2 {
+    for (i, name) in names.iter().enumerate() {
         assert!(say_hello(&h, i, &h.gateway, port), "host {i}");
         let (mut s, from) = listener.accept().unwrap();
         assert_eq!(from.ip().to_string(), h.addrs[i], "host {i}'s own address");
         let mut got = String::new();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         s.read_to_string(&mut got).unwrap();
-        assert_eq!(got.trim(), names[i]);
+        assert_eq!(got.trim(), name);
     }
     h.cut(1).unwrap();
     assert!(
