@@ -18,5 +18,6 @@ pub mod cli;
 pub mod controller;
 pub mod hosts;
 pub mod leftovers;
+pub mod remote_agent;
 pub mod spares;
 pub mod wrapper;

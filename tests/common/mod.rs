@@ -18,6 +18,7 @@ pub fn bin(name: &str) -> PathBuf {
         "mpiexec" => PathBuf::from(env!("CARGO_BIN_EXE_mpiexec")),
         "mpifort" => PathBuf::from(env!("CARGO_BIN_EXE_mpifort")),
         "mpistages-bench" => PathBuf::from(env!("CARGO_BIN_EXE_mpistages-bench")),
+        "mpistages-agent" => PathBuf::from(env!("CARGO_BIN_EXE_mpistages-agent")),
         _ => panic!("unknown binary {name}"),
     }
 }

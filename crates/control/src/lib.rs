@@ -9,6 +9,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod agent;
 pub mod inject;
 pub mod mode;
 pub mod proto;

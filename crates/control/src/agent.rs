@@ -1,0 +1,134 @@
+//! Messages between `mpiexec` and the node agent of another host, framed
+//! as the rank messages are (`proto::encode`, `proto::Decoder`). The agent
+//! is thin: it starts and signals processes on its host, reports how they
+//! end, forwards their output, and says it is alive; every decision stays
+//! with `mpiexec`. Ranks on that host talk to `mpiexec` directly (over
+//! TCP, with the job key), not through the agent.
+
+use serde::{Deserialize, Serialize};
+
+/// How a process ended (as `mpistages_sys::process::Exit`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Code(i32),
+    Signal(i32),
+}
+
+/// What to start: the program, its arguments and environment (on top of
+/// the agent's own), where, and on which CPU.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    /// mpiexec's name for the process (a rank's generation-unique id, or
+    /// a spare's); the agent's reports carry it.
+    pub id: u64,
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub wdir: Option<String>,
+    pub cpu: Option<u32>,
+    /// Rank 0's stdin is mpiexec's; the agent gives every process an empty
+    /// one (forwarding stdin to other hosts is not supported).
+    pub stdin: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum ToAgent {
+    Start(Start),
+    /// Sends `signal` to the process (and its children) named `id`.
+    Signal {
+        id: u64,
+        signal: i32,
+    },
+    /// The job is over: end every process (SIGTERM, then SIGKILL after
+    /// `grace_ms`) and exit.
+    Shutdown {
+        grace_ms: u32,
+    },
+    /// mpiexec is alive (the agent ends its processes when mpiexec falls
+    /// silent: a lost controller is the end of the job).
+    Alive,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub enum FromAgent {
+    /// First message: the job key (from the agent's stdin), and the host
+    /// as the agent names it.
+    Hello {
+        key: Vec<u8>,
+        host: String,
+    },
+    Started {
+        id: u64,
+        pid: u32,
+    },
+    /// The process could not be started (exec failed, ...).
+    NotStarted {
+        id: u64,
+        why: String,
+    },
+    Ended {
+        id: u64,
+        how: Ended,
+    },
+    /// A line (or a piece of one at most `MAX_LINE` long) of output.
+    Output {
+        id: u64,
+        stderr: bool,
+        line: Vec<u8>,
+    },
+    /// The agent is alive (sent every `HEARTBEAT_MS`).
+    Alive,
+}
+
+/// How often both sides say they are alive.
+pub const HEARTBEAT_MS: u64 = 250;
+
+/// Longest piece of one output line in one message.
+pub const MAX_LINE: usize = 64 << 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{encode, Decoder};
+
+    #[test]
+    fn messages_round_trip_and_garbage_is_an_error() {
+        let start = ToAgent::Start(Start {
+            id: 7,
+            program: "./a".into(),
+            args: vec!["x".into()],
+            env: vec![("MPISTAGES_RANK".into(), "3".into())],
+            wdir: Some("/tmp".into()),
+            cpu: Some(1),
+            stdin: false,
+        });
+        let from = [
+            FromAgent::Hello {
+                key: b"k".to_vec(),
+                host: "h1".into(),
+            },
+            FromAgent::Ended {
+                id: 7,
+                how: Ended::Signal(9),
+            },
+            FromAgent::Output {
+                id: 7,
+                stderr: true,
+                line: b"hi\n".to_vec(),
+            },
+        ];
+        let mut d = Decoder::default();
+        d.push(&encode(&start));
+        assert_eq!(d.next_message::<ToAgent>().unwrap(), Some(start));
+        for m in from {
+            let bytes = encode(&m);
+            // In two pieces, as a stream delivers them.
+            d.push(&bytes[..3]);
+            assert_eq!(d.next_message::<FromAgent>().unwrap(), None);
+            d.push(&bytes[3..]);
+            assert_eq!(d.next_message::<FromAgent>().unwrap(), Some(m));
+        }
+        d.push(&[3, 0, 0, 0, 0xff, 0xff, 0xff]);
+        assert!(d.next_message::<FromAgent>().is_err());
+    }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    launcher::remote_agent::main()
+}

@@ -1,0 +1,308 @@
+//! `mpistages-agent`: the node agent on a host other than mpiexec's.
+//! Started by the launcher command (`ip netns exec H`, `ssh H`, `srun`),
+//! it connects back to mpiexec, reads the job key from its stdin (never
+//! from its command line, which other users can see), then starts and
+//! signals processes as mpiexec asks, reports how they end, forwards their
+//! output line by line, and says it is alive. When mpiexec goes (its
+//! connection ends or falls silent), every process the agent started ends
+//! with it.
+//!
+//!   mpistages-agent --connect ADDR:PORT --host NAME   (key on stdin)
+
+use mpistages_control::agent::{Ended, FromAgent, Start, ToAgent, HEARTBEAT_MS, MAX_LINE};
+use mpistages_control::proto::{self, Decoder};
+use mpistages_sys::epoll::{self, Epoll};
+use mpistages_sys::process::{self, Exit, SignalFd};
+use mpistages_sys::socket::NoSignal;
+use mpistages_sys::timerfd::TimerFd;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const TOKEN_CONN: u64 = 1;
+const TOKEN_SIGNALS: u64 = 2;
+const TOKEN_TIMER: u64 = 3;
+
+/// mpiexec silent this long: it is gone, and so is the job.
+const CONTROLLER_SILENCE: Duration = Duration::from_secs(5);
+
+/// How long an ended process's output may still trail in before its end
+/// is reported (a grandchild can hold the pipes open).
+const OUTPUT_TAIL: Duration = Duration::from_secs(1);
+
+/// The connection to mpiexec, shared by the threads that forward output.
+#[derive(Clone)]
+struct Link(Arc<Mutex<TcpStream>>);
+
+impl Link {
+    fn send(&self, msg: &FromAgent) -> bool {
+        let bytes = proto::encode(msg);
+        let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        NoSignal::new(&*s).write_all(&bytes).is_ok()
+    }
+}
+
+struct Proc {
+    id: u64,
+    /// Output streams not yet at their end.
+    open: Arc<AtomicUsize>,
+}
+
+fn forward(
+    link: Link,
+    id: u64,
+    stderr: bool,
+    from: impl Read + Send + 'static,
+    open: Arc<AtomicUsize>,
+) {
+    std::thread::spawn(move || {
+        let mut r = BufReader::with_capacity(MAX_LINE, from);
+        loop {
+            let buf = match r.fill_buf() {
+                Ok([]) | Err(_) => break,
+                Ok(b) => b,
+            };
+            // Up to the end of a line, or a full buffer of one long line.
+            let n = buf
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(buf.len(), |i| i + 1);
+            let line = buf[..n].to_vec();
+            r.consume(n);
+            if !link.send(&FromAgent::Output { id, stderr, line }) {
+                break;
+            }
+        }
+        open.fetch_sub(1, Ordering::Release);
+    });
+}
+
+fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
+    let mut cmd = Command::new(&s.program);
+    cmd.args(&s.args)
+        .envs(s.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(d) = &s.wdir {
+        cmd.current_dir(d);
+    }
+    process::supervise(&mut cmd);
+    if let Some(cpu) = s.cpu {
+        process::bind_to_cpu(&mut cmd, cpu as usize);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start '{}': {e}", s.program))?;
+    let open = Arc::new(AtomicUsize::new(2));
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    if let (Some(out), Some(err)) = (out, err) {
+        forward(link.clone(), s.id, false, out, open.clone());
+        forward(link.clone(), s.id, true, err, open.clone());
+    }
+    // The child is reaped with waitpid(-1) on SIGCHLD; the handle is not
+    // needed (dropping it neither kills nor waits).
+    Ok((child.id() as i32, Proc { id: s.id, open }))
+}
+
+/// Reports `id`'s end once its output has all been forwarded (or after
+/// `OUTPUT_TAIL`), so mpiexec prints every line before it counts the end.
+fn report_end(link: &Link, p: Proc, exit: Exit) {
+    let link = link.clone();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + OUTPUT_TAIL;
+        while p.open.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let how = match exit {
+            Exit::Code(c) => Ended::Code(c),
+            Exit::Signal(s) => Ended::Signal(s),
+        };
+        link.send(&FromAgent::Ended { id: p.id, how });
+    });
+}
+
+struct Agent {
+    link: Link,
+    conn: TcpStream,
+    dec: Decoder,
+    procs: HashMap<i32, Proc>,
+    heard: Instant,
+}
+
+impl Agent {
+    fn end_all(&mut self, grace: Duration) {
+        for &pid in self.procs.keys() {
+            process::kill_group(pid, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + grace;
+        while !self.procs.keys().all(|&pid| process::ended(pid)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for &pid in self.procs.keys() {
+            process::kill_group(pid, libc::SIGKILL);
+        }
+    }
+
+    /// Handles what mpiexec sent; false when the agent must end.
+    fn on_conn(&mut self) -> bool {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.conn.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => self.dec.push(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        self.heard = Instant::now();
+        loop {
+            match self.dec.next_message::<ToAgent>() {
+                Ok(None) => return true,
+                Ok(Some(ToAgent::Alive)) => {}
+                Ok(Some(ToAgent::Start(s))) => {
+                    let id = s.id;
+                    match start(&self.link, s) {
+                        Ok((pid, p)) => {
+                            self.procs.insert(pid, p);
+                            self.link.send(&FromAgent::Started {
+                                id,
+                                pid: pid as u32,
+                            });
+                        }
+                        Err(why) => {
+                            self.link.send(&FromAgent::NotStarted { id, why });
+                        }
+                    }
+                }
+                Ok(Some(ToAgent::Signal { id, signal })) => {
+                    if let Some((&pid, _)) = self.procs.iter().find(|(_, p)| p.id == id) {
+                        process::kill_group(pid, signal);
+                    }
+                }
+                Ok(Some(ToAgent::Shutdown { grace_ms })) => {
+                    self.end_all(Duration::from_millis(grace_ms as u64));
+                    return false;
+                }
+                Err(e) => {
+                    eprintln!("mpistages-agent: mpiexec sent a malformed message: {e}");
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        while let Some((pid, exit)) = process::try_wait_any() {
+            if let Some(p) = self.procs.remove(&pid) {
+                report_end(&self.link, p, exit);
+            }
+        }
+    }
+}
+
+fn arg(args: &[String], name: &str) -> Result<String, String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+        .ok_or_else(|| format!("{name} is missing"))
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let connect = arg(args, "--connect")?;
+    let host = arg(args, "--host")?;
+    let mut key = String::new();
+    std::io::stdin()
+        .read_line(&mut key)
+        .map_err(|e| format!("reading the job key from stdin: {e}"))?;
+    // Signals are blocked before any thread starts, so all inherit it.
+    let signals = SignalFd::new(&[libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+        .map_err(|e| format!("signalfd: {e}"))?;
+    let conn = TcpStream::connect(&connect).map_err(|e| format!("connecting to {connect}: {e}"))?;
+    let _ = conn.set_nodelay(true);
+    let link = Link(Arc::new(Mutex::new(
+        conn.try_clone().map_err(|e| e.to_string())?,
+    )));
+    if !link.send(&FromAgent::Hello {
+        key: key.trim().as_bytes().to_vec(),
+        host,
+    }) {
+        return Err(format!("mpiexec at {connect} closed the connection"));
+    }
+    conn.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let ep = Epoll::new().map_err(|e| e.to_string())?;
+    let timer = TimerFd::new().map_err(|e| e.to_string())?;
+    let beat = Duration::from_millis(HEARTBEAT_MS);
+    timer.arm(beat);
+    for (fd, token) in [
+        (conn.as_raw_fd(), TOKEN_CONN),
+        (signals.as_raw_fd(), TOKEN_SIGNALS),
+        (timer.as_raw_fd(), TOKEN_TIMER),
+    ] {
+        ep.add(fd, epoll::READABLE, token)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut agent = Agent {
+        link,
+        conn,
+        dec: Decoder::default(),
+        procs: HashMap::new(),
+        heard: Instant::now(),
+    };
+    let mut evs = Vec::new();
+    loop {
+        evs.clear();
+        let _ = ep.wait(&mut evs, -1);
+        for ev in evs.clone() {
+            match ev.token {
+                TOKEN_CONN => {
+                    if !agent.on_conn() {
+                        agent.end_all(Duration::from_secs(2));
+                        return Ok(());
+                    }
+                }
+                TOKEN_SIGNALS => {
+                    while let Some(sig) = signals.read() {
+                        if sig == libc::SIGCHLD {
+                            agent.reap();
+                        } else {
+                            agent.end_all(Duration::from_secs(2));
+                            return Ok(());
+                        }
+                    }
+                }
+                _ => {
+                    timer.drain();
+                    timer.arm(beat);
+                    if agent.heard.elapsed() > CONTROLLER_SILENCE
+                        || !agent.link.send(&FromAgent::Alive)
+                    {
+                        eprintln!(
+                            "mpistages-agent: mpiexec fell silent; ending this host's processes"
+                        );
+                        agent.end_all(Duration::from_secs(2));
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn main() -> ! {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let code = match run(&args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("mpistages-agent: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
