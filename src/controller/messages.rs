@@ -6,6 +6,7 @@ use super::*;
 impl Job {
     pub(super) fn accept(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
+            let stream = ControlStream::Unix(stream);
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }

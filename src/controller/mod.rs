@@ -12,11 +12,12 @@ use crate::leftovers::{self, JobFiles};
 use crate::spares::{Spares, Taken};
 use mpistages_control::inject::{self, Trigger};
 use mpistages_control::proto::{self, Decoder, ToController, ToRank};
+use mpistages_control::stream::ControlStream;
 use mpistages_sys::epoll::{self, Epoll};
 use mpistages_sys::process::{self, Exit, SignalFd};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -77,7 +78,7 @@ struct RankState {
 }
 
 struct Conn {
-    stream: UnixStream,
+    stream: ControlStream,
     dec: Decoder,
     rank: Option<usize>,
     /// A spare's connection: the rank it was made the replacement of.

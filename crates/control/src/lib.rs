@@ -13,6 +13,7 @@ pub mod agent;
 pub mod inject;
 pub mod mode;
 pub mod proto;
+pub mod stream;
 
 /// Environment variables through which `mpiexec` tells a rank who it is.
 pub mod env {

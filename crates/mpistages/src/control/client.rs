@@ -3,9 +3,9 @@
 
 use super::env;
 use super::proto::{self, ToController, ToRank};
+use super::stream::ControlStream;
 use crate::sys::socket::NoSignal;
 use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 
 /// What `mpiexec` told this process about the job.
@@ -20,7 +20,7 @@ pub struct JobInfo {
     pub inject: String,
     control: String,
     /// A spare's control connection, already open.
-    stream: Option<UnixStream>,
+    stream: Option<ControlStream>,
 }
 
 impl JobInfo {
@@ -76,7 +76,7 @@ impl JobInfo {
     /// by mpiexec; if mpiexec goes away first, the process ends here
     /// without running any more of the program.
     fn as_spare(control: String, size: usize, key: Vec<u8>) -> io::Result<JobInfo> {
-        let mut stream = UnixStream::connect(&control)?;
+        let mut stream = ControlStream::connect(&control)?;
         proto::send(
             &mut NoSignal::new(&stream),
             &ToController::Spare {
@@ -115,7 +115,7 @@ impl JobInfo {
 }
 
 pub struct Client {
-    stream: Mutex<UnixStream>,
+    stream: Mutex<ControlStream>,
 }
 
 /// The bootstrap fence's answer.
@@ -144,7 +144,7 @@ impl Client {
     pub fn bootstrap(job: &JobInfo, addr: &str) -> io::Result<(Client, Welcome)> {
         let mut stream = match &job.stream {
             Some(s) => s.try_clone()?,
-            None => UnixStream::connect(&job.control)?,
+            None => ControlStream::connect(&job.control)?,
         };
         proto::send(
             &mut NoSignal::new(&stream),
@@ -220,7 +220,7 @@ impl Client {
 
 /// Reads control messages from `mpiexec` without blocking.
 pub struct ControlReader {
-    stream: UnixStream,
+    stream: ControlStream,
     dec: proto::Decoder,
 }
 

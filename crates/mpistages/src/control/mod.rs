@@ -8,4 +8,4 @@
 //! Calls only `sys`.
 
 pub mod client;
-pub use mpistages_control::{env, inject, mode, proto};
+pub use mpistages_control::{env, inject, mode, proto, stream};
