@@ -1,9 +1,13 @@
-//! The node agent: starts ranks on this host, forwards their output line by
-//! line, and tears them down. (On one host it runs inside `mpiexec`.)
+//! The node agent of mpiexec's own host (it runs inside `mpiexec`): starts
+//! ranks here, forwards their output line by line, and tears them down.
+//! What a rank gets (program, arguments, environment, directory, CPU) is
+//! decided here for every host; on another host `mpistages-agent`
+//! (`remote_agent.rs`) starts it.
 
 use crate::cli::{App, Bind};
 use mpistages_control::env;
 use mpistages_sys::process;
+use mpistages_sys::socket::NoSignal;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -17,6 +21,8 @@ pub struct Launch {
     pub bind: Bind,
     /// The CPUs ranks are bound to in turn with `--bind-to core`.
     pub cpus: Vec<usize>,
+    /// The host of each rank (0: this machine; see `cli::Options::hosts`).
+    pub rank_host: Vec<usize>,
     pub size: usize,
     pub control: String,
     pub key: String,
@@ -26,10 +32,46 @@ pub struct Launch {
 
 pub struct RankProc {
     pub rank: usize,
+    /// On this host, the pid (exits are collected with `waitpid`); on
+    /// another, the pid there once its agent said (0 before).
     pub pid: i32,
-    /// Kept only so the handle is not dropped early; exits are collected with
-    /// `waitpid` by the controller.
-    _child: Child,
+    /// mpiexec's name for this process on another host, and the agent
+    /// that runs it (None: this host).
+    pub remote: Option<(u64, AgentLink)>,
+    /// Kept only so the handle is not dropped early.
+    _child: Option<Child>,
+}
+
+/// Where messages to the agent of another host go (shared by the
+/// processes it runs).
+#[derive(Clone)]
+pub struct AgentLink(pub Arc<Mutex<std::net::TcpStream>>);
+
+impl AgentLink {
+    /// Sends `msg`; false if the agent is gone (its host is then lost).
+    pub fn send(&self, msg: &mpistages_control::agent::ToAgent) -> bool {
+        let bytes = mpistages_control::proto::encode(msg);
+        let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // The socket is non-blocking (mpiexec reads it in its event loop);
+        // an agent that takes nothing for 2 s is as good as lost.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut off = 0;
+        while off < bytes.len() {
+            match NoSignal::new(&*s).write(&bytes[off..]) {
+                Ok(0) => return false,
+                Ok(n) => off += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if std::time::Instant::now() > deadline {
+                        return false;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
 }
 
 /// Serializes forwarded lines so lines from different ranks never interleave.
@@ -139,30 +181,84 @@ pub struct Started {
     pub forwarders: Vec<JoinHandle<()>>,
 }
 
+/// What a process of the job gets, on whichever host it runs.
+pub struct Plan {
+    pub program: String,
+    pub args: Vec<String>,
+    /// On top of the environment it inherits.
+    pub env: Vec<(String, String)>,
+    pub wdir: Option<std::path::PathBuf>,
+    pub cpu: Option<usize>,
+}
+
 impl Launch {
-    /// Starts rank `rank` and the threads that forward its output.
+    /// Ranks of the job on `host`.
+    pub fn ranks_on(&self, host: usize) -> usize {
+        self.rank_host.iter().filter(|&&h| h == host).count()
+    }
+
+    /// What rank `rank` (None: a spare, which runs the job's one program
+    /// and gets no rank variables) gets, reaching mpiexec at `control`.
+    pub fn plan(
+        &self,
+        rank: Option<usize>,
+        generation: u32,
+        extra_env: &[(&str, String)],
+        control: &str,
+    ) -> Plan {
+        let app = match rank {
+            Some(r) => crate::cli::app_of(&self.apps, r),
+            // The command line refuses spares with several programs.
+            None => &self.apps[0],
+        };
+        let host = rank.map_or(0, |r| self.rank_host[r]);
+        let mut env: Vec<(String, String)> = vec![
+            (env::SIZE.into(), self.size.to_string()),
+            (env::LOCAL_SIZE.into(), self.ranks_on(host).to_string()),
+            (env::CONTROL.into(), control.to_string()),
+            (env::KEY.into(), self.key.clone()),
+            (env::JOB_ID.into(), self.job_id.clone()),
+        ];
+        env.extend(self.env.iter().chain(&app.env).cloned());
+        let mut cpu = None;
+        match rank {
+            Some(r) => {
+                for k in [env::RANK, "OMPI_COMM_WORLD_RANK", "PMI_RANK"] {
+                    env.push((k.into(), r.to_string()));
+                }
+                env.push((env::GENERATION.into(), generation.to_string()));
+                if self.bind == Bind::Core && !self.cpus.is_empty() {
+                    // In turn over the cores, counting this host's ranks.
+                    let local = self.rank_host[..r].iter().filter(|&&h| h == host).count();
+                    cpu = Some(self.cpus[local % self.cpus.len()]);
+                }
+            }
+            None => env.push((env::SPARE.into(), "1".into())),
+        }
+        env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        Plan {
+            program: app.program.clone(),
+            args: app.args.clone(),
+            env,
+            wdir: app.wdir.clone(),
+            cpu,
+        }
+    }
+
+    /// Starts rank `rank` on this host and the threads that forward its
+    /// output.
     pub fn spawn(
         &self,
         rank: usize,
         generation: u32,
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
-        let mut cmd = self.command(crate::cli::app_of(&self.apps, rank));
-        if self.bind == Bind::Core && !self.cpus.is_empty() {
-            process::bind_to_cpu(&mut cmd, self.cpus[rank % self.cpus.len()]);
-        }
-        cmd.env(env::RANK, rank.to_string())
-            .env(env::GENERATION, generation.to_string())
-            .env("OMPI_COMM_WORLD_RANK", rank.to_string())
-            .env("PMI_RANK", rank.to_string())
-            .stdin(if rank == 0 {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            });
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
+        let mut cmd = self.command(&self.plan(Some(rank), generation, extra_env, &self.control));
+        cmd.stdin(if rank == 0 {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        });
         self.start(cmd, rank, GateState::Open(rank))
     }
 
@@ -170,37 +266,26 @@ impl Launch {
     /// until mpiexec makes it the replacement of a failed rank. It gets
     /// no rank variables, and its output is held until then.
     pub fn spawn_spare(&self, extra_env: &[(&str, String)]) -> std::io::Result<Started> {
-        // Spares run the job's one program (the command line refuses
-        // spares with several).
-        let mut cmd = self.command(&self.apps[0]);
-        cmd.env(env::SPARE, "1")
-            .env_remove(env::RANK)
+        let mut cmd = self.command(&self.plan(None, 0, extra_env, &self.control));
+        // Whatever mpiexec's own environment says, a spare has no rank yet.
+        cmd.env_remove(env::RANK)
             .env_remove("OMPI_COMM_WORLD_RANK")
             .env_remove("PMI_RANK")
             .stdin(Stdio::null());
-        for (k, v) in extra_env {
-            cmd.env(k, v);
-        }
         self.start(cmd, usize::MAX, GateState::Held(Vec::new(), 0))
     }
 
-    /// The command line and the environment every process of `app` gets.
-    fn command(&self, app: &App) -> Command {
-        let mut cmd = Command::new(&app.program);
-        cmd.args(&app.args)
-            .env(env::SIZE, self.size.to_string())
-            // This agent starts every rank of the job on this machine.
-            .env(env::LOCAL_SIZE, self.size.to_string())
-            .env(env::CONTROL, &self.control)
-            .env(env::KEY, &self.key)
-            .env(env::JOB_ID, &self.job_id)
+    fn command(&self, p: &Plan) -> Command {
+        let mut cmd = Command::new(&p.program);
+        cmd.args(&p.args)
+            .envs(p.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for (k, v) in self.env.iter().chain(&app.env) {
-            cmd.env(k, v);
-        }
-        if let Some(d) = &app.wdir {
+        if let Some(d) = &p.wdir {
             cmd.current_dir(d);
+        }
+        if let Some(cpu) = p.cpu {
+            process::bind_to_cpu(&mut cmd, cpu);
         }
         cmd
     }
@@ -221,7 +306,8 @@ impl Launch {
             proc: RankProc {
                 rank,
                 pid,
-                _child: child,
+                remote: None,
+                _child: Some(child),
             },
             gate,
             forwarders,
@@ -230,7 +316,25 @@ impl Launch {
 }
 
 impl RankProc {
+    /// A process on another host, started by its agent as `id`.
+    pub fn remote(rank: usize, id: u64, link: AgentLink) -> RankProc {
+        RankProc {
+            rank,
+            pid: 0,
+            remote: Some((id, link)),
+            _child: None,
+        }
+    }
+
     pub fn signal(&self, sig: i32) {
-        process::kill_group(self.pid, sig);
+        match &self.remote {
+            None => process::kill_group(self.pid, sig),
+            Some((id, link)) => {
+                link.send(&mpistages_control::agent::ToAgent::Signal {
+                    id: *id,
+                    signal: sig,
+                });
+            }
+        }
     }
 }

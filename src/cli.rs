@@ -137,6 +137,8 @@ pub struct Options {
     /// as many ranks as asked).
     pub hosts: Option<Vec<Host>>,
     pub policy: Policy,
+    /// The host of each rank (an index into `hosts`; 0 without hosts).
+    pub placement: Vec<usize>,
     pub bind: Bind,
 }
 
@@ -162,7 +164,7 @@ pub fn app_of(apps: &[App], rank: usize) -> &App {
 
 #[derive(Debug, PartialEq)]
 pub enum Parsed {
-    Run(Options),
+    Run(Box<Options>),
     Help,
     Version,
 }
@@ -395,6 +397,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         None if recovery.replaces_rank() && apps.len() == 1 => 1,
         None => 0,
     };
+    let mut placement = vec![0; ranks];
     if let Some(hs) = &g.hosts {
         if let Some(h) = hs.iter().find(|h| !is_this_host(&h.name)) {
             return Err(format!(
@@ -402,7 +405,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
                 h.name
             ));
         }
-        hosts::place(hs, ranks, g.policy)?;
+        placement = hosts::place(hs, ranks, g.policy)?;
     } else if let Some(n) = g.policy.per_host {
         if ranks > n && !g.policy.oversubscribe {
             return Err(format!(
@@ -410,7 +413,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
             ));
         }
     }
-    Ok(Parsed::Run(Options {
+    Ok(Parsed::Run(Box::new(Options {
         ranks,
         apps,
         tag_output: g.tag_output,
@@ -423,8 +426,9 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         ckpt: g.ckpt,
         hosts: g.hosts,
         policy: g.policy,
+        placement,
         bind: g.bind,
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -490,7 +494,7 @@ mod tests {
 
     fn run(s: &str) -> Options {
         match p(s) {
-            Ok(Parsed::Run(o)) => o,
+            Ok(Parsed::Run(o)) => *o,
             other => panic!("{s}: {other:?}"),
         }
     }

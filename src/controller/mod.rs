@@ -144,7 +144,7 @@ pub fn main() -> ! {
             println!("mpiexec (mpistages) {}", env!("CARGO_PKG_VERSION"));
             0
         }
-        Ok(Parsed::Run(o)) => match run(o) {
+        Ok(Parsed::Run(o)) => match run(*o) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("mpiexec: {e}");
@@ -174,6 +174,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         env: opts.env.clone(),
         bind: opts.bind,
         cpus: process::allowed_cpus(),
+        rank_host: opts.placement.clone(),
         size: opts.ranks,
         control: sock.to_string_lossy().into_owned(),
         key: hex(&k),
