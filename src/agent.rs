@@ -43,21 +43,29 @@ pub struct RankProc {
 }
 
 /// Where messages to the agent of another host go (shared by the
-/// processes it runs).
-#[derive(Clone)]
-pub struct AgentLink(pub Arc<Mutex<std::net::TcpStream>>);
+/// processes it runs); empty until the agent has connected, and again
+/// once it is gone.
+#[derive(Clone, Default)]
+pub struct AgentLink(Arc<Mutex<Option<std::net::TcpStream>>>);
 
 impl AgentLink {
-    /// Sends `msg`; false if the agent is gone (its host is then lost).
+    pub fn set(&self, stream: Option<std::net::TcpStream>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = stream;
+    }
+
+    /// Sends `msg`; false if the agent is not (or no longer) there.
     pub fn send(&self, msg: &mpistages_control::agent::ToAgent) -> bool {
         let bytes = mpistages_control::proto::encode(msg);
         let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(s) = s.as_ref() else {
+            return false;
+        };
         // The socket is non-blocking (mpiexec reads it in its event loop);
         // an agent that takes nothing for 2 s is as good as lost.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let mut off = 0;
         while off < bytes.len() {
-            match NoSignal::new(&*s).write(&bytes[off..]) {
+            match NoSignal::new(s).write(&bytes[off..]) {
                 Ok(0) => return false,
                 Ok(n) => off += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -99,6 +107,11 @@ enum GateState {
 const HELD_MAX: usize = 1 << 20;
 
 impl Gate {
+    /// The gate of a rank's output, open from the start.
+    pub fn for_rank(rank: usize, tag_job: Option<String>) -> Arc<Gate> {
+        Gate::new(GateState::Open(rank), tag_job)
+    }
+
     fn new(state: GateState, tag_job: Option<String>) -> Arc<Gate> {
         Arc::new(Gate {
             state: Mutex::new(state),
@@ -121,7 +134,8 @@ impl Gate {
         *self.state.lock().unwrap_or_else(|p| p.into_inner()) = GateState::Dropped;
     }
 
-    fn line(&self, to_stderr: bool, line: &[u8]) {
+    /// One line of the process's output (stderr or stdout).
+    pub fn line(&self, to_stderr: bool, line: &[u8]) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *st {
             GateState::Open(rank) => self.write(*rank, to_stderr, line),

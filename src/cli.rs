@@ -140,6 +140,13 @@ pub struct Options {
     /// The host of each rank (an index into `hosts`; 0 without hosts).
     pub placement: Vec<usize>,
     pub bind: Bind,
+    /// The command that starts an agent on another host, the host's name
+    /// appended (`ssh`, or `--launcher-exec`, e.g. `ip netns exec`).
+    pub launcher: Vec<String>,
+    /// This machine's address as the other hosts reach it.
+    pub control_addr: Option<std::net::IpAddr>,
+    /// A host whose agent is silent this long is lost.
+    pub heartbeat_timeout: std::time::Duration,
 }
 
 impl Options {
@@ -178,9 +185,9 @@ fn rank_count(opt: &str, v: &str) -> Result<usize, String> {
     }
 }
 
-/// Hosts that are this machine: the only ones a job can use until the
-/// launcher starts agents on other hosts.
-fn is_this_host(name: &str) -> bool {
+/// Hosts that are this machine: their ranks are started by mpiexec itself,
+/// those of other hosts by an agent there.
+pub fn is_this_host(name: &str) -> bool {
     let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     name == "localhost" || name.starts_with("127.") || name == me.trim()
 }
@@ -263,6 +270,9 @@ struct Global {
     hosts: Option<Vec<Host>>,
     policy: Policy,
     bind: Bind,
+    launcher: Option<Vec<String>>,
+    control_addr: Option<std::net::IpAddr>,
+    heartbeat_timeout: Option<f64>,
 }
 
 impl Global {
@@ -352,6 +362,40 @@ impl Global {
             "-ppn" | "--ppn" | "--npernode" | "-npernode" => {
                 self.policy.per_host = Some(rank_count(a, &v)?)
             }
+            "--launcher" | "-launcher" => {
+                self.launcher = Some(match v.as_str() {
+                    "ssh" => vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()],
+                    "exec" => Vec::new(),
+                    _ => {
+                        return Err(format!(
+                            "--launcher takes ssh or exec, not '{v}' (or give --launcher-exec CMD)"
+                        ))
+                    }
+                })
+            }
+            "--launcher-exec" | "-launcher-exec" => {
+                let words: Vec<String> = v.split_whitespace().map(String::from).collect();
+                if words.is_empty() {
+                    return Err("--launcher-exec needs a command".into());
+                }
+                self.launcher = Some(words);
+            }
+            "--control-addr" => {
+                self.control_addr = Some(
+                    v.parse()
+                        .map_err(|_| format!("--control-addr needs an IP address, not '{v}'"))?,
+                )
+            }
+            "--heartbeat-timeout" => {
+                self.heartbeat_timeout = Some(
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|s| s.is_finite() && *s >= 0.3)
+                        .ok_or_else(|| {
+                            format!("--heartbeat-timeout needs seconds (at least 0.3), not '{v}'")
+                        })?,
+                )
+            }
             "--bind-to" | "-bind-to" => {
                 self.bind = match v.as_str() {
                     "core" => Bind::Core,
@@ -398,13 +442,17 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         None => 0,
     };
     let mut placement = vec![0; ranks];
+    let remote = g
+        .hosts
+        .as_ref()
+        .is_some_and(|hs| hs.iter().any(|h| !is_this_host(&h.name)));
+    if remote && spares > 0 && g.spares.is_some() {
+        return Err(
+            "--spares with hosts other than this machine is not supported yet (--spares 0)".into(),
+        );
+    }
+    let spares = if remote { 0 } else { spares };
     if let Some(hs) = &g.hosts {
-        if let Some(h) = hs.iter().find(|h| !is_this_host(&h.name)) {
-            return Err(format!(
-                "host '{}' is not this machine: mpiexec starts ranks on this host only (multi-host launch is not built yet)",
-                h.name
-            ));
-        }
         placement = hosts::place(hs, ranks, g.policy)?;
     } else if let Some(n) = g.policy.per_host {
         if ranks > n && !g.policy.oversubscribe {
@@ -428,6 +476,11 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         policy: g.policy,
         placement,
         bind: g.bind,
+        launcher: g
+            .launcher
+            .unwrap_or_else(|| vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()]),
+        control_addr: g.control_addr,
+        heartbeat_timeout: std::time::Duration::from_secs_f64(g.heartbeat_timeout.unwrap_or(2.0)),
     })))
 }
 
@@ -543,8 +596,13 @@ mod tests {
         run("-n 64 ./a");
         assert!(p("-ppn 2 -n 3 ./a").is_err());
         run("-ppn 2 --oversubscribe -n 3 ./a");
-        let err = p("--host node7:4 -n 2 ./a").unwrap_err();
-        assert!(err.contains("'node7' is not this machine"), "{err}");
+        let o = run("--host node7:4 --launcher-exec 'ip' -n 2 ./a");
+        assert_eq!(o.launcher, vec!["'ip'".to_string()]);
+        assert_eq!(o.spares, 0);
+        assert!(p("--host node7:4 --recovery stages --spares 1 -n 2 ./a").is_err());
+        assert!(p("--launcher rsh -n 2 ./a").is_err());
+        assert!(p("--heartbeat-timeout 0.1 -n 2 ./a").is_err());
+        assert!(p("--control-addr here -n 2 ./a").is_err());
         assert!(p("--bind-to socket -n 2 ./a").is_err());
         assert!(p("--map-by ppr -n 2 ./a").is_err());
         assert!(p("--hostfile /nonexistent -n 2 ./a").is_err());

@@ -6,34 +6,36 @@ use super::*;
 impl Job {
     pub(super) fn accept(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
-            let stream = ControlStream::Unix(stream);
-            if stream.set_nonblocking(true).is_err() {
-                continue;
-            }
-            let slot = self
-                .conns
-                .iter()
-                .position(Option::is_none)
-                .unwrap_or_else(|| {
-                    self.conns.push(None);
-                    self.conns.len() - 1
-                });
-            if self
-                .epoll
-                .add(
-                    stream.as_raw_fd(),
-                    epoll::READABLE,
-                    TOKEN_CONN + slot as u64,
-                )
-                .is_ok()
-            {
-                self.conns[slot] = Some(Conn {
-                    stream,
-                    dec: Decoder::default(),
-                    rank: None,
-                    assigned: None,
-                });
-            }
+            self.adopt(ControlStream::Unix(stream));
+        }
+    }
+
+    /// A new control connection (a rank's or a spare's): watched until it
+    /// says who it is.
+    pub(super) fn adopt(&mut self, stream: ControlStream) {
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let slot = self
+            .conns
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            });
+        let token = TOKEN_CONN + slot as u64;
+        if self
+            .epoll
+            .add(stream.as_raw_fd(), epoll::READABLE, token)
+            .is_ok()
+        {
+            self.conns[slot] = Some(Conn {
+                stream,
+                dec: Decoder::default(),
+                rank: None,
+                assigned: None,
+            });
         }
     }
 

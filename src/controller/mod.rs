@@ -12,7 +12,7 @@ use crate::leftovers::{self, JobFiles};
 use crate::spares::{Spares, Taken};
 use mpistages_control::inject::{self, Trigger};
 use mpistages_control::proto::{self, Decoder, ToController, ToRank};
-use mpistages_control::stream::ControlStream;
+use mpistages_control::stream::{self, ControlStream};
 use mpistages_sys::epoll::{self, Epoll};
 use mpistages_sys::process::{self, Exit, SignalFd};
 use std::io::{Read, Write};
@@ -26,6 +26,7 @@ mod injections;
 mod messages;
 mod recoveries;
 mod recovery;
+mod remote;
 
 const TOKEN_LISTENER: u64 = 1;
 const TOKEN_SIGNALS: u64 = 2;
@@ -127,6 +128,8 @@ struct Job {
     /// What became of each `--inject` spec.
     fired: Vec<Fate>,
     spares: Spares,
+    /// Hosts other than this machine, when the job has any.
+    remote: Option<remote::Remotes>,
 }
 
 pub fn main() -> ! {
@@ -169,6 +172,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     let epoll = Epoll::new()?;
     epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
     epoll.add(signals.as_raw_fd(), epoll::READABLE, TOKEN_SIGNALS)?;
+    let remote = remote::Remotes::start(&opts, &hex(&k), &epoll)?;
     let launch = Launch {
         apps: opts.apps.clone(),
         env: opts.env.clone(),
@@ -211,6 +215,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         bootstrapped: false,
         rec,
         spares: Spares::default(),
+        remote,
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
@@ -223,6 +228,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         }
     }
     job.event_loop();
+    job.shutdown_agents();
     job.spares.dismiss(true);
     let unfired = job.report_unfired();
     // Output of the last lines may still be in flight; give it a moment.
@@ -261,22 +267,32 @@ impl Job {
                 let us = t.saturating_duration_since(Instant::now()).as_micros();
                 us.div_ceil(1000).min(i32::MAX as u128) as i32
             };
-            let timeout = match (self.teardown, self.next_timed_injection()) {
+            let mut timeout = match (self.teardown, self.next_timed_injection()) {
                 (Some(t), _) if !self.killed => until(t),
                 (None, Some(t)) => until(t),
                 _ => -1,
             };
+            if let Some(r) = &self.remote {
+                let beat = until(r.next_beat());
+                timeout = if timeout < 0 { beat } else { timeout.min(beat) };
+            }
             evs.clear();
             let _ = self.epoll.wait(&mut evs, timeout);
             for ev in evs.clone() {
                 match ev.token {
                     TOKEN_LISTENER => self.accept(),
                     TOKEN_SIGNALS => self.on_signals(),
+                    remote::TOKEN_AGENT_LISTENER => self.accept_agents(),
+                    remote::TOKEN_CONTROL_TCP => self.accept_control_tcp(),
+                    t if (remote::TOKEN_AGENT..TOKEN_CONN).contains(&t) => {
+                        self.on_agent((t - remote::TOKEN_AGENT) as usize)
+                    }
                     t if t >= TOKEN_CONN => self.on_conn((t - TOKEN_CONN) as usize),
                     _ => {}
                 }
             }
             self.fire_timed_injections();
+            self.beat();
             if let Some(t) = self.teardown {
                 if !self.killed && Instant::now() >= t {
                     for p in self.live() {
@@ -346,6 +362,11 @@ impl Job {
         if let Some(rec) = self.rec.recovering() {
             env.push((mpistages_control::env::RESTART_EPOCH, rec.epoch.to_string()));
         }
+        self.rehome(rank).map_err(std::io::Error::other)?;
+        if self.is_remote(rank) {
+            self.spawn_remote(rank, &env);
+            return Ok(());
+        }
         let started = self.launch.spawn(rank, self.rec.generation(), &env)?;
         self.keep_forwarders(started.forwarders);
         self.started(rank, started.proc);
@@ -401,53 +422,64 @@ impl Job {
                 }
                 continue;
             }
-            let Some(r) = self
-                .ranks
-                .iter()
-                .position(|r| r.proc.as_ref().is_some_and(|p| p.pid == pid))
-            else {
+            if self.agent_ended(pid, exit) {
+                continue;
+            }
+            let Some(r) = self.ranks.iter().position(|r| {
+                r.proc
+                    .as_ref()
+                    .is_some_and(|p| p.remote.is_none() && p.pid == pid)
+            }) else {
                 continue;
             };
-            // Read what the process said before it died (an `Injecting`
-            // notice, `Finalizing`) before anything closes its connection:
-            // SIGCHLD can arrive before epoll reports those last bytes.
-            if let Some(slot) = self.ranks[r].conn {
-                self.on_conn(slot);
-            }
-            let st = &mut self.ranks[r];
-            st.exit = Some(exit);
-            if self.rec.tearing_down_for_relaunch() {
-                // `cpr`: the old job's processes going, whatever their end.
-                self.relaunch_when_gone();
-                continue;
-            }
-            let st = &mut self.ranks[r];
-            let clean = exit == Exit::Code(0) && (st.finalizing || st.hello.is_none());
-            if clean || self.failure.is_some() {
-                continue;
-            }
-            let what = match exit {
-                Exit::Signal(s) => {
-                    format!("was killed by signal {s} ({})", process::signal_name(s))
-                }
-                Exit::Code(0) => "exited with status 0 without calling MPI_Finalize".to_string(),
-                Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
-                Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
-            };
-            if self.opts.recovery != RecoveryMode::None && !st.finalizing {
-                self.recover(r, &what);
-                continue;
-            }
-            if st.finalizing && self.opts.recovery != RecoveryMode::None {
-                // Said in the words of the other unrecoverable cases.
-                eprintln!(
-                    "mpiexec: rank {r} (pid {pid}) {what} after it called MPI_Finalize; cannot recover: a rank that has already called MPI_Finalize cannot take part in a recovery; terminating the job"
-                );
-            } else {
-                eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
-            }
-            self.fail(Failure::Rank { exit });
+            self.process_ended(r, exit, None);
         }
+    }
+
+    /// Rank `r`'s current process ended (`what`: how, when the exit
+    /// status does not say it, e.g. a lost host).
+    fn process_ended(&mut self, r: usize, exit: Exit, what: Option<String>) {
+        let pid = self.ranks[r].proc.as_ref().map_or(0, |p| p.pid);
+        // Read what the process said before it died (an `Injecting`
+        // notice, `Finalizing`) before anything closes its connection:
+        // SIGCHLD can arrive before epoll reports those last bytes.
+        if let Some(slot) = self.ranks[r].conn {
+            self.on_conn(slot);
+        }
+        let st = &mut self.ranks[r];
+        st.exit = Some(exit);
+        if self.rec.tearing_down_for_relaunch() {
+            // `cpr`: the old job's processes going, whatever their end.
+            self.relaunch_when_gone();
+            return;
+        }
+        let st = &mut self.ranks[r];
+        let clean =
+            what.is_none() && exit == Exit::Code(0) && (st.finalizing || st.hello.is_none());
+        if clean || self.failure.is_some() {
+            return;
+        }
+        let what = what.unwrap_or_else(|| match exit {
+            Exit::Signal(s) => {
+                format!("was killed by signal {s} ({})", process::signal_name(s))
+            }
+            Exit::Code(0) => "exited with status 0 without calling MPI_Finalize".to_string(),
+            Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
+            Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
+        });
+        if self.opts.recovery != RecoveryMode::None && !st.finalizing {
+            self.recover(r, &what);
+            return;
+        }
+        if st.finalizing && self.opts.recovery != RecoveryMode::None {
+            // Said in the words of the other unrecoverable cases.
+            eprintln!(
+                "mpiexec: rank {r} (pid {pid}) {what} after it called MPI_Finalize; cannot recover: a rank that has already called MPI_Finalize cannot take part in a recovery; terminating the job"
+            );
+        } else {
+            eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
+        }
+        self.fail(Failure::Rank { exit });
     }
 
     fn exit_code(&self) -> i32 {

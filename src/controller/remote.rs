@@ -1,0 +1,479 @@
+//! Hosts other than mpiexec's: their agents (`mpistages-agent`, started
+//! by the launcher command), the ranks they start, their output, their
+//! heartbeats, and the loss of a host. The ranks of such a host reach
+//! mpiexec over TCP (`control_tcp`), the agents over `agent_listener`.
+
+use super::*;
+use crate::agent::{AgentLink, Gate};
+use mpistages_control::agent::{Ended, FromAgent, Start, ToAgent, HEARTBEAT_MS};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+
+/// A host other than this machine.
+pub(super) struct Remote {
+    pub name: String,
+    /// The launcher's process (the agent itself once it exec'd).
+    pub pid: i32,
+    pub link: AgentLink,
+    /// The agent's connection (reading side) once it said hello.
+    conn: Option<(TcpStream, Decoder)>,
+    /// The host's address as mpiexec sees its agent: its ranks listen there.
+    pub addr: Option<String>,
+    /// Starts that wait for the agent's hello.
+    pending: Vec<Start>,
+    pub heard: Instant,
+    pub lost: bool,
+}
+
+/// What mpiexec needs for hosts other than this machine.
+pub(super) struct Remotes {
+    pub hosts: Vec<Option<Remote>>,
+    agent_listener: TcpListener,
+    control_tcp: TcpListener,
+    /// `tcp:ADDR:PORT` for the ranks' `MPISTAGES_CONTROL`.
+    pub control: String,
+    next_id: u64,
+    next_beat: Instant,
+    /// Output gates of the processes agents run, by id.
+    pub gates: std::collections::HashMap<u64, Arc<Gate>>,
+}
+
+pub(super) const TOKEN_AGENT_LISTENER: u64 = 3;
+pub(super) const TOKEN_CONTROL_TCP: u64 = 4;
+/// Agents' connections: this plus the host index.
+pub(super) const TOKEN_AGENT: u64 = 1 << 31;
+
+/// This machine's address toward `host` (the route's source address; no
+/// packet is sent).
+fn address_toward(host: &str) -> std::io::Result<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    s.connect((host, 9))?;
+    Ok(s.local_addr()?.ip())
+}
+
+impl Remotes {
+    /// Listeners and agents for the hosts of `opts` that are not this
+    /// machine (None when every host is this machine).
+    pub(super) fn start(
+        opts: &cli::Options,
+        key: &str,
+        epoll: &Epoll,
+    ) -> std::io::Result<Option<Remotes>> {
+        let Some(hosts) = &opts.hosts else {
+            return Ok(None);
+        };
+        let Some(first) = hosts.iter().find(|h| !cli::is_this_host(&h.name)) else {
+            return Ok(None);
+        };
+        let addr = match opts.control_addr {
+            Some(a) => a,
+            None => address_toward(&first.name).map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot find this machine's address toward host '{}' ({e}); give it with --control-addr",
+                        first.name
+                    ),
+                )
+            })?,
+        };
+        let agent_listener = TcpListener::bind((addr, 0))?;
+        let control_tcp = TcpListener::bind((addr, 0))?;
+        for l in [&agent_listener, &control_tcp] {
+            l.set_nonblocking(true)?;
+        }
+        epoll.add(
+            agent_listener.as_raw_fd(),
+            epoll::READABLE,
+            TOKEN_AGENT_LISTENER,
+        )?;
+        epoll.add(control_tcp.as_raw_fd(), epoll::READABLE, TOKEN_CONTROL_TCP)?;
+        let agent_at = agent_listener.local_addr()?.to_string();
+        let agent_exe = std::env::current_exe()?.with_file_name("mpistages-agent");
+        let mut remotes = Vec::new();
+        for h in hosts {
+            if cli::is_this_host(&h.name) {
+                remotes.push(None);
+                continue;
+            }
+            let mut cmd = std::process::Command::new(opts.launcher.first().unwrap_or(&h.name));
+            if opts.launcher.is_empty() {
+                // `--launcher exec`: the host name is the command.
+                cmd = std::process::Command::new(&h.name);
+            } else {
+                cmd.args(&opts.launcher[1..]).arg(&h.name);
+            }
+            cmd.arg(&agent_exe)
+                .args(["--connect", &agent_at, "--host", &h.name])
+                .stdin(std::process::Stdio::piped());
+            let mut child = cmd.spawn().map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("cannot start the agent of host '{}': {e}", h.name),
+                )
+            })?;
+            // The key goes on stdin: a command line is visible to everyone.
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = writeln!(stdin, "{key}");
+            }
+            remotes.push(Some(Remote {
+                name: h.name.clone(),
+                pid: child.id() as i32,
+                link: AgentLink::default(),
+                conn: None,
+                addr: None,
+                pending: Vec::new(),
+                heard: Instant::now(),
+                lost: false,
+            }));
+        }
+        Ok(Some(Remotes {
+            hosts: remotes,
+            control: format!("{}{}", stream::TCP_PREFIX, control_tcp.local_addr()?),
+            agent_listener,
+            control_tcp,
+            next_id: 1,
+            next_beat: Instant::now(),
+            gates: Default::default(),
+        }))
+    }
+
+    /// When the next heartbeat is due.
+    pub(super) fn next_beat(&self) -> Instant {
+        self.next_beat
+    }
+}
+
+impl Job {
+    fn remotes(&mut self) -> &mut Remotes {
+        self.remote.as_mut().expect("hosts other than this machine")
+    }
+
+    /// Whether rank `rank` runs on another host.
+    pub(super) fn is_remote(&self, rank: usize) -> bool {
+        self.remote
+            .as_ref()
+            .is_some_and(|r| r.hosts[self.launch.rank_host[rank]].is_some())
+    }
+
+    /// Ranks' TCP control connections.
+    pub(super) fn accept_control_tcp(&mut self) {
+        while let Ok((s, _)) = self.remotes().control_tcp.accept() {
+            let _ = s.set_nodelay(true);
+            self.adopt(ControlStream::Tcp(s));
+        }
+    }
+
+    /// Agents' connections: the first message must be a hello with the job
+    /// key and a host of the job that has no agent yet (read with a short
+    /// timeout: a hello is one small message).
+    pub(super) fn accept_agents(&mut self) {
+        while let Ok((mut s, from)) = self.remotes().agent_listener.accept() {
+            let _ = s.set_nonblocking(false);
+            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+            let hello: Option<FromAgent> = proto::recv(&mut s).ok();
+            let Some(FromAgent::Hello { key, host }) = hello else {
+                continue;
+            };
+            if !mpistages_sys::constant_time_eq(&key, self.key.as_bytes()) {
+                continue;
+            }
+            let r = self.remotes();
+            let Some(h) = r.hosts.iter().position(|x| {
+                x.as_ref()
+                    .is_some_and(|x| x.name == host && x.conn.is_none() && !x.lost)
+            }) else {
+                continue;
+            };
+            let (Ok(reader), Ok(())) = (s.try_clone(), s.set_nonblocking(true)) else {
+                continue;
+            };
+            let _ = s.set_nodelay(true);
+            if self
+                .epoll
+                .add(reader.as_raw_fd(), epoll::READABLE, TOKEN_AGENT + h as u64)
+                .is_err()
+            {
+                continue;
+            }
+            let remote = self.remotes().hosts[h].as_mut().expect("found above");
+            remote.link.set(Some(s));
+            remote.addr = Some(from.ip().to_string());
+            remote.conn = Some((reader, Decoder::default()));
+            remote.heard = Instant::now();
+            for mut start in std::mem::take(&mut remote.pending) {
+                start
+                    .env
+                    .push(("MPISTAGES_TCP_ADDR".into(), from.ip().to_string()));
+                remote.link.send(&ToAgent::Start(start));
+            }
+        }
+    }
+
+    /// Where the replacement of rank `rank` runs: on its host while that
+    /// host is up, else on the host with the most free slots (`Err`: there
+    /// is none, and why).
+    pub(super) fn rehome(&mut self, rank: usize) -> Result<(), String> {
+        let Some(r) = self.remote.as_ref() else {
+            return Ok(());
+        };
+        let up = |h: usize| r.hosts[h].as_ref().is_none_or(|x| !x.lost);
+        let here = self.launch.rank_host[rank];
+        if up(here) {
+            return Ok(());
+        }
+        let hosts = self.opts.hosts.as_ref().expect("hosts");
+        let used = |h: usize| {
+            (0..self.ranks.len())
+                .filter(|&q| q != rank && self.launch.rank_host[q] == h)
+                .count()
+        };
+        let best = (0..hosts.len())
+            .filter(|&h| up(h))
+            .map(|h| (hosts[h].slots.saturating_sub(used(h)), h))
+            .max_by_key(|&(free, h)| (free, std::cmp::Reverse(h)));
+        match best {
+            Some((free, h)) if free > 0 || self.opts.policy.oversubscribe => {
+                self.launch.rank_host[rank] = h;
+                Ok(())
+            }
+            _ => Err(format!(
+                "no free slot is left for rank {rank} (host {} is lost); give more hosts or slots, or --oversubscribe",
+                r.hosts[here].as_ref().map_or("?", |x| x.name.as_str())
+            )),
+        }
+    }
+
+    /// Starts rank `rank` on its host's agent (now, or once it connects).
+    pub(super) fn spawn_remote(&mut self, rank: usize, env: &[(&str, String)]) {
+        let h = self.launch.rank_host[rank];
+        let generation = self.rec.generation();
+        let control = self.remotes().control.clone();
+        let plan = self.launch.plan(Some(rank), generation, env, &control);
+        let r = self.remotes();
+        let id = r.next_id;
+        r.next_id += 1;
+        let tag = self.opts.tag_output.then(|| self.launch.job_id.clone());
+        let r = self.remotes();
+        r.gates.insert(id, Gate::for_rank(rank, tag));
+        let remote = r.hosts[h].as_mut().expect("a host of the job");
+        let mut start = Start {
+            id,
+            program: plan.program,
+            args: plan.args,
+            env: plan.env,
+            wdir: plan.wdir.map(|d| d.to_string_lossy().into_owned()),
+            cpu: plan.cpu.map(|c| c as u32),
+            stdin: false,
+        };
+        let link = remote.link.clone();
+        match &remote.addr {
+            Some(a) => {
+                start.env.push(("MPISTAGES_TCP_ADDR".into(), a.clone()));
+                link.send(&ToAgent::Start(start));
+            }
+            None => remote.pending.push(start),
+        }
+        self.started(rank, RankProc::remote(rank, id, link));
+    }
+
+    /// The rank whose current process is `id` on another host.
+    fn rank_of_id(&self, id: u64) -> Option<usize> {
+        self.ranks.iter().position(|r| {
+            r.proc
+                .as_ref()
+                .and_then(|p| p.remote.as_ref())
+                .is_some_and(|(x, _)| *x == id)
+        })
+    }
+
+    pub(super) fn on_agent(&mut self, h: usize) {
+        let mut buf = [0u8; 16 << 10];
+        let mut closed = false;
+        let mut msgs = Vec::new();
+        {
+            let Some(remote) = self.remotes().hosts[h].as_mut() else {
+                return;
+            };
+            let Some((s, dec)) = remote.conn.as_mut() else {
+                return;
+            };
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => dec.push(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            loop {
+                match dec.next_message::<FromAgent>() {
+                    Ok(Some(m)) => msgs.push(m),
+                    Ok(None) => break,
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            remote.heard = Instant::now();
+        }
+        for m in msgs {
+            self.on_agent_message(h, m);
+        }
+        if closed {
+            self.host_lost(h, "its agent's connection ended");
+        }
+    }
+
+    fn on_agent_message(&mut self, h: usize, m: FromAgent) {
+        match m {
+            FromAgent::Alive | FromAgent::Hello { .. } => {}
+            FromAgent::Started { id, pid } => {
+                if let Some(r) = self.rank_of_id(id) {
+                    if let Some(p) = self.ranks[r].proc.as_mut() {
+                        p.pid = pid as i32;
+                    }
+                }
+            }
+            FromAgent::NotStarted { id, why } => {
+                if let Some(r) = self.rank_of_id(id) {
+                    if self.failure.is_none() {
+                        let host = &self.remotes().hosts[h].as_ref().expect("a host").name;
+                        eprintln!("mpiexec: rank {r} on host {host}: {why}; terminating the job");
+                    }
+                    self.ranks[r].exit = Some(Exit::Code(127));
+                    self.fail(Failure::Launch);
+                }
+            }
+            FromAgent::Output { id, stderr, line } => {
+                if let Some(g) = self.remotes().gates.get(&id) {
+                    g.line(stderr, &line);
+                }
+            }
+            FromAgent::Ended { id, how } => {
+                self.remotes().gates.remove(&id);
+                if let Some(r) = self.rank_of_id(id) {
+                    let exit = match how {
+                        Ended::Code(c) => Exit::Code(c),
+                        Ended::Signal(s) => Exit::Signal(s),
+                    };
+                    self.process_ended(r, exit, None);
+                }
+            }
+        }
+    }
+
+    /// Every rank of host `h` is gone with it.
+    pub(super) fn host_lost(&mut self, h: usize, why: &str) {
+        let Some(remotes) = self.remote.as_mut() else {
+            return;
+        };
+        let remote = remotes.hosts[h].as_mut().expect("a host");
+        if remote.lost {
+            return;
+        }
+        remote.lost = true;
+        remote.link.set(None);
+        if let Some((s, _)) = remote.conn.take() {
+            let _ = self.epoll.delete(s.as_raw_fd());
+        }
+        let name = remote.name.clone();
+        let on_host: Vec<usize> = (0..self.ranks.len())
+            .filter(|&r| self.launch.rank_host[r] == h)
+            .filter(|&r| self.ranks[r].proc.is_some() && self.ranks[r].exit.is_none())
+            .collect();
+        if !on_host.is_empty() && self.failure.is_none() {
+            eprintln!("mpiexec: host {name} is lost ({why}) with ranks {on_host:?}");
+        }
+        for r in on_host {
+            let what = format!("was lost with host {name}");
+            self.process_ended(r, Exit::Signal(libc::SIGKILL), Some(what));
+        }
+    }
+
+    /// Heartbeats to every agent; hosts silent past the timeout are lost.
+    pub(super) fn beat(&mut self) {
+        let Some(r) = self.remote.as_mut() else {
+            return;
+        };
+        if Instant::now() < r.next_beat {
+            return;
+        }
+        r.next_beat = Instant::now() + Duration::from_millis(HEARTBEAT_MS);
+        let timeout = self.opts.heartbeat_timeout;
+        let mut silent = Vec::new();
+        for (h, x) in r.hosts.iter().enumerate() {
+            let Some(x) = x else { continue };
+            if x.lost {
+                continue;
+            }
+            if x.conn.is_some() && !x.link.send(&ToAgent::Alive) {
+                silent.push((h, "its agent cannot be written to".to_string()));
+            } else if x.heard.elapsed() > timeout {
+                let what = if x.conn.is_some() {
+                    format!("no heartbeat for {:.1} s", timeout.as_secs_f64())
+                } else {
+                    format!(
+                        "its agent did not connect within {:.1} s",
+                        timeout.as_secs_f64()
+                    )
+                };
+                silent.push((h, what));
+            }
+        }
+        for (h, why) in silent {
+            self.host_lost(h, &why);
+        }
+    }
+
+    /// An agent's process ended (the launcher, or the agent it became).
+    pub(super) fn agent_ended(&mut self, pid: i32, exit: Exit) -> bool {
+        let Some(r) = self.remote.as_ref() else {
+            return false;
+        };
+        let Some(h) = r
+            .hosts
+            .iter()
+            .position(|x| x.as_ref().is_some_and(|x| x.pid == pid))
+        else {
+            return false;
+        };
+        let how = match exit {
+            Exit::Code(c) => format!("its agent (or the launcher command) exited with status {c}"),
+            Exit::Signal(s) => format!(
+                "its agent was killed by signal {s} ({})",
+                process::signal_name(s)
+            ),
+        };
+        self.host_lost(h, &how);
+        true
+    }
+
+    /// At the end: every agent ends its processes and itself.
+    pub(super) fn shutdown_agents(&mut self) {
+        let Some(r) = self.remote.as_mut() else {
+            return;
+        };
+        let grace = (self.opts.kill_grace_secs * 1000.0) as u32;
+        let pids: Vec<i32> = r.hosts.iter().flatten().map(|x| x.pid).collect();
+        for x in r.hosts.iter().flatten() {
+            x.link.send(&ToAgent::Shutdown { grace_ms: grace });
+        }
+        let deadline = Instant::now() + Duration::from_millis(grace as u64 + 2000);
+        while !pids.iter().all(|&p| process::ended(p)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for &p in &pids {
+            process::signal(p, libc::SIGKILL);
+            process::wait_for(p);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Jobs over several hosts: network namespaces (tests/common/netns.rs)
+//! with their own addresses, agents started by `ip netns exec`, ranks
+//! reaching each other and mpiexec over the bridge.
+
+mod common;
+use common::netns::Hosts;
+use common::{build, mpiexec};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+macro_rules! hosts_or_skip {
+    ($n:expr, $name:expr) => {
+        match Hosts::new($n) {
+            Ok(h) => h,
+            Err(why) => {
+                println!("SKIPPED {}: {why}", $name);
+                return;
+            }
+        }
+    };
+}
+
+/// `--host A:2,B:2` with the agents started in the namespaces.
+fn host_args(h: &Hosts, per_host: usize) -> Vec<String> {
+    let list: Vec<String> = h.names.iter().map(|n| format!("{n}:{per_host}")).collect();
+    vec![
+        "--host".into(),
+        list.join(","),
+        "--launcher-exec".into(),
+        "ip netns exec".into(),
+        "--control-addr".into(),
+        h.gateway.clone(),
+    ]
+}
+
+#[test]
+fn ranks_run_on_their_hosts_and_talk_across_them() {
+    let h = hosts_or_skip!(2, "ranks_run_on_their_hosts_and_talk_across_them");
+    let exe = build("whoami.c");
+    let mut args = host_args(&h, 2);
+    for a in ["-n", "4", exe.to_str().unwrap(), "X", "MPISTAGES_TCP_ADDR"] {
+        args.push(a.into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = mpiexec(&args, &[], LIMIT);
+    assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
+    for rank in 0..4 {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {rank} of 4:")))
+            .unwrap_or_else(|| panic!("rank {rank}:\n{}\n{}", r.stdout, r.stderr));
+        let want = &h.addrs[rank / 2];
+        assert!(
+            line.contains(&format!("var={want} ")),
+            "rank {rank}: {line}"
+        );
+    }
+}
+
+/// SIGKILLs every process of host `i` (its agent and its ranks) at once.
+fn kill_host(h: &Hosts, i: usize) -> usize {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "pids", &h.names[i]])
+        .output()
+        .unwrap();
+    let pids: Vec<i32> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for &p in &pids {
+        mpistages_sys::process::signal(p, libc::SIGKILL);
+    }
+    pids.len()
+}
+
+/// Processes in host `i`'s namespace.
+fn processes_on(h: &Hosts, i: usize) -> usize {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "pids", &h.names[i]])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .count()
+}
+
+/// A resilient stencil on three hosts loses the second one (its agent and
+/// both its ranks, killed at once) in each recovery mode: its ranks are
+/// replaced on the host with free slots and the result is the one of a
+/// failure-free run.
+#[test]
+fn a_lost_host_is_recovered_in_every_mode() {
+    let h = hosts_or_skip!(3, "a_lost_host_is_recovered_in_every_mode");
+    let exe = common::build_example("stencil2d.c");
+    let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
+    for mode in ["stages", "reinit", "cpr"] {
+        let args = |extra: &[&str]| -> Vec<String> {
+            let mut a: Vec<String> = vec![
+                "--host".into(),
+                list.clone(),
+                "--launcher-exec".into(),
+                "ip netns exec".into(),
+                "--control-addr".into(),
+                h.gateway.clone(),
+                "--recovery".into(),
+                mode.into(),
+                "-n".into(),
+                "6".into(),
+            ];
+            a.extend(extra.iter().map(|s| s.to_string()));
+            a.push(exe.to_str().unwrap().into());
+            a.extend(["240", "6000", "10", "protect"].map(String::from));
+            a
+        };
+        let clean_args = args(&[]);
+        let clean_args: Vec<&str> = clean_args.iter().map(String::as_str).collect();
+        let clean = mpiexec(&clean_args, &[], LIMIT);
+        assert!(clean.ok(), "{mode} failure-free: {}", clean.stderr);
+        // The same job, and host 1 dies once its ranks are running.
+        let hurt_args = args(&[]);
+        let mut child = common::command(common::bin("mpiexec"))
+            .args(&hurt_args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while processes_on(&h, 1) < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode}: host 1 never ran its ranks"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(kill_host(&h, 1) >= 3);
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}:\n{stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("host {} is lost", h.names[1])),
+            "{mode}: {stderr}"
+        );
+        let sum = |s: &str| {
+            s.lines()
+                .find(|l| l.contains("checksum"))
+                .map(str::to_string)
+        };
+        assert_eq!(sum(&clean.stdout), sum(&stdout), "{mode}: {stderr}");
+        assert!(stderr.contains(" done: "), "{mode}: no recovery: {stderr}");
+        // The recovery's lines (with its milestones), for --nocapture.
+        for l in stderr
+            .lines()
+            .filter(|l| l.contains("lost") || l.contains(" done: "))
+        {
+            println!("{mode}: {l}");
+        }
+    }
+}
