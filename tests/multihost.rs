@@ -120,7 +120,7 @@ fn a_lost_host_is_recovered_in_every_mode() {
         assert!(clean.ok(), "{mode} failure-free: {}", clean.stderr);
         // The same job, and host 1 dies once its ranks are running.
         let hurt_args = args(&[]);
-        let mut child = common::command(common::bin("mpiexec"))
+        let child = common::command(common::bin("mpiexec"))
             .args(&hurt_args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
