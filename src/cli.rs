@@ -26,8 +26,20 @@ options for the whole job (before the first program):
                        'NAME:N' or 'NAME'; # starts a comment
                        (also --machinefile). Without --host or --hostfile
                        every rank runs on this host, as many as asked.
-                       Today every host must be this machine (localhost,
-                       127.x or its hostname): multi-host launch is next.
+                       Hosts other than this machine (not localhost, 127.x
+                       or its hostname) get an agent, mpistages-agent,
+                       started by the launcher command:
+  --launcher ssh|exec  ssh HOST mpistages-agent ... (default; the agent must
+                       be at the same path there), or exec: the command
+                       --launcher-exec gives
+  --launcher-exec CMD  CMD HOST mpistages-agent ..., e.g. 'ip netns exec'
+  --control-addr ADDR  this machine's address as the hosts reach it
+                       (default: its address toward the first host)
+  --heartbeat-timeout SECS  a host whose agent is silent this long is
+                       lost with its ranks (default 2); so is a host whose
+                       agent's connection or process ends. Its ranks are
+                       recovered as any failed rank, on the host with the
+                       most free slots
   --map-by slot|node   fill each host's slots in turn (default), or one
                        rank per host in turn
   -ppn, --npernode N   at most N ranks per host
@@ -363,15 +375,17 @@ impl Global {
                 self.policy.per_host = Some(rank_count(a, &v)?)
             }
             "--launcher" | "-launcher" => {
-                self.launcher = Some(match v.as_str() {
-                    "ssh" => vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()],
-                    "exec" => Vec::new(),
-                    _ => {
-                        return Err(format!(
-                            "--launcher takes ssh or exec, not '{v}' (or give --launcher-exec CMD)"
-                        ))
+                match v.as_str() {
+                    "ssh" => {
+                        self.launcher =
+                            Some(vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()])
                     }
-                })
+                    // The command comes with --launcher-exec.
+                    "exec" => {
+                        self.launcher.get_or_insert_with(Vec::new);
+                    }
+                    _ => return Err(format!("--launcher takes ssh or exec, not '{v}'")),
+                }
             }
             "--launcher-exec" | "-launcher-exec" => {
                 let words: Vec<String> = v.split_whitespace().map(String::from).collect();
@@ -476,9 +490,13 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         policy: g.policy,
         placement,
         bind: g.bind,
-        launcher: g
-            .launcher
-            .unwrap_or_else(|| vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()]),
+        launcher: match g.launcher {
+            Some(l) if l.is_empty() => {
+                return Err("--launcher exec needs the command: --launcher-exec CMD".into())
+            }
+            Some(l) => l,
+            None => vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()],
+        },
         control_addr: g.control_addr,
         heartbeat_timeout: std::time::Duration::from_secs_f64(g.heartbeat_timeout.unwrap_or(2.0)),
     })))
@@ -601,6 +619,9 @@ mod tests {
         assert_eq!(o.spares, 0);
         assert!(p("--host node7:4 --recovery stages --spares 1 -n 2 ./a").is_err());
         assert!(p("--launcher rsh -n 2 ./a").is_err());
+        assert!(p("--launcher exec -n 2 ./a").is_err());
+        let o = run("--launcher-exec ip --launcher exec -n 2 ./a");
+        assert_eq!(o.launcher, vec!["ip".to_string()]);
         assert!(p("--heartbeat-timeout 0.1 -n 2 ./a").is_err());
         assert!(p("--control-addr here -n 2 ./a").is_err());
         assert!(p("--bind-to socket -n 2 ./a").is_err());

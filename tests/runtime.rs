@@ -398,8 +398,8 @@ fn bind_to_core_is_real_affinity() {
 }
 
 /// Hosts and slots: a job that does not fit is refused unless
-/// oversubscribed; a hostfile in either form is read; another machine is
-/// refused clearly until multi-host launch exists.
+/// oversubscribed; a hostfile in either form is read; another machine that
+/// cannot be reached is explained.
 #[test]
 fn slots_are_enforced_and_hostfiles_read() {
     let exe = build("whoami.c");

@@ -96,13 +96,9 @@ impl Remotes {
                 remotes.push(None);
                 continue;
             }
-            let mut cmd = std::process::Command::new(opts.launcher.first().unwrap_or(&h.name));
-            if opts.launcher.is_empty() {
-                // `--launcher exec`: the host name is the command.
-                cmd = std::process::Command::new(&h.name);
-            } else {
-                cmd.args(&opts.launcher[1..]).arg(&h.name);
-            }
+            // The command line makes sure the launcher has a command.
+            let mut cmd = std::process::Command::new(&opts.launcher[0]);
+            cmd.args(&opts.launcher[1..]).arg(&h.name);
             cmd.arg(&agent_exe)
                 .args(["--connect", &agent_at, "--host", &h.name])
                 .stdin(std::process::Stdio::piped());
