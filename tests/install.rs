@@ -35,6 +35,7 @@ fn installed_prefix_and_cmake() {
         "bin/mpifort",
         "bin/mpiexec",
         "bin/mpirun",
+        "bin/mpistages-agent",
         "lib/libmpistages.so",
         "lib/libmpistages.a",
         "include/mpi.h",
