@@ -163,77 +163,82 @@ fn a_lost_host_is_recovered_in_every_mode() {
 
 /// A host whose link is cut (its veth down) falls silent: mpiexec declares
 /// it lost after the heartbeat timeout and its ranks are replaced on the
-/// host with free slots; the result is the failure-free one.
+/// host with free slots, in each recovery mode; the result is the
+/// failure-free one.
 #[test]
 fn a_host_cut_off_is_lost_by_heartbeat_and_recovered() {
     let h = hosts_or_skip!(3, "a_host_cut_off_is_lost_by_heartbeat_and_recovered");
     let exe = common::build_example("stencil2d.c");
     let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
-    let args: Vec<String> = [
-        "--host",
-        &list,
-        "--launcher-exec",
-        "ip netns exec",
-        "--control-addr",
-        &h.gateway,
-        "--heartbeat-timeout",
-        "1",
-        "--recovery",
-        "stages",
-        "-n",
-        "6",
-        exe.to_str().unwrap(),
-        "240",
-        "6000",
-        "10",
-        "protect",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let clean = mpiexec(&a, &[], LIMIT);
-    assert!(clean.ok(), "failure-free: {}", clean.stderr);
-    let child = common::command(common::bin("mpiexec"))
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while processes_on(&h, 1) < 3 {
+    for mode in ["stages", "reinit", "cpr"] {
+        let args: Vec<String> = [
+            "--host",
+            &list,
+            "--launcher-exec",
+            "ip netns exec",
+            "--control-addr",
+            &h.gateway,
+            "--heartbeat-timeout",
+            "1",
+            "--recovery",
+            mode,
+            "-n",
+            "6",
+            exe.to_str().unwrap(),
+            "240",
+            "6000",
+            "10",
+            "protect",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        // The link the previous mode cut is back.
+        h.restore(1).unwrap();
+        let clean = mpiexec(&a, &[], LIMIT);
+        assert!(clean.ok(), "{mode} failure-free: {}", clean.stderr);
+        let child = common::command(common::bin("mpiexec"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while processes_on(&h, 1) < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode}: host 1 never ran its ranks"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        h.cut(1).unwrap();
+        let out = child.wait_with_output().unwrap();
+        // What the cut host still runs ends now (its agent would end it
+        // once mpiexec stays silent).
+        kill_host(&h, 1);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}:\n{stdout}\n{stderr}");
         assert!(
-            std::time::Instant::now() < deadline,
-            "host 1 never ran its ranks"
+            stderr.contains(&format!(
+                "host {} is lost (no heartbeat for 1.0 s)",
+                h.names[1]
+            )),
+            "{mode}: {stderr}"
         );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(700));
-    h.cut(1).unwrap();
-    let out = child.wait_with_output().unwrap();
-    // What the cut host still runs ends now (its agent would end it once
-    // mpiexec stays silent).
-    kill_host(&h, 1);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "host {} is lost (no heartbeat for 1.0 s)",
-            h.names[1]
-        )),
-        "{stderr}"
-    );
-    let sum = |s: &str| {
-        s.lines()
-            .find(|l| l.contains("checksum"))
-            .map(str::to_string)
-    };
-    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
-    for l in stderr
-        .lines()
-        .filter(|l| l.contains("lost") || l.contains(" done: "))
-    {
-        println!("{l}");
+        let sum = |s: &str| {
+            s.lines()
+                .find(|l| l.contains("checksum"))
+                .map(str::to_string)
+        };
+        assert_eq!(sum(&clean.stdout), sum(&stdout), "{mode}: {stderr}");
+        for l in stderr
+            .lines()
+            .filter(|l| l.contains("lost") || l.contains(" done: "))
+        {
+            println!("{mode}: {l}");
+        }
     }
 }

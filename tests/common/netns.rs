@@ -68,19 +68,23 @@ fn owner(slot: u32) -> Option<Option<u32>> {
     )
 }
 
-/// Removes a slot's bridge, hosts and their veths.
-fn remove(slot: u32) {
+/// Removes a slot's hosts, their veths and (with `bridge`) its bridge.
+fn remove(slot: u32, bridge_too: bool) {
     for i in 0..14 {
-        // Deleting a namespace deletes its end of the veth, and with it
-        // the pair.
+        // A namespace lives on while a process is in it, and its end of
+        // the veth with it: the outer end goes explicitly.
+        let _ = ip(&["link", "del", &format!("msv{slot}h{i}")]);
         let _ = ip(&["netns", "del", &ns(slot, i)]);
     }
-    let _ = ip(&["link", "del", &bridge(slot)]);
+    if bridge_too {
+        let _ = ip(&["link", "del", &bridge(slot)]);
+    }
 }
 
 impl Hosts {
     /// `n` hosts (1 to 13), or why they cannot be made here (then the
-    /// caller prints SKIPPED and returns).
+    /// caller prints SKIPPED and returns). Once this machine can make
+    /// them, a step that fails panics (a test failure, not a skip).
     pub fn new(n: usize) -> Result<Hosts, String> {
         assert!((1..=13).contains(&n));
         // SAFETY: geteuid has no preconditions.
@@ -91,7 +95,7 @@ impl Hosts {
         for slot in 0..SLOTS {
             if let Some(Some(pid)) = owner(slot) {
                 if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    remove(slot);
+                    remove(slot, true);
                 }
             }
         }
@@ -111,6 +115,8 @@ impl Hosts {
             }
         }
         let slot = slot.ok_or("every test slot of 198.18.0.0/24 is taken")?;
+        // What a killed set of this slot may have left.
+        remove(slot, false);
         let mut hosts = Hosts {
             slot,
             names: Vec::new(),
@@ -120,24 +126,25 @@ impl Hosts {
         let br = bridge(slot);
         let alias = format!("mpistages-test-{me}");
         let cidr = |a: &str| format!("{a}/28");
-        ip(&["link", "set", "dev", &br, "alias", &alias])?;
-        ip(&["addr", "add", &cidr(&hosts.gateway), "dev", &br])?;
-        ip(&["link", "set", &br, "up"])?;
+        let must = |args: &[&str]| ip(args).unwrap_or_else(|e| panic!("making test hosts: {e}"));
+        must(&["link", "set", "dev", &br, "alias", &alias]);
+        must(&["addr", "add", &cidr(&hosts.gateway), "dev", &br]);
+        must(&["link", "set", &br, "up"]);
         for i in 0..n {
             let name = ns(slot, i);
             let (outside, inside) = (format!("msv{slot}h{i}"), format!("msv{slot}h{i}p"));
             let a = addr(slot, 2 + i as u32);
-            ip(&["netns", "add", &name])?;
+            must(&["netns", "add", &name]);
             hosts.names.push(name.clone());
-            ip(&[
+            must(&[
                 "link", "add", &outside, "type", "veth", "peer", "name", &inside,
-            ])?;
-            ip(&["link", "set", &inside, "netns", &name])?;
-            ip(&["link", "set", &outside, "master", &br])?;
-            ip(&["link", "set", &outside, "up"])?;
-            ip(&["-n", &name, "addr", "add", &cidr(&a), "dev", &inside])?;
-            ip(&["-n", &name, "link", "set", &inside, "up"])?;
-            ip(&["-n", &name, "link", "set", "lo", "up"])?;
+            ]);
+            must(&["link", "set", &inside, "netns", &name]);
+            must(&["link", "set", &outside, "master", &br]);
+            must(&["link", "set", &outside, "up"]);
+            must(&["-n", &name, "addr", "add", &cidr(&a), "dev", &inside]);
+            must(&["-n", &name, "link", "set", &inside, "up"]);
+            must(&["-n", &name, "link", "set", "lo", "up"]);
             hosts.addrs.push(a);
         }
         Ok(hosts)
@@ -154,10 +161,19 @@ impl Hosts {
     pub fn cut(&self, i: usize) -> Result<(), String> {
         ip(&["link", "set", &format!("msv{}h{i}", self.slot), "down"])
     }
+
+    /// Brings host `i`'s link back up, forgetting the neighbours that went
+    /// unreachable while it was down (they would answer "no route to host"
+    /// for a while).
+    pub fn restore(&self, i: usize) -> Result<(), String> {
+        ip(&["link", "set", &format!("msv{}h{i}", self.slot), "up"])?;
+        ip(&["-n", &self.names[i], "neigh", "flush", "all"])?;
+        ip(&["neigh", "flush", "dev", &bridge(self.slot)])
+    }
 }
 
 impl Drop for Hosts {
     fn drop(&mut self) {
-        remove(self.slot);
+        remove(self.slot, true);
     }
 }
