@@ -40,6 +40,8 @@ options for the whole job (before the first program):
                        agent's connection or process ends. Its ranks are
                        recovered as any failed rank, on the host with the
                        most free slots
+  --spare-hosts LIST   hosts (as --host) where no rank starts: the
+                       replacements of a lost host's ranks go there first
   --map-by slot|node   fill each host's slots in turn (default), or one
                        rank per host in turn
   -ppn, --npernode N   at most N ranks per host
@@ -148,6 +150,9 @@ pub struct Options {
     /// `--host`/`--hostfile`: the hosts and their slots (None: this host,
     /// as many ranks as asked).
     pub hosts: Option<Vec<Host>>,
+    /// The last this many of `hosts` are `--spare-hosts`: no rank starts
+    /// there, replacements go there first.
+    pub spare_hosts: usize,
     pub policy: Policy,
     /// The host of each rank (an index into `hosts`; 0 without hosts).
     pub placement: Vec<usize>,
@@ -280,6 +285,7 @@ struct Global {
     inject: Vec<Inject>,
     ckpt: Option<String>,
     hosts: Option<Vec<Host>>,
+    spare_hosts: Vec<Host>,
     policy: Policy,
     bind: Bind,
     launcher: Option<Vec<String>>,
@@ -365,6 +371,7 @@ impl Global {
                 let more = hosts::parse_host_list(&v)?;
                 self.hosts.get_or_insert_with(Vec::new).extend(more);
             }
+            "--spare-hosts" => self.spare_hosts.extend(hosts::parse_host_list(&v)?),
             "--hostfile" | "-hostfile" | "--machinefile" | "-machinefile" | "-f" => {
                 let text = std::fs::read_to_string(&v).map_err(|e| format!("{a} {v}: {e}"))?;
                 let more = hosts::parse_hostfile(&text, &v)?;
@@ -456,18 +463,40 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         None => 0,
     };
     let mut placement = vec![0; ranks];
-    let remote = g
-        .hosts
-        .as_ref()
-        .is_some_and(|hs| hs.iter().any(|h| !is_this_host(&h.name)));
+    let spare_hosts = g.spare_hosts.len();
+    if spare_hosts > 0 {
+        // Ranks start on the job's hosts (this machine when none is given).
+        let job_hosts = g.hosts.get_or_insert_with(|| {
+            vec![Host {
+                name: "localhost".into(),
+                slots: ranks,
+            }]
+        });
+        if let Some(h) = g
+            .spare_hosts
+            .iter()
+            .find(|s| job_hosts.iter().any(|h| h.name == s.name))
+        {
+            return Err(format!(
+                "host '{}' is both a host of the job and a spare host",
+                h.name
+            ));
+        }
+    }
+    let remote = g.hosts.as_ref().is_some_and(|hs| {
+        hs.iter()
+            .chain(&g.spare_hosts)
+            .any(|h| !is_this_host(&h.name))
+    });
     if remote && spares > 0 && g.spares.is_some() {
         return Err(
             "--spares with hosts other than this machine is not supported yet (--spares 0)".into(),
         );
     }
     let spares = if remote { 0 } else { spares };
-    if let Some(hs) = &g.hosts {
+    if let Some(hs) = g.hosts.as_mut() {
         placement = hosts::place(hs, ranks, g.policy)?;
+        hs.append(&mut g.spare_hosts);
     } else if let Some(n) = g.policy.per_host {
         if ranks > n && !g.policy.oversubscribe {
             return Err(format!(
@@ -487,6 +516,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         inject: g.inject,
         ckpt: g.ckpt,
         hosts: g.hosts,
+        spare_hosts,
         policy: g.policy,
         placement,
         bind: g.bind,
@@ -618,6 +648,12 @@ mod tests {
         assert_eq!(o.launcher, vec!["'ip'".to_string()]);
         assert_eq!(o.spares, 0);
         assert!(p("--host node7:4 --recovery stages --spares 1 -n 2 ./a").is_err());
+        let o = run("--host localhost:2 --spare-hosts 127.0.0.2:2 -n 2 ./a");
+        assert_eq!(
+            (o.hosts.unwrap().len(), o.spare_hosts, o.placement),
+            (2, 1, vec![0, 0])
+        );
+        assert!(p("--host localhost:2 --spare-hosts localhost:1 -n 2 ./a").is_err());
         assert!(p("--launcher rsh -n 2 ./a").is_err());
         assert!(p("--launcher exec -n 2 ./a").is_err());
         let o = run("--launcher-exec ip --launcher exec -n 2 ./a");

@@ -242,3 +242,75 @@ fn a_host_cut_off_is_lost_by_heartbeat_and_recovered() {
         }
     }
 }
+
+/// `--spare-hosts`: no rank starts there, and the ranks of a lost host are
+/// replaced there (not on the job's other hosts, which have room too).
+#[test]
+fn a_lost_hosts_ranks_go_to_the_spare_host() {
+    let h = hosts_or_skip!(3, "a_lost_hosts_ranks_go_to_the_spare_host");
+    let exe = common::build_example("stencil2d.c");
+    let list = format!("{}:4,{}:2", h.names[0], h.names[1]);
+    let args: Vec<String> = [
+        "--host",
+        &list,
+        "--spare-hosts",
+        &format!("{}:2", h.names[2]),
+        "--launcher-exec",
+        "ip netns exec",
+        "--control-addr",
+        &h.gateway,
+        "--recovery",
+        "stages",
+        "-n",
+        "4",
+        "--map-by",
+        "node",
+        exe.to_str().unwrap(),
+        "240",
+        "6000",
+        "10",
+        "protect",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let clean = mpiexec(&a, &[], LIMIT);
+    assert!(clean.ok(), "failure-free: {}", clean.stderr);
+    let child = common::command(common::bin("mpiexec"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // By node: ranks 0 and 2 on host 0, 1 and 3 on host 1; the spare host
+    // runs only its agent.
+    while processes_on(&h, 1) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 1 never ran its ranks"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_on(&h, 2), 1, "a rank started on the spare host");
+    std::thread::sleep(Duration::from_millis(700));
+    kill_host(&h, 1);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for r in [1, 3] {
+        assert!(
+            stderr.contains(&format!("rank {r} (pid"))
+                && stderr.contains(&format!("replacing it on host {} (", h.names[2])),
+            "rank {r}: {stderr}"
+        );
+    }
+    let sum = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("checksum"))
+            .map(str::to_string)
+    };
+    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+}

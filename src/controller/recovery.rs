@@ -65,9 +65,15 @@ impl Job {
                 generation,
             } => {
                 let with = if self.spares.ready() {
-                    " with a spare process"
+                    " with a spare process".to_string()
                 } else {
-                    ""
+                    // Where it goes, when it cannot stay where it was.
+                    if let Err(e) = self.rehome(rank) {
+                        eprintln!("mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {e}; terminating the job");
+                        self.fail(Failure::Launch);
+                        return;
+                    }
+                    self.on_host(rank)
                 };
                 eprintln!(
                     "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it{with} (generation {generation}), every rank rolls back to epoch {epoch}"

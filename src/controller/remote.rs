@@ -145,6 +145,13 @@ impl Job {
         self.remote.as_mut().expect("hosts other than this machine")
     }
 
+    /// " on host NAME" when the job has hosts, for messages about `rank`.
+    pub(super) fn on_host(&self, rank: usize) -> String {
+        self.opts.hosts.as_ref().map_or(String::new(), |hs| {
+            format!(" on host {}", hs[self.launch.rank_host[rank]].name)
+        })
+    }
+
     /// Whether rank `rank` runs on another host.
     pub(super) fn is_remote(&self, rank: usize) -> bool {
         self.remote
@@ -207,8 +214,8 @@ impl Job {
     }
 
     /// Where the replacement of rank `rank` runs: on its host while that
-    /// host is up, else on the host with the most free slots (`Err`: there
-    /// is none, and why).
+    /// host is up, else on a spare host with a free slot, else on the host
+    /// with the most free slots (`Err`: there is none, and why).
     pub(super) fn rehome(&mut self, rank: usize) -> Result<(), String> {
         let Some(r) = self.remote.as_ref() else {
             return Ok(());
@@ -224,10 +231,11 @@ impl Job {
                 .filter(|&q| q != rank && self.launch.rank_host[q] == h)
                 .count()
         };
+        let first_spare = hosts.len() - self.opts.spare_hosts;
         let best = (0..hosts.len())
             .filter(|&h| up(h))
             .map(|h| (hosts[h].slots.saturating_sub(used(h)), h))
-            .max_by_key(|&(free, h)| (free, std::cmp::Reverse(h)));
+            .max_by_key(|&(free, h)| (h >= first_spare && free > 0, free, std::cmp::Reverse(h)));
         match best {
             Some((free, h)) if free > 0 || self.opts.policy.oversubscribe => {
                 self.launch.rank_host[rank] = h;
