@@ -314,3 +314,111 @@ fn a_lost_hosts_ranks_go_to_the_spare_host() {
     };
     assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
 }
+
+/// The TCP ports mpiexec (`pid`) listens on (its sockets in LISTEN state
+/// in /proc/net/tcp).
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    l.strip_prefix("socket:[")
+                        .and_then(|x| x.strip_suffix(']'))
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    tcp.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (local, state, inode) = (f.get(1)?, f.get(3)?, f.get(9)?);
+            if *state != "0A" || !inodes.iter().any(|i| i == inode) {
+                return None;
+            }
+            u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
+        })
+        .collect()
+}
+
+/// Strangers on a host of the job — silent connections and garbage, on
+/// every port mpiexec listens on (agents' and ranks' control) — are
+/// dropped without stalling mpiexec: no host is lost and the result is
+/// the failure-free one.
+#[test]
+fn strangers_on_a_host_are_refused_and_change_nothing() {
+    let h = hosts_or_skip!(2, "strangers_on_a_host_are_refused_and_change_nothing");
+    let exe = common::build_example("stencil2d.c");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    let args: Vec<String> = [
+        "--host",
+        &list,
+        "--launcher-exec",
+        "ip netns exec",
+        "--control-addr",
+        &h.gateway,
+        "--heartbeat-timeout",
+        "1",
+        "-n",
+        "4",
+        exe.to_str().unwrap(),
+        "240",
+        "6000",
+        "10",
+        "protect",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let clean = mpiexec(&a, &[], LIMIT);
+    assert!(clean.ok(), "failure-free: {}", clean.stderr);
+    let child = common::command(common::bin("mpiexec"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while processes_on(&h, 1) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 1 never ran its ranks"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ports = listening_ports(child.id());
+    assert!(ports.len() >= 2, "mpiexec's TCP listeners: {ports:?}");
+    let mut strangers = Vec::new();
+    for p in &ports {
+        // Three silent connections each (longer than the heartbeat
+        // timeout if they stalled mpiexec), and garbage.
+        for script in [
+            format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway),
+            format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway),
+            format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway),
+            format!("head -c 4096 /dev/urandom > /dev/tcp/{}/{p}", h.gateway),
+        ] {
+            strangers.push(h.exec(0, "bash").args(["-c", &script]).spawn().unwrap());
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    for mut s in strangers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("is lost"), "{stderr}");
+    let sum = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("checksum"))
+            .map(str::to_string)
+    };
+    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+}

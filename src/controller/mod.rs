@@ -287,6 +287,9 @@ impl Job {
                     t if (remote::TOKEN_AGENT..TOKEN_CONN).contains(&t) => {
                         self.on_agent((t - remote::TOKEN_AGENT) as usize)
                     }
+                    t if (remote::TOKEN_AGENT_HELLO..remote::TOKEN_AGENT).contains(&t) => {
+                        self.on_agent_hello((t - remote::TOKEN_AGENT_HELLO) as usize)
+                    }
                     t if t >= TOKEN_CONN => self.on_conn((t - TOKEN_CONN) as usize),
                     _ => {}
                 }

@@ -25,8 +25,20 @@ pub(super) struct Remote {
     pub lost: bool,
 }
 
+/// A connection to the agent listener before its hello.
+struct Handshake {
+    stream: TcpStream,
+    from: String,
+    dec: Decoder,
+    since: Instant,
+}
+
+/// How long a connection to the agent listener may take to say hello.
+const HELLO_WITHIN: Duration = Duration::from_secs(1);
+
 /// What mpiexec needs for hosts other than this machine.
 pub(super) struct Remotes {
+    handshakes: Vec<Option<Handshake>>,
     pub hosts: Vec<Option<Remote>>,
     agent_listener: TcpListener,
     control_tcp: TcpListener,
@@ -39,6 +51,8 @@ pub(super) struct Remotes {
 }
 
 pub(super) const TOKEN_AGENT_LISTENER: u64 = 3;
+/// Connections to the agent listener before their hello: this plus a slot.
+pub(super) const TOKEN_AGENT_HELLO: u64 = 1 << 30;
 pub(super) const TOKEN_CONTROL_TCP: u64 = 4;
 /// Agents' connections: this plus the host index.
 pub(super) const TOKEN_AGENT: u64 = 1 << 31;
@@ -124,6 +138,7 @@ impl Remotes {
             }));
         }
         Ok(Some(Remotes {
+            handshakes: Vec::new(),
             hosts: remotes,
             control: format!("{}{}", stream::TCP_PREFIX, control_tcp.local_addr()?),
             agent_listener,
@@ -167,49 +182,125 @@ impl Job {
         }
     }
 
-    /// Agents' connections: the first message must be a hello with the job
-    /// key and a host of the job that has no agent yet (read with a short
-    /// timeout: a hello is one small message).
+    /// Agents' connections: watched (never read blocking: a stranger
+    /// that connects and stays silent must not stall mpiexec) until their
+    /// first message, which must be a hello with the job key from a host of
+    /// the job that has no agent yet.
     pub(super) fn accept_agents(&mut self) {
-        while let Ok((mut s, from)) = self.remotes().agent_listener.accept() {
-            let _ = s.set_nonblocking(false);
-            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
-            let hello: Option<FromAgent> = proto::recv(&mut s).ok();
-            let Some(FromAgent::Hello { key, host }) = hello else {
-                continue;
-            };
-            if !mpistages_sys::constant_time_eq(&key, self.key.as_bytes()) {
+        while let Ok((s, from)) = self.remotes().agent_listener.accept() {
+            if s.set_nonblocking(true).is_err() {
                 continue;
             }
             let r = self.remotes();
-            let Some(h) = r.hosts.iter().position(|x| {
-                x.as_ref()
-                    .is_some_and(|x| x.name == host && x.conn.is_none() && !x.lost)
-            }) else {
-                continue;
-            };
-            let (Ok(reader), Ok(())) = (s.try_clone(), s.set_nonblocking(true)) else {
-                continue;
-            };
-            let _ = s.set_nodelay(true);
+            let slot = r
+                .handshakes
+                .iter()
+                .position(Option::is_none)
+                .unwrap_or_else(|| {
+                    r.handshakes.push(None);
+                    r.handshakes.len() - 1
+                });
+            let token = TOKEN_AGENT_HELLO + slot as u64;
             if self
                 .epoll
-                .add(reader.as_raw_fd(), epoll::READABLE, TOKEN_AGENT + h as u64)
-                .is_err()
+                .add(s.as_raw_fd(), epoll::READABLE, token)
+                .is_ok()
             {
-                continue;
+                self.remotes().handshakes[slot] = Some(Handshake {
+                    stream: s,
+                    from: from.ip().to_string(),
+                    dec: Decoder::default(),
+                    since: Instant::now(),
+                });
             }
-            let remote = self.remotes().hosts[h].as_mut().expect("found above");
-            remote.link.set(Some(s));
-            remote.addr = Some(from.ip().to_string());
-            remote.conn = Some((reader, Decoder::default()));
-            remote.heard = Instant::now();
-            for mut start in std::mem::take(&mut remote.pending) {
-                start
-                    .env
-                    .push(("MPISTAGES_TCP_ADDR".into(), from.ip().to_string()));
-                remote.link.send(&ToAgent::Start(start));
+        }
+    }
+
+    fn drop_handshake(&mut self, slot: usize) {
+        if let Some(hs) = self.remotes().handshakes[slot].take() {
+            let _ = self.epoll.delete(hs.stream.as_raw_fd());
+        }
+    }
+
+    /// Reads an agent's first bytes; adopts it on a good hello.
+    pub(super) fn on_agent_hello(&mut self, slot: usize) {
+        let mut buf = [0u8; 1024];
+        let Some(hs) = self
+            .remotes()
+            .handshakes
+            .get_mut(slot)
+            .and_then(Option::as_mut)
+        else {
+            return;
+        };
+        let hello = loop {
+            match hs.stream.read(&mut buf) {
+                Ok(0) => break Err(()),
+                Ok(n) => hs.dec.push(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    match hs.dec.next_message::<FromAgent>() {
+                        Ok(Some(m)) => break Ok(m),
+                        Ok(None) => return,
+                        Err(_) => break Err(()),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break Err(()),
             }
+        };
+        let hs = self.remotes().handshakes[slot]
+            .take()
+            .expect("checked above");
+        let _ = self.epoll.delete(hs.stream.as_raw_fd());
+        let Ok(FromAgent::Hello { key, host }) = hello else {
+            return;
+        };
+        if !mpistages_sys::constant_time_eq(&key, self.key.as_bytes()) {
+            return;
+        }
+        let r = self.remotes();
+        let Some(h) = r.hosts.iter().position(|x| {
+            x.as_ref()
+                .is_some_and(|x| x.name == host && x.conn.is_none() && !x.lost)
+        }) else {
+            return;
+        };
+        let Ok(reader) = hs.stream.try_clone() else {
+            return;
+        };
+        let _ = hs.stream.set_nodelay(true);
+        if self
+            .epoll
+            .add(reader.as_raw_fd(), epoll::READABLE, TOKEN_AGENT + h as u64)
+            .is_err()
+        {
+            return;
+        }
+        let remote = self.remotes().hosts[h].as_mut().expect("found above");
+        remote.link.set(Some(hs.stream));
+        remote.addr = Some(hs.from.clone());
+        remote.conn = Some((reader, hs.dec));
+        remote.heard = Instant::now();
+        for mut start in std::mem::take(&mut remote.pending) {
+            start
+                .env
+                .push(("MPISTAGES_TCP_ADDR".into(), hs.from.clone()));
+            remote.link.send(&ToAgent::Start(start));
+        }
+    }
+
+    /// Connections that said no hello within a second are dropped.
+    fn expire_handshakes(&mut self) {
+        let old: Vec<usize> = self
+            .remotes()
+            .handshakes
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.as_ref().is_some_and(|h| h.since.elapsed() > HELLO_WITHIN))
+            .map(|(i, _)| i)
+            .collect();
+        for slot in old {
+            self.drop_handshake(slot);
         }
     }
 
@@ -412,6 +503,10 @@ impl Job {
             return;
         }
         r.next_beat = Instant::now() + Duration::from_millis(HEARTBEAT_MS);
+        self.expire_handshakes();
+        let Some(r) = self.remote.as_mut() else {
+            return;
+        };
         let timeout = self.opts.heartbeat_timeout;
         let mut silent = Vec::new();
         for (h, x) in r.hosts.iter().enumerate() {
