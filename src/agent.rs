@@ -23,6 +23,9 @@ pub struct Launch {
     pub cpus: Vec<usize>,
     /// The host of each rank (0: this machine; see `cli::Options::hosts`).
     pub rank_host: Vec<usize>,
+    /// `env::PARTNER_SHIFT`, fixed at the start (replacements moved to
+    /// another host keep the job's partner pairs).
+    pub partner_shift: usize,
     pub size: usize,
     pub control: String,
     pub key: String,
@@ -232,6 +235,7 @@ impl Launch {
             (env::CONTROL.into(), control.to_string()),
             (env::KEY.into(), self.key.clone()),
             (env::JOB_ID.into(), self.job_id.clone()),
+            (env::PARTNER_SHIFT.into(), self.partner_shift.to_string()),
         ];
         env.extend(self.env.iter().chain(&app.env).cloned());
         let mut cpu = None;

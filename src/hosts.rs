@@ -188,6 +188,16 @@ pub fn place(hosts: &[Host], n: usize, p: Policy) -> Result<Vec<usize>, String> 
     Ok(at)
 }
 
+/// The shift k (1 ≤ k < n) that puts the partner copy of every rank r on
+/// rank (r + k) mod n of another host, for the ranks' hosts `placement`:
+/// the smallest that does, else 1 (all ranks on one host).
+pub fn partner_shift(placement: &[usize]) -> usize {
+    let n = placement.len();
+    (1..n)
+        .find(|&k| (0..n).all(|r| placement[r] != placement[(r + k) % n]))
+        .unwrap_or(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +287,19 @@ mod tests {
             ..over
         };
         assert_eq!(names(&hs, &place(&hs, 5, node).unwrap()), "abaab");
+    }
+
+    #[test]
+    fn partners_on_other_hosts() {
+        assert_eq!(partner_shift(&[0, 0, 1, 1]), 2);
+        assert_eq!(partner_shift(&[0, 1, 0, 1]), 1);
+        assert_eq!(partner_shift(&[0, 0, 1, 1, 2, 2]), 2);
+        assert_eq!(partner_shift(&[0, 0, 0, 1]), 1, "no shift works: 1");
+        assert_eq!(partner_shift(&[0, 0, 0]), 1);
+        assert_eq!(partner_shift(&[0]), 1);
+        let p = [0, 0, 0, 1, 1, 1, 2, 2, 2];
+        let k = partner_shift(&p);
+        assert!((0..9).all(|r| p[r] != p[(r + k) % 9]), "k = {k}");
     }
 
     #[test]

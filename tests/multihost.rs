@@ -422,3 +422,68 @@ fn strangers_on_a_host_are_refused_and_change_nothing() {
     };
     assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
 }
+
+/// Partner copies live on another host than their owner: with only the
+/// `mem` and `partner` levels, the ranks of a lost host restore from the
+/// copies their partners on the surviving host hold (with the next rank
+/// as partner, both copies of a host's two ranks would be lost with it).
+#[test]
+fn partner_copies_outlive_their_host() {
+    let h = hosts_or_skip!(3, "partner_copies_outlive_their_host");
+    let exe = common::build_example("stencil2d.c");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    let args: Vec<String> = [
+        "--host",
+        &list,
+        "--spare-hosts",
+        &format!("{}:2", h.names[2]),
+        "--launcher-exec",
+        "ip netns exec",
+        "--control-addr",
+        &h.gateway,
+        "--recovery",
+        "stages",
+        "--ckpt",
+        "mem,partner",
+        "-n",
+        "4",
+        exe.to_str().unwrap(),
+        "240",
+        "6000",
+        "10",
+        "protect",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let clean = mpiexec(&a, &[], LIMIT);
+    assert!(clean.ok(), "failure-free: {}", clean.stderr);
+    let child = common::command(common::bin("mpiexec"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while processes_on(&h, 1) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 1 never ran its ranks"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    kill_host(&h, 1);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("from partner"), "{stderr}");
+    let sum = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("checksum"))
+            .map(str::to_string)
+    };
+    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+}

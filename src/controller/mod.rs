@@ -179,6 +179,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         bind: opts.bind,
         cpus: process::allowed_cpus(),
         rank_host: opts.placement.clone(),
+        partner_shift: crate::hosts::partner_shift(&opts.placement),
         size: opts.ranks,
         control: sock.to_string_lossy().into_owned(),
         key: hex(&k),

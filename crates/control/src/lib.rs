@@ -37,4 +37,8 @@ pub mod env {
     /// generation, the epoch and the injections that the variables above
     /// carry for a rank started as such).
     pub const SPARE: &str = "MPISTAGES_SPARE";
+    /// Rank r keeps its partner copy on rank (r + this) mod size: the
+    /// same for every process of the job, chosen by mpiexec so that
+    /// partners run on different hosts (default 1).
+    pub const PARTNER_SHIFT: &str = "MPISTAGES_PARTNER_SHIFT";
 }

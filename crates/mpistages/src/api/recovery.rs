@@ -35,10 +35,19 @@ fn internal_comm(m: &Mpi) -> Comm {
 }
 
 /// The rank holding this rank's partner copy, and the rank whose copy this
-/// one holds. All ranks of a job run on one node here, so the partner is
-/// simply the next rank.
+/// one holds: `k` ranks on, where mpiexec's `MPISTAGES_PARTNER_SHIFT` (the
+/// same in every process of the job) puts it on another host.
 fn partner_of(m: &Mpi) -> (usize, usize) {
-    ((m.rank + 1) % m.size, (m.rank + m.size - 1) % m.size)
+    static SHIFT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let k = *SHIFT.get_or_init(|| {
+        std::env::var(crate::control::env::PARTNER_SHIFT)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
+    });
+    let n = m.size.max(1);
+    let k = if (1..n).contains(&k) { k } else { 1 % n };
+    ((m.rank + k) % n, (m.rank + n - k) % n)
 }
 
 /// Point-to-point on the internal communicator. Every request posted is
