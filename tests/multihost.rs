@@ -487,3 +487,100 @@ fn partner_copies_outlive_their_host() {
     };
     assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
 }
+
+/// The launcher that gives each host its own /dev/shm.
+fn own_shm_launcher() -> String {
+    format!("{}/tests/netns-host", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `stencil2d` on hosts 0 and 1 (spare host 2) with checkpoint levels
+/// `ckpt`, each host with its own /dev/shm, and kills host 1 mid-run.
+fn lose_host_with_own_storage(h: &Hosts, ckpt: &str) -> (common::Run, String, String, bool) {
+    let exe = common::build_example("stencil2d.c");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    let launcher = own_shm_launcher();
+    let args: Vec<String> = [
+        "--host",
+        &list,
+        "--spare-hosts",
+        &format!("{}:2", h.names[2]),
+        "--launcher-exec",
+        &launcher,
+        "--control-addr",
+        &h.gateway,
+        "--recovery",
+        "stages",
+        "--ckpt",
+        ckpt,
+        "-n",
+        "4",
+        exe.to_str().unwrap(),
+        "240",
+        "6000",
+        "10",
+        "protect",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let clean = mpiexec(&a, &[], LIMIT);
+    assert!(clean.ok(), "failure-free: {}", clean.stderr);
+    let child = common::command(common::bin("mpiexec"))
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while processes_on(&h, 1) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 1 never ran its ranks"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    kill_host(h, 1);
+    let out = child.wait_with_output().unwrap();
+    (
+        clean,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+/// A lost host takes its node-local checkpoints (its own /dev/shm) with
+/// it: its ranks restore from `pfs`; with node-local levels only, nothing
+/// survives and the job ends saying so.
+#[test]
+fn a_lost_hosts_node_local_copies_go_with_it() {
+    let h = hosts_or_skip!(3, "a_lost_hosts_node_local_copies_go_with_it");
+    let pfs = common::Scratch::new("multihost-pfs");
+    let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,pfs:{}", pfs.path());
+    let (clean, stdout, stderr, ok) = lose_host_with_own_storage(&h, &ckpt);
+    assert!(ok, "{stdout}\n{stderr}");
+    let sum = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("checksum"))
+            .map(str::to_string)
+    };
+    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+    for r in [2, 3] {
+        assert!(
+            stderr.contains(&format!("rank {r} (replacement) restores epoch"))
+                && stderr
+                    .lines()
+                    .any(|l| l.contains(&format!("rank {r} (replacement) restores"))
+                        && l.contains("from pfs")),
+            "rank {r}: {stderr}"
+        );
+    }
+    let (_, stdout, stderr, ok) = lose_host_with_own_storage(&h, "mem,tmpfs:/dev/shm/mpistages");
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("no valid checkpoint is left to restore"),
+        "{stderr}"
+    );
+}
