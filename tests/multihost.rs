@@ -533,7 +533,7 @@ fn lose_host_with_own_storage(h: &Hosts, ckpt: &str) -> (common::Run, String, St
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while processes_on(&h, 1) < 3 {
+    while processes_on(h, 1) < 3 {
         assert!(
             std::time::Instant::now() < deadline,
             "host 1 never ran its ranks"
