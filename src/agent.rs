@@ -272,7 +272,11 @@ impl Launch {
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
         let mut cmd = self.command(&self.plan(Some(rank), generation, extra_env, &self.control));
-        cmd.stdin(if rank == 0 {
+        // Rank 0 reads mpiexec's stdin, unless it is forwarded to a rank 0
+        // on another host (then a local replacement gets none).
+        let forwarded =
+            crate::controller::stdin::FORWARDED.load(std::sync::atomic::Ordering::Acquire);
+        cmd.stdin(if rank == 0 && !forwarded {
             Stdio::inherit()
         } else {
             Stdio::null()

@@ -1,6 +1,7 @@
 //! `mpiexec` command-line options.
 
 use crate::hosts::{self, Host, MapBy, Policy};
+use crate::slurm::{self, Allocation};
 use mpistages_control::inject::Inject;
 pub use mpistages_control::mode::RecoveryMode;
 use std::path::PathBuf;
@@ -29,9 +30,12 @@ options for the whole job (before the first program):
                        Hosts other than this machine (not localhost, 127.x
                        or its hostname) get an agent, mpistages-agent,
                        started by the launcher command:
-  --launcher ssh|exec  ssh HOST mpistages-agent ... (default; the agent must
-                       be at the same path there), or exec: the command
-                       --launcher-exec gives
+  --launcher ssh|exec|slurm  ssh HOST mpistages-agent ... (default; the
+                       agent must be at the same path there), exec: the
+                       command --launcher-exec gives, or slurm: srun
+                       --nodelist HOST ... inside an allocation (salloc,
+                       sbatch), where hosts and slots are Slurm's; this is
+                       the default inside an allocation without --host
   --launcher-exec CMD  CMD HOST mpistages-agent ..., e.g. 'ip netns exec'
   --control-addr ADDR  this machine's address as the hosts reach it
                        (default: its address toward the first host)
@@ -101,6 +105,11 @@ status, or 128 + signal number when it was killed by a signal; 3 when the
 job succeeded but an --inject spec never fired. Under a recovery mode, a
 rank whose error handler is MPI_ERRORS_ARE_FATAL (the default) ends the job
 at a failure instead of rolling back, with the exit status 101.
+
+Under Slurm: inside an allocation (salloc, sbatch) mpiexec uses Slurm's
+nodes and starts its agents with srun (see --launcher). A job can also be
+started by srun alone: srun --mpi=pmi2 -n N ./app (PMI-2; no recovery
+without mpiexec: a failed rank ends the job).
 
 Environment read by the ranks:
   MPISTAGES_PROGRESS=thread|poll   progress thread (default) or the waiting
@@ -289,6 +298,8 @@ struct Global {
     policy: Policy,
     bind: Bind,
     launcher: Option<Vec<String>>,
+    /// `--launcher slurm`.
+    slurm: bool,
     control_addr: Option<std::net::IpAddr>,
     heartbeat_timeout: Option<f64>,
 }
@@ -391,7 +402,8 @@ impl Global {
                     "exec" => {
                         self.launcher.get_or_insert_with(Vec::new);
                     }
-                    _ => return Err(format!("--launcher takes ssh or exec, not '{v}'")),
+                    "slurm" | "srun" => self.slurm = true,
+                    _ => return Err(format!("--launcher takes ssh, exec or slurm, not '{v}'")),
                 }
             }
             "--launcher-exec" | "-launcher-exec" => {
@@ -431,6 +443,11 @@ impl Global {
 }
 
 pub fn parse(argv: &[String]) -> Result<Parsed, String> {
+    parse_in(argv, &Allocation::from_env())
+}
+
+/// `parse` inside the Slurm allocation `alloc` (none when not present).
+pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
     let mut g = Global::default();
     let mut apps = Vec::new();
     for (k, seg) in argv.split(|a| a == ":").enumerate() {
@@ -462,6 +479,17 @@ pub fn parse(argv: &[String]) -> Result<Parsed, String> {
         None if recovery.replaces_rank() && apps.len() == 1 => 1,
         None => 0,
     };
+    // Inside an allocation mpiexec uses Slurm's hosts and srun, as Open
+    // MPI does, unless told other hosts or another launcher.
+    let slurm = g.slurm || (alloc.present() && g.hosts.is_none() && g.launcher.is_none());
+    if slurm {
+        if g.hosts.is_none() {
+            g.hosts = Some(alloc.hosts()?);
+        } else if !alloc.present() {
+            return Err("--launcher slurm needs a Slurm allocation (salloc or sbatch)".into());
+        }
+        g.launcher = Some(slurm::launcher());
+    }
     let mut placement = vec![0; ranks];
     let spare_hosts = g.spare_hosts.len();
     if spare_hosts > 0 {
@@ -537,7 +565,10 @@ mod tests {
     use super::*;
 
     fn p(s: &str) -> Result<Parsed, String> {
-        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+        parse_in(
+            &s.split_whitespace().map(String::from).collect::<Vec<_>>(),
+            &Allocation::default(),
+        )
     }
 
     #[test]
@@ -663,5 +694,38 @@ mod tests {
         assert!(p("--bind-to socket -n 2 ./a").is_err());
         assert!(p("--map-by ppr -n 2 ./a").is_err());
         assert!(p("--hostfile /nonexistent -n 2 ./a").is_err());
+    }
+
+    fn in_allocation(s: &str, nodes: &str, tasks: &str) -> Result<Parsed, String> {
+        parse_in(
+            &s.split_whitespace().map(String::from).collect::<Vec<_>>(),
+            &Allocation {
+                nodelist: Some(nodes.into()),
+                tasks_per_node: Some(tasks.into()),
+            },
+        )
+    }
+
+    #[test]
+    fn inside_an_allocation_hosts_and_launcher_are_slurms() {
+        let Ok(Parsed::Run(o)) = in_allocation("-n 6 ./a", "c[1-2]", "3(x2)") else {
+            panic!()
+        };
+        let hosts = o.hosts.as_ref().unwrap();
+        assert_eq!(hosts.len(), 2);
+        assert_eq!((hosts[1].name.as_str(), hosts[1].slots), ("c2", 3));
+        assert_eq!(o.placement, vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(o.launcher[0], "srun");
+        assert!(o.launcher.iter().any(|w| w == "--overlap"));
+        // More ranks than Slurm's slots is refused, as with --host.
+        assert!(in_allocation("-n 7 ./a", "c[1-2]", "3(x2)").is_err());
+        // --host inside an allocation: those hosts, started by ssh.
+        let Ok(Parsed::Run(o)) = in_allocation("--host x:2 -n 2 ./a", "c1", "2") else {
+            panic!()
+        };
+        assert_eq!(o.launcher[0], "ssh");
+        // --launcher slurm outside an allocation is an error that says so.
+        let e = p("--launcher slurm -n 2 ./a").unwrap_err();
+        assert!(e.contains("allocation"), "{e}");
     }
 }

@@ -2,8 +2,11 @@
 //! node-local checkpoint directories (`ROOT/job-ID`, ID being mpiexec's
 //! pid), tmpfs roots that the job created, the temporary and parked files
 //! of its ranks on `pfs`, and its control directory. At its end a job
-//! removes its own; at its start, those of earlier jobs whose `mpiexec`
-//! is gone (killed with SIGKILL, it could not), so nothing piles up.
+//! removes its own (on other hosts their agents do); at its start, those
+//! of earlier jobs whose `mpiexec` is gone (killed with SIGKILL, it could
+//! not), so nothing piles up. Only directories that an mpiexec of this
+//! host claimed (`OWNER` in them names the host) are swept: a PID says
+//! nothing about a job whose mpiexec runs on another host.
 
 use mpistages::checkpoint::config::{self, Level};
 use std::path::{Path, PathBuf};
@@ -39,6 +42,16 @@ fn writer_of_temporary(name: &str) -> Option<i32> {
         return None;
     }
     pid.parse().ok()
+}
+
+/// The file in a job directory that names the host of its mpiexec.
+const OWNER: &str = ".mpiexec-host";
+
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 impl JobFiles {
@@ -88,6 +101,16 @@ impl JobFiles {
         self.roots.iter().map(|r| config::job_dir(r, &self.job_id))
     }
 
+    /// At the start: makes the job's node-local directories on this host
+    /// and marks them as its mpiexec's.
+    pub fn claim(&self) {
+        for d in self.job_dirs() {
+            if std::fs::create_dir_all(&d).is_ok() {
+                let _ = std::fs::write(d.join(OWNER), this_host());
+            }
+        }
+    }
+
     /// At the start: removes what jobs whose mpiexec is gone left in these
     /// roots and pfs directories. Returns what was removed.
     pub fn sweep_dead_jobs(&self) -> Vec<PathBuf> {
@@ -105,7 +128,9 @@ impl JobFiles {
                 else {
                     continue;
                 };
-                if process_gone(pid) && std::fs::remove_dir_all(e.path()).is_ok() {
+                let ours = std::fs::read_to_string(e.path().join(OWNER))
+                    .is_ok_and(|h| h.trim() == this_host());
+                if ours && process_gone(pid) && std::fs::remove_dir_all(e.path()).is_ok() {
                     removed.push(e.path());
                 }
             }
@@ -116,19 +141,25 @@ impl JobFiles {
         removed
     }
 
-    /// At the end, when every rank is gone: the job's node-local
-    /// directories, the roots it created if they are empty now, and on
-    /// pfs the temporaries of dead writers and the files parked for reuse
-    /// (MPI_Finalize removes those, but not after a crash).
-    pub fn remove_at_end(&self) {
+    /// On another host, at the end of the job (its agent): the job's
+    /// node-local directories there, and the roots it created if empty.
+    pub fn remove_node_local(&self) {
         for d in self.job_dirs() {
             let _ = std::fs::remove_dir_all(&d);
         }
         for d in &self.created {
             let _ = std::fs::remove_dir(d);
         }
-        // The default root is shared by every job: removed once empty.
         let _ = std::fs::remove_dir(config::DEFAULT_TMPFS);
+    }
+
+    /// At the end, when every rank is gone: the job's node-local
+    /// directories, the roots it created if they are empty now, and on
+    /// pfs the temporaries of dead writers and the files parked for reuse
+    /// (MPI_Finalize removes those, but not after a crash).
+    pub fn remove_at_end(&self) {
+        // The default root is shared by every job: removed once empty.
+        self.remove_node_local();
         for dir in &self.pfs {
             sweep_temporaries(dir);
             if let Ok(entries) = std::fs::read_dir(dir) {
@@ -237,12 +268,24 @@ mod tests {
             .unwrap();
         let (dead, live) = (dead_pid(), other.id() as i32);
         let mut guard = Cleanup(other, base.clone());
+        files.claim();
         for d in [
             format!("job-{dead}"),
             format!("job-{live}"),
             format!("job-{me}/epoch-1"),
+            // A job of an mpiexec on another host (its PID means nothing
+            // here), and one from before owners were written.
+            format!("job-{}", dead + 1),
+            format!("job-{}", dead + 2),
         ] {
             std::fs::create_dir_all(tmpfs.join(d)).unwrap();
+        }
+        for (pid, host) in [
+            (dead, this_host()),
+            (live, this_host()),
+            (dead + 1, "n7".into()),
+        ] {
+            std::fs::write(tmpfs.join(format!("job-{pid}")).join(OWNER), host).unwrap();
         }
         std::fs::create_dir_all(pfs.join("epoch-3")).unwrap();
         let dead_tmp = format!("epoch-3/rank-1.ckpt.flush.{dead}");
@@ -260,6 +303,10 @@ mod tests {
         assert!(!tmpfs.join(format!("job-{dead}")).exists());
         assert!(tmpfs.join(format!("job-{live}")).exists());
         assert!(tmpfs.join(format!("job-{me}")).exists());
+        assert!(tmpfs.join(format!("job-{}", dead + 1)).exists());
+        assert!(tmpfs.join(format!("job-{}", dead + 2)).exists());
+        std::fs::remove_dir_all(tmpfs.join(format!("job-{}", dead + 1))).unwrap();
+        std::fs::remove_dir_all(tmpfs.join(format!("job-{}", dead + 2))).unwrap();
         assert!(!pfs.join(&dead_tmp).exists());
         assert!(pfs.join(&live_tmp).exists());
         // At the end: its own directory and the parked files go; the

@@ -19,5 +19,6 @@ pub mod controller;
 pub mod hosts;
 pub mod leftovers;
 pub mod remote_agent;
+pub mod slurm;
 pub mod spares;
 pub mod wrapper;

@@ -51,6 +51,8 @@ struct Proc {
     id: u64,
     /// Output streams not yet at their end.
     open: Arc<AtomicUsize>,
+    /// Its stdin, when mpiexec forwards its own to it.
+    input: Option<std::sync::mpsc::Sender<Vec<u8>>>,
 }
 
 fn forward(
@@ -82,11 +84,30 @@ fn forward(
     });
 }
 
+/// Writes what mpiexec forwards to a process's stdin, in a thread of its
+/// own so a process that does not read cannot stall the agent; dropping
+/// the sender closes the stdin.
+fn feed(mut to: std::process::ChildStdin) -> std::sync::mpsc::Sender<Vec<u8>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        for data in rx {
+            if to.write_all(&data).is_err() {
+                break;
+            }
+        }
+    });
+    tx
+}
+
 fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
     let mut cmd = Command::new(&s.program);
     cmd.args(&s.args)
         .envs(s.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if s.stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(d) = &s.wdir {
@@ -99,6 +120,7 @@ fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start '{}': {e}", s.program))?;
+    let input = child.stdin.take().map(feed);
     let open = Arc::new(AtomicUsize::new(2));
     let (out, err) = (child.stdout.take(), child.stderr.take());
     if let (Some(out), Some(err)) = (out, err) {
@@ -107,7 +129,14 @@ fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
     }
     // The child is reaped with waitpid(-1) on SIGCHLD; the handle is not
     // needed (dropping it neither kills nor waits).
-    Ok((child.id() as i32, Proc { id: s.id, open }))
+    Ok((
+        child.id() as i32,
+        Proc {
+            id: s.id,
+            open,
+            input,
+        },
+    ))
 }
 
 /// Reports `id`'s end once its output has all been forwarded (or after
@@ -133,6 +162,9 @@ struct Agent {
     dec: Decoder,
     procs: HashMap<i32, Proc>,
     heard: Instant,
+    /// The job's node-local directories on this host (known from the
+    /// first Start), removed when mpiexec ends the job.
+    files: Option<crate::leftovers::JobFiles>,
 }
 
 impl Agent {
@@ -168,6 +200,19 @@ impl Agent {
                 Ok(Some(ToAgent::Alive)) => {}
                 Ok(Some(ToAgent::Start(s))) => {
                     let id = s.id;
+                    if self.files.is_none() {
+                        let var = |k: &str| {
+                            s.env
+                                .iter()
+                                .rev()
+                                .find(|(n, _)| n == k)
+                                .map_or(String::new(), |(_, v)| v.clone())
+                        };
+                        self.files = Some(crate::leftovers::JobFiles::new(
+                            &var(mpistages_control::env::CKPT),
+                            &var(mpistages_control::env::JOB_ID),
+                        ));
+                    }
                     match start(&self.link, s) {
                         Ok((pid, p)) => {
                             self.procs.insert(pid, p);
@@ -181,6 +226,15 @@ impl Agent {
                         }
                     }
                 }
+                Ok(Some(ToAgent::Input { id, data })) => {
+                    if let Some(p) = self.procs.values_mut().find(|p| p.id == id) {
+                        if data.is_empty() {
+                            p.input = None;
+                        } else if let Some(tx) = &p.input {
+                            let _ = tx.send(data);
+                        }
+                    }
+                }
                 Ok(Some(ToAgent::Signal { id, signal })) => {
                     if let Some((&pid, _)) = self.procs.iter().find(|(_, p)| p.id == id) {
                         process::kill_group(pid, signal);
@@ -188,6 +242,11 @@ impl Agent {
                 }
                 Ok(Some(ToAgent::Shutdown { grace_ms })) => {
                     self.end_all(Duration::from_millis(grace_ms as u64));
+                    // Only at the job's end: an agent cut off from mpiexec
+                    // leaves them (the job may go on elsewhere).
+                    if let Some(f) = &self.files {
+                        f.remove_node_local();
+                    }
                     return false;
                 }
                 Err(e) => {
@@ -254,6 +313,7 @@ fn run(args: &[String]) -> Result<(), String> {
         dec: Decoder::default(),
         procs: HashMap::new(),
         heard: Instant::now(),
+        files: None,
     };
     let mut evs = Vec::new();
     loop {

@@ -27,6 +27,7 @@ mod messages;
 mod recoveries;
 mod recovery;
 mod remote;
+pub mod stdin;
 
 const TOKEN_LISTENER: u64 = 1;
 const TOKEN_SIGNALS: u64 = 2;
@@ -193,6 +194,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         .unwrap_or_default();
     let files = JobFiles::new(&spec, &launch.job_id);
     files.sweep_dead_jobs();
+    files.claim();
     let rec = recoveries::Recoveries::new(
         opts.ranks,
         !opts.recovery.replaces_rank(),
@@ -349,8 +351,15 @@ impl Job {
             mpistages_control::env::RECOVERY,
             self.opts.recovery.name().to_string(),
         )];
-        if let Some(c) = &self.opts.ckpt {
-            env.push((mpistages_control::env::CKPT, c.clone()));
+        // Also when it comes from mpiexec's environment: a launcher (ssh)
+        // need not pass that on to other hosts.
+        let ckpt = self
+            .opts
+            .ckpt
+            .clone()
+            .or_else(|| std::env::var(mpistages_control::env::CKPT).ok());
+        if let Some(c) = ckpt {
+            env.push((mpistages_control::env::CKPT, c));
         }
         env
     }

@@ -48,6 +48,8 @@ pub(super) struct Remotes {
     next_beat: Instant,
     /// Output gates of the processes agents run, by id.
     pub gates: std::collections::HashMap<u64, Arc<Gate>>,
+    /// mpiexec's stdin, for rank 0 when it runs here.
+    stdin: super::stdin::StdinForward,
 }
 
 pub(super) const TOKEN_AGENT_LISTENER: u64 = 3;
@@ -57,12 +59,20 @@ pub(super) const TOKEN_CONTROL_TCP: u64 = 4;
 /// Agents' connections: this plus the host index.
 pub(super) const TOKEN_AGENT: u64 = 1 << 31;
 
-/// This machine's address toward `host` (the route's source address; no
-/// packet is sent).
+/// This machine's address toward `host` (a name or an address; a Slurm
+/// node name that does not resolve is looked up with `scontrol`).
 fn address_toward(host: &str) -> std::io::Result<std::net::IpAddr> {
-    let s = std::net::UdpSocket::bind("0.0.0.0:0")?;
-    s.connect((host, 9))?;
-    Ok(s.local_addr()?.ip())
+    use std::net::ToSocketAddrs;
+    let peer = match (host, 9).to_socket_addrs() {
+        Ok(mut addrs) => addrs.next().map(|a| a.ip()),
+        Err(_) => None,
+    };
+    let peer = peer
+        .or_else(|| crate::slurm::node_address(host))
+        .ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::NotFound, "no address for this name")
+        })?;
+    mpistages_sys::socket::address_toward(peer)
 }
 
 impl Remotes {
@@ -146,6 +156,7 @@ impl Remotes {
             next_id: 1,
             next_beat: Instant::now(),
             gates: Default::default(),
+            stdin: Default::default(),
         }))
     }
 
@@ -281,11 +292,16 @@ impl Job {
         remote.addr = Some(hs.from.clone());
         remote.conn = Some((reader, hs.dec));
         remote.heard = Instant::now();
+        let link = remote.link.clone();
         for mut start in std::mem::take(&mut remote.pending) {
             start
                 .env
                 .push(("MPISTAGES_TCP_ADDR".into(), hs.from.clone()));
-            remote.link.send(&ToAgent::Start(start));
+            let (id, stdin) = (start.id, start.stdin);
+            link.send(&ToAgent::Start(start));
+            if stdin {
+                self.remotes().stdin.aim(link.clone(), id);
+            }
         }
     }
 
@@ -359,13 +375,16 @@ impl Job {
             env: plan.env,
             wdir: plan.wdir.map(|d| d.to_string_lossy().into_owned()),
             cpu: plan.cpu.map(|c| c as u32),
-            stdin: false,
+            stdin: rank == 0,
         };
         let link = remote.link.clone();
         match &remote.addr {
             Some(a) => {
                 start.env.push(("MPISTAGES_TCP_ADDR".into(), a.clone()));
                 link.send(&ToAgent::Start(start));
+                if rank == 0 {
+                    self.remotes().stdin.aim(link.clone(), id);
+                }
             }
             None => remote.pending.push(start),
         }
@@ -518,7 +537,7 @@ impl Job {
                 silent.push((h, "its agent cannot be written to".to_string()));
             } else if x.heard.elapsed() > timeout {
                 let what = if x.conn.is_some() {
-                    format!("no heartbeat for {:.1} s", timeout.as_secs_f64())
+                    format!("no heartbeat for {:.2} s", x.heard.elapsed().as_secs_f64())
                 } else {
                     format!(
                         "its agent did not connect within {:.1} s",

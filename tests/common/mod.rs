@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod slurm;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -141,14 +142,40 @@ impl Run {
 pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let _slot = Slot::take();
     let mut cmd = command(bin("mpiexec"));
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().expect("start mpiexec");
+    run_bounded(cmd, &format!("mpiexec {args:?}"), limit)
+}
+
+/// Runs `cmd` with its output captured; one still running after `limit`
+/// gets SIGTERM (SIGKILL 5 s later) and the test fails.
+pub fn run_bounded(cmd: Command, what: &str, limit: Duration) -> Run {
+    run_bounded_with_input(cmd, None, what, limit)
+}
+
+/// `run_bounded` with `input` written to the child's stdin (then closed).
+pub fn run_bounded_with_input(
+    mut cmd: Command,
+    input: Option<Vec<u8>>,
+    what: &str,
+    limit: Duration,
+) -> Run {
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
+    if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&data);
+        });
+    }
     let pid = child.id() as i32;
     let out_pipe = child.stdout.take().unwrap();
     let err_pipe = child.stderr.take().unwrap();
@@ -157,12 +184,11 @@ pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let start = Instant::now();
     let mut timed_out = false;
     let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for mpiexec") {
+        if let Some(s) = child.try_wait().expect("wait for the child") {
             break s;
         }
         if start.elapsed() > limit && !timed_out {
             timed_out = true;
-            // SAFETY-free: std has no kill with a signal; use libc on our child's PID.
             unsafe_kill(pid, libc::SIGTERM);
         }
         if timed_out && start.elapsed() > limit + Duration::from_secs(5) {
@@ -177,7 +203,7 @@ pub fn mpiexec(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     };
     assert!(
         !timed_out,
-        "mpiexec {args:?} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+        "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
         run.stdout, run.stderr
     );
     run

@@ -26,8 +26,8 @@ pub struct Start {
     pub env: Vec<(String, String)>,
     pub wdir: Option<String>,
     pub cpu: Option<u32>,
-    /// Rank 0's stdin is mpiexec's; the agent gives every process an empty
-    /// one (forwarding stdin to other hosts is not supported).
+    /// The process reads what mpiexec forwards of its own stdin (`Input`);
+    /// every other process gets an empty stdin.
     pub stdin: bool,
 }
 
@@ -47,6 +47,12 @@ pub enum ToAgent {
     /// mpiexec is alive (the agent ends its processes when mpiexec falls
     /// silent: a lost controller is the end of the job).
     Alive,
+    /// Bytes of mpiexec's stdin for process `id` (started with `stdin`);
+    /// empty: the end of the input (its stdin is closed).
+    Input {
+        id: u64,
+        data: Vec<u8>,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]

@@ -74,6 +74,19 @@ pub fn in_child_with_default_sigpipe(path: &str) -> bool {
     false
 }
 
+/// This machine's address toward `peer`: the source address of the route
+/// the kernel would take (a UDP socket is connected; no packet is sent).
+pub fn address_toward(peer: std::net::IpAddr) -> std::io::Result<std::net::IpAddr> {
+    let any: std::net::IpAddr = if peer.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    let s = std::net::UdpSocket::bind((any, 0))?;
+    s.connect((peer, 9))?;
+    Ok(s.local_addr()?.ip())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

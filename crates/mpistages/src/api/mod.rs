@@ -9,6 +9,7 @@ pub mod consts;
 pub mod datatype;
 pub mod error;
 pub mod group;
+pub mod launch;
 pub mod logging;
 pub mod mpix;
 pub mod op;
@@ -19,7 +20,7 @@ pub mod reinit;
 pub mod state;
 pub mod usermem;
 
-use crate::control::client::{Client, JobInfo};
+use crate::control::client::Client;
 pub use crate::control::mode::RecoveryMode;
 use crate::control::proto::ToController;
 /// The vocabulary of the engine and the transports that the C ABI speaks
@@ -28,7 +29,6 @@ pub use crate::progress::request::Owned;
 use crate::progress::{Engine, EngineConfig, ProgressMode};
 pub use crate::progress::{Layout, Op, ReqError, ReqId, ReqState, SendMode, Status};
 use crate::sys::epoll::Epoll;
-use crate::transport::tcp::{Tcp, TcpConfig};
 pub use crate::transport::RawBuf;
 use consts::{dt, err};
 use datatype::Datatype;
@@ -181,6 +181,8 @@ pub struct Mpi {
     pub size: usize,
     pub tables: Mutex<Tables>,
     pub client: Option<Arc<Client>>,
+    /// Started directly by `srun` (PMI-2) instead of mpiexec.
+    pub srun: Option<launch::Srun>,
     /// Fault epoch, checkpoint store, handle registries.
     pub stages: Mutex<crate::stages::Stages>,
     /// Regions registered with `MPIX_Protect`.
@@ -237,7 +239,7 @@ impl Mpi {
     }
 }
 
-fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
+pub(crate) fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
     match std::env::var(name) {
         Err(_) => Ok(default),
         Ok(v) => v
@@ -273,7 +275,7 @@ fn default_spin(size: usize) -> (usize, bool) {
     }
 }
 
-fn io_err(what: &str) -> impl Fn(std::io::Error) -> MpiError + '_ {
+pub(crate) fn io_err(what: &str) -> impl Fn(std::io::Error) -> MpiError + '_ {
     move |e| MpiError::new(err::OTHER, format!("{what}: {e}"))
 }
 
@@ -325,7 +327,6 @@ fn abort_on_panic() {
 
 fn start() -> MpiResult<Mpi> {
     abort_on_panic();
-    let job = JobInfo::from_env().map_err(io_err("reading the job from the environment"))?;
     let mode = match std::env::var("MPISTAGES_PROGRESS").as_deref() {
         Err(_) | Ok("thread") | Ok("") => ProgressMode::Thread,
         Ok("poll") => ProgressMode::Poll,
@@ -338,65 +339,18 @@ fn start() -> MpiResult<Mpi> {
     };
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
     let recovery = recovery_from_env()?;
-    let resilient = recovery.announced();
-    let replacement = resilient && job.as_ref().is_some_and(|j| j.restart_epoch.is_some());
-    let injections = job.as_ref().map(|j| j.inject.clone()).unwrap_or_default();
-    let job_id = std::env::var(crate::control::env::JOB_ID).unwrap_or_default();
-    let (rank, size, generation, client, transport, restore_epoch) = match job {
-        None => (0, 1, 0, None, None, 0),
-        Some(job) => {
-            let bind = std::env::var("MPISTAGES_TCP_ADDR").unwrap_or_else(|_| "127.0.0.1".into());
-            let bind = format!("{bind}:0").parse().map_err(|_| {
-                MpiError::new(
-                    err::ARG,
-                    format!("MPISTAGES_TCP_ADDR='{bind}' is not an IP address"),
-                )
-            })?;
-            let mut tcp = Tcp::new(
-                TcpConfig {
-                    me: job.rank,
-                    ranks: job.size,
-                    key: job.key.clone(),
-                    generation: job.generation,
-                    eager_limit: env_usize("MPISTAGES_EAGER_LIMIT", 64 << 10)?,
-                    fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?
-                        .clamp(4096, 16 << 20),
-                    bind,
-                    congestion: std::env::var("MPISTAGES_TCP_CC").unwrap_or_else(|_| "reno".into()),
-                },
-                epoll.clone(),
-            )
-            .map_err(io_err("starting the TCP transport"))?;
-            let addr = tcp.local_addr().map_err(io_err("TCP address"))?;
-            let (client, welcome) =
-                Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
-            tcp.set_generation(welcome.generation);
-            for (peer, a) in welcome.addrs.iter().enumerate() {
-                if !welcome.connects_to(job.rank, peer) {
-                    continue;
-                }
-                let sa = a.parse().map_err(|_| {
-                    MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}"))
-                })?;
-                match tcp.connect(peer, sa) {
-                    Ok(()) => {}
-                    // That rank failed meanwhile: mpiexec announces it and
-                    // replaces it, and its replacement connects to us.
-                    Err(_) if resilient => {}
-                    Err(e) => return Err(io_err(&format!("connecting to rank {peer} at {a}"))(e)),
-                }
-            }
-            let t: Box<dyn crate::transport::Transport> = Box::new(tcp);
-            (
-                job.rank,
-                job.size,
-                welcome.generation,
-                Some(Arc::new(client)),
-                Some(t),
-                welcome.epoch,
-            )
-        }
-    };
+    let launch::Joined {
+        rank,
+        size,
+        generation,
+        client,
+        srun,
+        transport,
+        restore_epoch,
+        job_id,
+        injections,
+        replacement,
+    } = launch::join(&epoll, recovery)?;
     // Watched in every mode: besides failures, mpiexec announces committed
     // checkpoint epochs on it, which is when old epochs may be removed.
     let control = match &client {
@@ -407,7 +361,7 @@ fn start() -> MpiResult<Mpi> {
         )),
         None => None,
     };
-    let stages = if client.is_some() {
+    let stages = if size > 1 || client.is_some() {
         crate::inject::arm(&injections);
         crate::stages::Stages::new(&job_id, rank, size)
             .map_err(|e| error::stages_error("MPI_Init", e))?
@@ -436,6 +390,7 @@ fn start() -> MpiResult<Mpi> {
         size,
         tables: Mutex::new(initial_tables(rank, size)),
         client,
+        srun,
         stages: Mutex::new(stages),
         regions: Default::default(),
         mode: recovery,
@@ -518,6 +473,11 @@ pub fn finalize() -> MpiResult<()> {
     };
     m.engine.shutdown();
     m.stages().finalize((durable > 0).then_some(durable));
+    if let Some(srun) = &m.srun {
+        if let Err(e) = srun.lock().unwrap_or_else(|p| p.into_inner()).finalize() {
+            log::warn!("mpistages: rank {}: PMI-2 finalize: {e}", m.rank);
+        }
+    }
     STATE.store(FINALIZED, Ordering::Release);
     Ok(())
 }
@@ -573,6 +533,11 @@ fn end_job(msg: ToController) -> ! {
         std::thread::sleep(std::time::Duration::from_secs(10));
     } else {
         eprintln!("mpistages: {text}");
+        // Under srun, Slurm ends the other processes of the job step.
+        if let Some(srun) = MPI.get().and_then(|m| m.srun.as_ref()) {
+            let _ = srun.lock().unwrap_or_else(|p| p.into_inner()).abort(&text);
+            std::thread::sleep(std::time::Duration::from_secs(10));
+        }
     }
     std::process::exit(if code & 0xff == 0 { 1 } else { code & 0xff })
 }

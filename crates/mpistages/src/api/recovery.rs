@@ -234,9 +234,9 @@ pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
 
 /// Finds, with every other rank, the newest epoch at most `committed` that
 /// every rank holds a valid copy of, and returns this rank's copy. A
-/// process without mpiexec decides alone.
+/// job of one process decides alone.
 pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
-    let together = m.client.is_some();
+    let together = m.size > 1;
     let partner = together && m.stages().partner();
     let c = internal_comm(m);
     let mut want = committed;

@@ -8,4 +8,5 @@
 //! Calls only `sys`.
 
 pub mod client;
+pub mod pmi2;
 pub use mpistages_control::{env, inject, mode, proto, stream};

@@ -13,6 +13,7 @@
 //! transport event); they touch no socket themselves: frames go to the
 //! `Transport`, notices for mpiexec into `Core::outbox`.
 
+use super::matcher::Src;
 use super::request::{Op, ReqError, ReqId, SendMode, Status};
 use super::state::Core;
 use crate::control::proto::ToController;
@@ -183,6 +184,11 @@ impl Core {
                 r.state = State::Active(Phase::RecvPosted);
                 if let Some((s, t, msg)) = self.matcher.post(ctx, src, tag, id) {
                     self.deliver(id, s, t, msg);
+                } else if let Src::Rank(p) = src {
+                    // What the peer sent before it ended was matched above.
+                    if self.lost.contains(&p) && self.matcher.cancel(ctx, id) {
+                        self.fail(id, ReqError::PeerLost(p as usize));
+                    }
                 }
             }
         }
@@ -550,12 +556,29 @@ impl Core {
             // application an error it cannot roll back from.
             return;
         }
+        self.lost.insert(peer as u32);
         let failed = self.requests.ids_where(|r| match (&r.op, &r.state) {
             (Op::Send { dest: Some(d), .. }, State::Active(_)) => *d == peer,
             (Op::Recv { .. }, State::Active(Phase::RecvData { .. })) => true,
+            (
+                Op::Recv {
+                    src: Some(Src::Rank(s)),
+                    ..
+                },
+                State::Active(Phase::RecvPosted),
+            ) => *s as usize == peer,
             _ => false,
         });
         for id in failed {
+            if let Some(Req {
+                op: Op::Recv { context, .. },
+                state: State::Active(Phase::RecvPosted),
+                ..
+            }) = self.req_mut(id)
+            {
+                let ctx = *context;
+                self.matcher.cancel(ctx, id);
+            }
             self.fail(id, ReqError::PeerLost(peer));
         }
     }

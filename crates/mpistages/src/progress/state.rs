@@ -51,6 +51,9 @@ pub struct Core {
     pub(super) recovery: bool,
     /// Messages for mpiexec, sent by `flush_outbox`.
     pub(super) outbox: Vec<ToController>,
+    /// Without recovery: peers whose connection ended. A receive from one
+    /// of them fails instead of waiting for a message that cannot come.
+    pub(super) lost: std::collections::HashSet<u32>,
     pub(super) transport: Option<Box<dyn Transport>>,
     pub(super) matcher: Matcher<ReqId, Msg>,
     pub(super) requests: Slab<Req>,
@@ -93,6 +96,7 @@ impl Core {
         Core {
             recovery,
             outbox: Vec::new(),
+            lost: Default::default(),
             me,
             generation,
             control: None,
