@@ -63,20 +63,21 @@ fn forward(
     open: Arc<AtomicUsize>,
 ) {
     std::thread::spawn(move || {
+        // Whole lines (or MAX_LINE pieces of a longer one): a program's
+        // line can come in several writes (unbuffered stderr).
         let mut r = BufReader::with_capacity(MAX_LINE, from);
+        let mut line = Vec::new();
         loop {
-            let buf = match r.fill_buf() {
-                Ok([]) | Err(_) => break,
-                Ok(b) => b,
+            line.clear();
+            let n = match (&mut r).take(MAX_LINE as u64).read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
             };
-            // Up to the end of a line, or a full buffer of one long line.
-            let n = buf
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(buf.len(), |i| i + 1);
-            let line = buf[..n].to_vec();
-            r.consume(n);
-            if !link.send(&FromAgent::Output { id, stderr, line }) {
+            if !link.send(&FromAgent::Output {
+                id,
+                stderr,
+                line: line[..n].to_vec(),
+            }) {
                 break;
             }
         }

@@ -4,7 +4,7 @@
 
 mod common;
 use common::netns::Hosts;
-use common::{build, mpiexec};
+use common::{build, checksum, mpiexec, Run};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -86,6 +86,76 @@ fn processes_on(h: &Hosts, i: usize) -> usize {
         .count()
 }
 
+/// `mpiexec` options for the hosts of `h` (`--host LIST`), with agents
+/// started by `launcher` in their namespaces, and `more` options.
+fn on_hosts(h: &Hosts, list: &str, launcher: &str, more: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--host",
+        list,
+        "--launcher-exec",
+        launcher,
+        "--control-addr",
+        &h.gateway,
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(more.iter().map(|s| s.to_string()));
+    a
+}
+
+/// `opts` running the resilient stencil, the same problem in every test.
+fn stencil(opts: Vec<String>) -> Vec<String> {
+    let exe = common::build_example("stencil2d.c");
+    let mut a = opts;
+    a.push(exe.to_str().unwrap().into());
+    a.extend(["240", "6000", "10", "protect"].map(String::from));
+    a
+}
+
+/// Runs `mpiexec args` failure-free, then again, and once host 1 runs its
+/// agent and two ranks calls `during(mpiexec's pid)`; returns both runs.
+fn clean_then(h: &Hosts, args: &[String], during: impl FnOnce(u32)) -> (Run, Run) {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let clean = mpiexec(&a, &[], LIMIT);
+    assert!(clean.ok(), "failure-free: {}", clean.stderr);
+    let child = common::command(common::bin("mpiexec"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while processes_on(h, 1) < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "host 1 never ran its ranks"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    during(child.id());
+    let hurt = common::finish(child, "mpiexec", LIMIT);
+    (clean, hurt)
+}
+
+/// Host 1 dies (its agent and ranks, SIGKILLed at once) once its ranks
+/// are past their first checkpoints.
+fn kill_host_1(h: &Hosts) {
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(kill_host(h, 1) >= 3);
+}
+
+/// Prints the recovery's lines (with its milestones), for --nocapture.
+fn show_recovery(tag: &str, r: &Run) {
+    for l in r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("lost") || l.contains(" done: "))
+    {
+        println!("{tag}: {l}");
+    }
+}
+
 /// A resilient stencil on three hosts loses the second one (its agent and
 /// both its ranks, killed at once) in each recovery mode: its ranks are
 /// replaced on the host with free slots and the result is the one of a
@@ -93,71 +163,25 @@ fn processes_on(h: &Hosts, i: usize) -> usize {
 #[test]
 fn a_lost_host_is_recovered_in_every_mode() {
     let h = hosts_or_skip!(3, "a_lost_host_is_recovered_in_every_mode");
-    let exe = common::build_example("stencil2d.c");
     let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
     for mode in ["stages", "reinit", "cpr"] {
-        let args = |extra: &[&str]| -> Vec<String> {
-            let mut a: Vec<String> = vec![
-                "--host".into(),
-                list.clone(),
-                "--launcher-exec".into(),
-                "ip netns exec".into(),
-                "--control-addr".into(),
-                h.gateway.clone(),
-                "--recovery".into(),
-                mode.into(),
-                "-n".into(),
-                "6".into(),
-            ];
-            a.extend(extra.iter().map(|s| s.to_string()));
-            a.push(exe.to_str().unwrap().into());
-            a.extend(["240", "6000", "10", "protect"].map(String::from));
-            a
-        };
-        let clean_args = args(&[]);
-        let clean_args: Vec<&str> = clean_args.iter().map(String::as_str).collect();
-        let clean = mpiexec(&clean_args, &[], LIMIT);
-        assert!(clean.ok(), "{mode} failure-free: {}", clean.stderr);
-        // The same job, and host 1 dies once its ranks are running.
-        let hurt_args = args(&[]);
-        let child = common::command(common::bin("mpiexec"))
-            .args(&hurt_args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while processes_on(&h, 1) < 3 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{mode}: host 1 never ran its ranks"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(700));
-        assert!(kill_host(&h, 1) >= 3);
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mode}:\n{stdout}\n{stderr}");
+        let more = ["--recovery", mode, "-n", "6"];
+        let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
+        let (clean, hurt) = clean_then(&h, &args, |_| kill_host_1(&h));
+        assert!(hurt.ok(), "{mode}:\n{}\n{}", hurt.stdout, hurt.stderr);
         assert!(
-            stderr.contains(&format!("host {} is lost", h.names[1])),
-            "{mode}: {stderr}"
+            hurt.stderr
+                .contains(&format!("host {} is lost", h.names[1])),
+            "{mode}: {}",
+            hurt.stderr
         );
-        let sum = |s: &str| {
-            s.lines()
-                .find(|l| l.contains("checksum"))
-                .map(str::to_string)
-        };
-        assert_eq!(sum(&clean.stdout), sum(&stdout), "{mode}: {stderr}");
-        assert!(stderr.contains(" done: "), "{mode}: no recovery: {stderr}");
-        // The recovery's lines (with its milestones), for --nocapture.
-        for l in stderr
-            .lines()
-            .filter(|l| l.contains("lost") || l.contains(" done: "))
-        {
-            println!("{mode}: {l}");
-        }
+        assert_eq!(checksum(&clean), checksum(&hurt), "{mode}: {}", hurt.stderr);
+        assert!(
+            hurt.stderr.contains(" done: "),
+            "{mode}: no recovery: {}",
+            hurt.stderr
+        );
+        show_recovery(mode, &hurt);
     }
 }
 
@@ -168,80 +192,31 @@ fn a_lost_host_is_recovered_in_every_mode() {
 #[test]
 fn a_host_cut_off_is_lost_by_heartbeat_and_recovered() {
     let h = hosts_or_skip!(3, "a_host_cut_off_is_lost_by_heartbeat_and_recovered");
-    let exe = common::build_example("stencil2d.c");
     let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
     for mode in ["stages", "reinit", "cpr"] {
-        let args: Vec<String> = [
-            "--host",
-            &list,
-            "--launcher-exec",
-            "ip netns exec",
-            "--control-addr",
-            &h.gateway,
-            "--heartbeat-timeout",
-            "1",
-            "--recovery",
-            mode,
-            "-n",
-            "6",
-            exe.to_str().unwrap(),
-            "240",
-            "6000",
-            "10",
-            "protect",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let more = ["--heartbeat-timeout", "1", "--recovery", mode, "-n", "6"];
+        let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
         // The link the previous mode cut is back.
         h.restore(1).unwrap();
-        let clean = mpiexec(&a, &[], LIMIT);
-        assert!(clean.ok(), "{mode} failure-free: {}", clean.stderr);
-        let child = common::command(common::bin("mpiexec"))
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while processes_on(&h, 1) < 3 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{mode}: host 1 never ran its ranks"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(700));
-        h.cut(1).unwrap();
-        let out = child.wait_with_output().unwrap();
+        let (clean, hurt) = clean_then(&h, &args, |_| {
+            std::thread::sleep(Duration::from_millis(700));
+            h.cut(1).unwrap();
+        });
         // What the cut host still runs ends now (its agent would end it
         // once mpiexec stays silent).
         kill_host(&h, 1);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{mode}:\n{stdout}\n{stderr}");
+        assert!(hurt.ok(), "{mode}:\n{}\n{}", hurt.stdout, hurt.stderr);
         // Lost once silent for the timeout (1 s), not before.
-        let silence: f64 = stderr
+        let silence: f64 = hurt
+            .stderr
             .split(&format!("host {} is lost (no heartbeat for ", h.names[1]))
             .nth(1)
             .and_then(|t| t.split(' ').next())
             .and_then(|t| t.parse().ok())
-            .unwrap_or_else(|| panic!("{mode}: {stderr}"));
-        assert!(silence >= 1.0, "{mode}: {stderr}");
-        println!("{mode}: lost after {silence} s of silence");
-        let sum = |s: &str| {
-            s.lines()
-                .find(|l| l.contains("checksum"))
-                .map(str::to_string)
-        };
-        assert_eq!(sum(&clean.stdout), sum(&stdout), "{mode}: {stderr}");
-        for l in stderr
-            .lines()
-            .filter(|l| l.contains("lost") || l.contains(" done: "))
-        {
-            println!("{mode}: {l}");
-        }
+            .unwrap_or_else(|| panic!("{mode}: {}", hurt.stderr));
+        assert!(silence >= 1.0, "{mode}: {}", hurt.stderr);
+        assert_eq!(checksum(&clean), checksum(&hurt), "{mode}: {}", hurt.stderr);
+        show_recovery(mode, &hurt);
     }
 }
 
@@ -250,71 +225,37 @@ fn a_host_cut_off_is_lost_by_heartbeat_and_recovered() {
 #[test]
 fn a_lost_hosts_ranks_go_to_the_spare_host() {
     let h = hosts_or_skip!(3, "a_lost_hosts_ranks_go_to_the_spare_host");
-    let exe = common::build_example("stencil2d.c");
     let list = format!("{}:4,{}:2", h.names[0], h.names[1]);
-    let args: Vec<String> = [
-        "--host",
-        &list,
+    let spare = format!("{}:2", h.names[2]);
+    let more = [
         "--spare-hosts",
-        &format!("{}:2", h.names[2]),
-        "--launcher-exec",
-        "ip netns exec",
-        "--control-addr",
-        &h.gateway,
+        &spare,
         "--recovery",
         "stages",
         "-n",
         "4",
         "--map-by",
         "node",
-        exe.to_str().unwrap(),
-        "240",
-        "6000",
-        "10",
-        "protect",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let clean = mpiexec(&a, &[], LIMIT);
-    assert!(clean.ok(), "failure-free: {}", clean.stderr);
-    let child = common::command(common::bin("mpiexec"))
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    ];
+    let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
     // By node: ranks 0 and 2 on host 0, 1 and 3 on host 1; the spare host
     // runs only its agent.
-    while processes_on(&h, 1) < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "host 1 never ran its ranks"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(processes_on(&h, 2), 1, "a rank started on the spare host");
-    std::thread::sleep(Duration::from_millis(700));
-    kill_host(&h, 1);
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (clean, hurt) = clean_then(&h, &args, |_| {
+        assert_eq!(processes_on(&h, 2), 1, "a rank started on the spare host");
+        kill_host_1(&h);
+    });
+    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
     for r in [1, 3] {
         assert!(
-            stderr.contains(&format!("rank {r} (pid"))
-                && stderr.contains(&format!("replacing it on host {} (", h.names[2])),
-            "rank {r}: {stderr}"
+            hurt.stderr.contains(&format!("rank {r} (pid"))
+                && hurt
+                    .stderr
+                    .contains(&format!("replacing it on host {} (", h.names[2])),
+            "rank {r}: {}",
+            hurt.stderr
         );
     }
-    let sum = |s: &str| {
-        s.lines()
-            .find(|l| l.contains("checksum"))
-            .map(str::to_string)
-    };
-    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+    assert_eq!(checksum(&clean), checksum(&hurt), "{}", hurt.stderr);
 }
 
 /// The TCP ports mpiexec (`pid`) listens on (its sockets in LISTEN state
@@ -354,75 +295,30 @@ fn listening_ports(pid: u32) -> Vec<u16> {
 #[test]
 fn strangers_on_a_host_are_refused_and_change_nothing() {
     let h = hosts_or_skip!(2, "strangers_on_a_host_are_refused_and_change_nothing");
-    let exe = common::build_example("stencil2d.c");
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
-    let args: Vec<String> = [
-        "--host",
-        &list,
-        "--launcher-exec",
-        "ip netns exec",
-        "--control-addr",
-        &h.gateway,
-        "--heartbeat-timeout",
-        "1",
-        "-n",
-        "4",
-        exe.to_str().unwrap(),
-        "240",
-        "6000",
-        "10",
-        "protect",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let clean = mpiexec(&a, &[], LIMIT);
-    assert!(clean.ok(), "failure-free: {}", clean.stderr);
-    let child = common::command(common::bin("mpiexec"))
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while processes_on(&h, 1) < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "host 1 never ran its ranks"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let ports = listening_ports(child.id());
-    assert!(ports.len() >= 2, "mpiexec's TCP listeners: {ports:?}");
+    let more = ["--heartbeat-timeout", "1", "-n", "4"];
+    let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
     let mut strangers = Vec::new();
-    for p in &ports {
-        // Three silent connections each (longer than the heartbeat
-        // timeout if they stalled mpiexec), and garbage.
-        for script in [
-            format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway),
-            format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway),
-            format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway),
-            format!("head -c 4096 /dev/urandom > /dev/tcp/{}/{p}", h.gateway),
-        ] {
-            strangers.push(h.exec(0, "bash").args(["-c", &script]).spawn().unwrap());
+    let (clean, run) = clean_then(&h, &args, |pid| {
+        let ports = listening_ports(pid);
+        assert!(ports.len() >= 2, "mpiexec's TCP listeners: {ports:?}");
+        for p in &ports {
+            // Three silent connections each (longer than the heartbeat
+            // timeout if they stalled mpiexec), and garbage.
+            let silent = format!("exec 3<>/dev/tcp/{}/{p}; sleep 3", h.gateway);
+            let garbage = format!("head -c 4096 /dev/urandom > /dev/tcp/{}/{p}", h.gateway);
+            for script in [&silent, &silent, &silent, &garbage] {
+                strangers.push(h.exec(0, "bash").args(["-c", script]).spawn().unwrap());
+            }
         }
-    }
-    let out = child.wait_with_output().unwrap();
+    });
     for mut s in strangers {
         let _ = s.kill();
         let _ = s.wait();
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(!stderr.contains("is lost"), "{stderr}");
-    let sum = |s: &str| {
-        s.lines()
-            .find(|l| l.contains("checksum"))
-            .map(str::to_string)
-    };
-    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+    assert!(run.ok(), "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("is lost"), "{}", run.stderr);
+    assert_eq!(checksum(&clean), checksum(&run), "{}", run.stderr);
 }
 
 /// Partner copies live on another host than their owner: with only the
@@ -432,62 +328,10 @@ fn strangers_on_a_host_are_refused_and_change_nothing() {
 #[test]
 fn partner_copies_outlive_their_host() {
     let h = hosts_or_skip!(3, "partner_copies_outlive_their_host");
-    let exe = common::build_example("stencil2d.c");
-    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
-    let args: Vec<String> = [
-        "--host",
-        &list,
-        "--spare-hosts",
-        &format!("{}:2", h.names[2]),
-        "--launcher-exec",
-        "ip netns exec",
-        "--control-addr",
-        &h.gateway,
-        "--recovery",
-        "stages",
-        "--ckpt",
-        "mem,partner",
-        "-n",
-        "4",
-        exe.to_str().unwrap(),
-        "240",
-        "6000",
-        "10",
-        "protect",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let clean = mpiexec(&a, &[], LIMIT);
-    assert!(clean.ok(), "failure-free: {}", clean.stderr);
-    let child = common::command(common::bin("mpiexec"))
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while processes_on(&h, 1) < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "host 1 never ran its ranks"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(700));
-    kill_host(&h, 1);
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(stderr.contains("from partner"), "{stderr}");
-    let sum = |s: &str| {
-        s.lines()
-            .find(|l| l.contains("checksum"))
-            .map(str::to_string)
-    };
-    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+    let (clean, hurt) = lose_host_1_of_2(&h, "ip netns exec", "mem,partner");
+    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
+    assert!(hurt.stderr.contains("from partner"), "{}", hurt.stderr);
+    assert_eq!(checksum(&clean), checksum(&hurt), "{}", hurt.stderr);
 }
 
 /// The launcher that gives each host its own /dev/shm.
@@ -495,62 +339,24 @@ fn own_shm_launcher() -> String {
     format!("{}/tests/netns-host", env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs `stencil2d` on hosts 0 and 1 (spare host 2) with checkpoint levels
-/// `ckpt`, each host with its own /dev/shm, and kills host 1 mid-run.
-fn lose_host_with_own_storage(h: &Hosts, ckpt: &str) -> (common::Run, String, String, bool) {
-    let exe = common::build_example("stencil2d.c");
+/// The stencil on hosts 0 and 1 (spare host 2) with checkpoint levels
+/// `ckpt`, agents started by `launcher`: failure-free, then with host 1
+/// killed mid-run.
+fn lose_host_1_of_2(h: &Hosts, launcher: &str, ckpt: &str) -> (Run, Run) {
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
-    let launcher = own_shm_launcher();
-    let args: Vec<String> = [
-        "--host",
-        &list,
+    let spare = format!("{}:2", h.names[2]);
+    let more = [
         "--spare-hosts",
-        &format!("{}:2", h.names[2]),
-        "--launcher-exec",
-        &launcher,
-        "--control-addr",
-        &h.gateway,
+        &spare,
         "--recovery",
         "stages",
         "--ckpt",
         ckpt,
         "-n",
         "4",
-        exe.to_str().unwrap(),
-        "240",
-        "6000",
-        "10",
-        "protect",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let clean = mpiexec(&a, &[], LIMIT);
-    assert!(clean.ok(), "failure-free: {}", clean.stderr);
-    let child = common::command(common::bin("mpiexec"))
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while processes_on(h, 1) < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "host 1 never ran its ranks"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(700));
-    kill_host(h, 1);
-    let out = child.wait_with_output().unwrap();
-    (
-        clean,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.success(),
-    )
+    ];
+    let args = stencil(on_hosts(h, &list, launcher, &more));
+    clean_then(h, &args, |_| kill_host_1(h))
 }
 
 /// A lost host takes its node-local checkpoints (its own /dev/shm) with
@@ -561,29 +367,25 @@ fn a_lost_hosts_node_local_copies_go_with_it() {
     let h = hosts_or_skip!(3, "a_lost_hosts_node_local_copies_go_with_it");
     let pfs = common::Scratch::new("multihost-pfs");
     let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,pfs:{}", pfs.path());
-    let (clean, stdout, stderr, ok) = lose_host_with_own_storage(&h, &ckpt);
-    assert!(ok, "{stdout}\n{stderr}");
-    let sum = |s: &str| {
-        s.lines()
-            .find(|l| l.contains("checksum"))
-            .map(str::to_string)
-    };
-    assert_eq!(sum(&clean.stdout), sum(&stdout), "{stderr}");
+    let (clean, hurt) = lose_host_1_of_2(&h, &own_shm_launcher(), &ckpt);
+    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
+    assert_eq!(checksum(&clean), checksum(&hurt), "{}", hurt.stderr);
     for r in [2, 3] {
         assert!(
-            stderr.contains(&format!("rank {r} (replacement) restores epoch"))
-                && stderr
-                    .lines()
-                    .any(|l| l.contains(&format!("rank {r} (replacement) restores"))
-                        && l.contains("from pfs")),
-            "rank {r}: {stderr}"
+            hurt.stderr.lines().any(|l| l
+                .contains(&format!("rank {r} (replacement) restores epoch"))
+                && l.contains("from pfs")),
+            "rank {r}: {}",
+            hurt.stderr
         );
     }
-    let (_, stdout, stderr, ok) = lose_host_with_own_storage(&h, "mem,tmpfs:/dev/shm/mpistages");
-    assert!(!ok, "{stdout}\n{stderr}");
+    let (_, hurt) = lose_host_1_of_2(&h, &own_shm_launcher(), "mem,tmpfs:/dev/shm/mpistages");
+    assert!(!hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
     assert!(
-        stderr.contains("no valid checkpoint is left to restore"),
-        "{stderr}"
+        hurt.stderr
+            .contains("no valid checkpoint is left to restore"),
+        "{}",
+        hurt.stderr
     );
 }
 
@@ -616,30 +418,19 @@ fn stdin_reaches_rank_0_on_another_host() {
 #[test]
 fn agents_remove_the_jobs_node_local_files() {
     let h = hosts_or_skip!(2, "agents_remove_the_jobs_node_local_files");
-    let exe = common::build_example("stencil2d.c");
     let lists = common::Scratch::new("multihost-shm-lists");
     let prefix = format!("{}/shm", lists.path());
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
-    let launcher = own_shm_launcher();
-    let args = [
-        "--host",
-        &list,
-        "--launcher-exec",
-        &launcher,
-        "--control-addr",
-        &h.gateway,
+    let more = [
         "--recovery",
         "stages",
         "--ckpt",
         "mem,tmpfs:/dev/shm/mpistages-test,partner",
         "-n",
         "4",
-        exe.to_str().unwrap(),
-        "240",
-        "600",
-        "10",
-        "protect",
     ];
+    let args = stencil(on_hosts(&h, &list, &own_shm_launcher(), &more));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = mpiexec(&args, &[("MPISTAGES_TEST_SHM_LIST", &prefix)], LIMIT);
     assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
     for name in &h.names {

@@ -176,6 +176,13 @@ pub fn run_bounded_with_input(
             let _ = stdin.write_all(&data);
         });
     }
+    finish(child, what, limit)
+}
+
+/// Waits for `child` (started with its stdout and stderr piped) and
+/// collects its output; one still running after `limit` gets SIGTERM
+/// (SIGKILL 5 s later) and the test fails.
+pub fn finish(mut child: std::process::Child, what: &str, limit: Duration) -> Run {
     let pid = child.id() as i32;
     let out_pipe = child.stdout.take().unwrap();
     let err_pipe = child.stderr.take().unwrap();

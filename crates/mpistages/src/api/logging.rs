@@ -16,7 +16,11 @@ impl Log for Stderr {
     }
     fn log(&self, r: &Record) {
         if self.enabled(r.metadata()) {
-            eprintln!("{}", r.args());
+            // One write per line: stderr is unbuffered, and a line written
+            // in pieces can be interleaved with other ranks' output.
+            use std::io::Write;
+            let line = format!("{}\n", r.args());
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
     }
     fn flush(&self) {}
