@@ -62,6 +62,19 @@ fn processes_of(s: &Slurm, exe: &std::path::Path) -> Vec<i32> {
     pids
 }
 
+/// Waits until `n` processes run `exe` in this cluster's jobs.
+fn wait_for_ranks(s: &Slurm, exe: &std::path::Path, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = processes_of(s, exe);
+        if p.len() >= n {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "the ranks never started: {p:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// `srun --mpi=pmi2 -n 4 ./app` is a job of 4 ranks that talk (an
 /// allreduce checks it); the same without PMI-2, or asking for a recovery
 /// mode that nothing could carry out, is refused with a message that says
@@ -123,15 +136,7 @@ fn a_direct_srun_job_ends_when_a_rank_dies() {
         .arg(&exe)
         .args(["240", "1000000", "10", "protect"]);
     let job = std::thread::spawn(move || run_bounded(c, "srun stencil2d", LIMIT));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pids = loop {
-        let p = processes_of(&s, &exe);
-        if p.len() == 4 {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "the ranks never started: {p:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let pids = wait_for_ranks(&s, &exe, 4);
     std::thread::sleep(Duration::from_millis(500));
     let killed = Instant::now();
     mpistages_sys::process::signal(pids[1], libc::SIGKILL);
@@ -279,11 +284,7 @@ fn a_lost_slurm_node_is_recovered() {
     c.args(&args);
     let job = std::thread::spawn(move || run_bounded(c, "salloc mpiexec", LIMIT));
     // By node: ranks 1 and 4 run on node 1.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while processes_of(&s, &exe).len() < 6 {
-        assert!(Instant::now() < deadline, "the ranks never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_ranks(&s, &exe, 6);
     std::thread::sleep(Duration::from_millis(700));
     s.kill_node(1);
     let r = job.join().unwrap();

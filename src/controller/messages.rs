@@ -53,26 +53,10 @@ impl Job {
     }
 
     pub(super) fn on_conn(&mut self, slot: usize) {
-        let mut buf = [0u8; 4096];
-        let mut closed = false;
         let Some(c) = self.conns[slot].as_mut() else {
             return;
         };
-        loop {
-            match c.stream.read(&mut buf) {
-                Ok(0) => {
-                    closed = true;
-                    break;
-                }
-                Ok(n) => c.dec.push(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    closed = true;
-                    break;
-                }
-            }
-        }
+        let closed = read_available(&mut c.stream, &mut c.dec);
         loop {
             let Some(c) = self.conns[slot].as_mut() else {
                 return;
@@ -267,5 +251,20 @@ impl Job {
         );
         p.signal(libc::SIGKILL);
         st.killed_at = Some(Instant::now());
+    }
+}
+
+/// Reads all `stream` (non-blocking) has now into `dec`; true when the
+/// connection ended or failed.
+pub(super) fn read_available(stream: &mut impl Read, dec: &mut Decoder) -> bool {
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => dec.push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
     }
 }

@@ -235,7 +235,6 @@ impl Job {
 
     /// Reads an agent's first bytes; adopts it on a good hello.
     pub(super) fn on_agent_hello(&mut self, slot: usize) {
-        let mut buf = [0u8; 1024];
         let Some(hs) = self
             .remotes()
             .handshakes
@@ -244,20 +243,11 @@ impl Job {
         else {
             return;
         };
-        let hello = loop {
-            match hs.stream.read(&mut buf) {
-                Ok(0) => break Err(()),
-                Ok(n) => hs.dec.push(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    match hs.dec.next_message::<FromAgent>() {
-                        Ok(Some(m)) => break Ok(m),
-                        Ok(None) => return,
-                        Err(_) => break Err(()),
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break Err(()),
-            }
+        let closed = super::messages::read_available(&mut hs.stream, &mut hs.dec);
+        let hello = match hs.dec.next_message::<FromAgent>() {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) if !closed => return,
+            _ => Err(()),
         };
         let hs = self.remotes().handshakes[slot]
             .take()
@@ -402,8 +392,7 @@ impl Job {
     }
 
     pub(super) fn on_agent(&mut self, h: usize) {
-        let mut buf = [0u8; 16 << 10];
-        let mut closed = false;
+        let mut closed;
         let mut msgs = Vec::new();
         {
             let Some(remote) = self.remotes().hosts[h].as_mut() else {
@@ -412,21 +401,7 @@ impl Job {
             let Some((s, dec)) = remote.conn.as_mut() else {
                 return;
             };
-            loop {
-                match s.read(&mut buf) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(n) => dec.push(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
+            closed = super::messages::read_available(s, dec);
             loop {
                 match dec.next_message::<FromAgent>() {
                     Ok(Some(m)) => msgs.push(m),
