@@ -11,6 +11,7 @@
 
 pub mod epoll;
 pub mod eventfd;
+pub mod fdpass;
 pub mod process;
 pub mod socket;
 pub mod timerfd;

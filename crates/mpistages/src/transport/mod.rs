@@ -7,6 +7,7 @@
 //! matching, MPI semantics (those belong to `progress`).
 
 pub mod frame;
+pub mod shm;
 pub mod tcp;
 
 use crate::sys::epoll;

@@ -1,0 +1,3 @@
+//! The shared-memory transport for ranks on one host (in progress).
+
+pub mod ring;
