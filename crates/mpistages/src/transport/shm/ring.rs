@@ -1,46 +1,47 @@
-//! A single-producer single-consumer ring of records in memory shared by
-//! two processes: one writes frames to a peer, the other reads them.
+//! A single-producer single-consumer byte ring in memory shared by two
+//! processes: one writes the bytes of its frames to a peer, the other
+//! reads them, as through a socket but without the kernel.
 //!
-//! Layout (offsets in bytes, each counter on its own cache line):
+//! Layout (offsets in bytes, each word on its own cache line):
 //!
 //! ```text
-//! 0    head     u64  bytes ever written (the producer's; Release)
-//! 64   tail     u64  bytes ever read (the consumer's; Release)
-//! 128  waiting  u32  the consumer is about to sleep: ring its doorbell
-//! 192  data     CAP bytes, CAP a power of two
+//! 0    head        u64  bytes ever written (the producer's; Release)
+//! 64   tail        u64  bytes ever read (the consumer's; Release)
+//! 128  want_data   u32  the consumer is going to sleep: ring its doorbell
+//!                       when bytes come
+//! 192  want_room   u32  the producer is waiting for room: ring its
+//!                       doorbell when bytes are taken
+//! 256  data        CAP bytes, CAP a power of two
 //! ```
 //!
-//! A record is an 8-byte prefix (the length, then 4 bytes of zero) and the
-//! bytes, padded to 8; it may wrap around the end of the data area. The
-//! producer publishes a record by moving `head` past it, the consumer
-//! frees it by moving `tail`.
+//! The doorbells themselves are outside the ring (a byte on the pair's
+//! Unix socket): the ring only says when one is needed. Each "set my flag,
+//! then look at the other side's counter" is paired with "move my counter,
+//! then look at the flag", both with a SeqCst fence between, so one of the
+//! two always sees the other and no wake-up is lost.
 //!
-//! The other side is another process and may be buggy or gone: every
-//! length read from the ring is checked against what the counters allow,
-//! and a ring that breaks the rules is reported (`Broken`), never trusted.
+//! The other side is another process and may be buggy or gone: counters
+//! read from the ring are checked (`Broken`), never trusted.
 
+use std::io::IoSlice;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const HEAD: usize = 0;
 const TAIL: usize = 64;
-const WAITING: usize = 128;
-pub const DATA: usize = 192;
-const PREFIX: usize = 8;
+const WANT_DATA: usize = 128;
+const WANT_ROOM: usize = 192;
+const DATA: usize = 256;
 
 /// The size of a region holding a ring of `cap` data bytes.
 pub fn region_len(cap: usize) -> usize {
     DATA + cap
 }
 
-fn padded(n: usize) -> usize {
-    (n + 7) & !7
-}
-
-/// The ring breaks the rules: a counter or a length that cannot be.
+/// The ring breaks the rules: counters that cannot be.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Broken(pub String);
 
-/// One side of a ring in a shared region.
+/// One side's view of a ring in a shared region.
 pub struct Ring {
     base: *mut u8,
     cap: usize,
@@ -55,146 +56,150 @@ impl Ring {
     /// # Safety
     /// `base` must point at a mapping of `region_len(cap)` bytes, aligned
     /// to 64, that stays mapped while the Ring exists; `cap` a power of
-    /// two. At most one `Ring` per region pushes and one pops.
+    /// two. At most one `Ring` per region writes and one reads.
     pub unsafe fn new(base: *mut u8, cap: usize) -> Ring {
         assert!(cap.is_power_of_two() && cap >= 64);
         assert_eq!(base as usize % 64, 0);
         Ring { base, cap }
     }
 
-    fn counter(&self, off: usize) -> &AtomicU64 {
-        // SAFETY: `new`'s contract: the region is mapped, aligned, and the
-        // counters lie inside it; atomics make the cross-process access
-        // well defined.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    fn word(&self, off: usize) -> &AtomicU64 {
+        // SAFETY: `new`'s contract: the region is mapped and aligned and
+        // the words lie inside it; atomics make the access from two
+        // processes well defined.
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
 
-    fn waiting(&self) -> &AtomicU32 {
-        // SAFETY: as `counter`.
-        unsafe { &*(self.base.add(WAITING) as *const AtomicU32) }
+    fn flag(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: as `word`.
+        unsafe { &*(self.base.add(off) as *const AtomicU32) }
     }
 
-    /// Largest record body one push can carry.
-    pub fn max_record(&self) -> usize {
-        self.cap / 2 - PREFIX
-    }
-
-    /// Bytes not yet read (as the consumer sees the counters).
-    pub fn pending(&self) -> u64 {
-        let head = self.counter(HEAD).load(Ordering::Acquire);
-        head.wrapping_sub(self.counter(TAIL).load(Ordering::Relaxed))
-    }
-
-    /// Copies `bytes` into the data area at ring position `pos`, wrapping.
-    fn copy_in(&self, pos: u64, bytes: &[u8]) {
-        let off = (pos as usize) & (self.cap - 1);
-        let first = bytes.len().min(self.cap - off);
-        // SAFETY: both destination ranges lie in the data area (`off +
-        // first <= cap`, the rest from 0); the producer owns the bytes
-        // between head and tail + cap, which the consumer does not read
-        // until head moves past them.
-        unsafe {
-            let data = self.base.add(DATA);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.add(off), first);
-            std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), data, bytes.len() - first);
-        }
-    }
-
-    /// Copies from ring position `pos` into `out`, wrapping.
-    fn copy_out(&self, pos: u64, out: &mut [u8]) {
-        let off = (pos as usize) & (self.cap - 1);
-        let first = out.len().min(self.cap - off);
-        // SAFETY: both source ranges lie in the data area; these bytes were
-        // published by head (Acquire) and are the consumer's until tail
-        // moves past them. A broken producer could still write them: the
-        // result is wrong bytes (checked by the frame layer), not unsound
-        // memory access, as the range is always inside the mapping.
-        unsafe {
-            let data = self.base.add(DATA);
-            std::ptr::copy_nonoverlapping(data.add(off), out.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(data, out.as_mut_ptr().add(first), out.len() - first);
-        }
-    }
-
-    /// Producer: appends one record made of `parts`; `None` when it does
-    /// not fit now (the ring is too full), else whether the consumer asked
-    /// for its doorbell (it is going to sleep).
-    pub fn push(&self, parts: &[&[u8]]) -> Option<bool> {
-        let len: usize = parts.iter().map(|p| p.len()).sum();
-        assert!(
-            len <= self.max_record(),
-            "record larger than the ring allows"
-        );
-        let need = (PREFIX + padded(len)) as u64;
-        let head = self.counter(HEAD).load(Ordering::Relaxed);
-        let tail = self.counter(TAIL).load(Ordering::Acquire);
-        if head.wrapping_sub(tail) + need > self.cap as u64 {
-            return None;
-        }
-        let mut prefix = [0u8; PREFIX];
-        prefix[..4].copy_from_slice(&(len as u32).to_le_bytes());
-        self.copy_in(head, &prefix);
-        let mut pos = head + PREFIX as u64;
-        for p in parts {
-            self.copy_in(pos, p);
-            pos += p.len() as u64;
-        }
-        self.counter(HEAD).store(head + need, Ordering::Release);
-        // Against the consumer's "set waiting, then look at head": one of
-        // the two sees the other (both sides fence SeqCst).
-        fence(Ordering::SeqCst);
-        Some(
-            self.waiting().load(Ordering::Relaxed) != 0
-                && self.waiting().swap(0, Ordering::AcqRel) != 0,
-        )
-    }
-
-    /// Consumer: the length of the next record, if one is there.
-    pub fn peek(&self) -> Result<Option<usize>, Broken> {
-        let tail = self.counter(TAIL).load(Ordering::Relaxed);
-        let head = self.counter(HEAD).load(Ordering::Acquire);
-        let avail = head.wrapping_sub(tail);
-        if avail == 0 {
-            return Ok(None);
-        }
-        if avail > self.cap as u64 || avail < PREFIX as u64 || avail % 8 != 0 {
+    /// Bytes written and not yet read, checked.
+    fn used(&self, head: u64, tail: u64) -> Result<usize, Broken> {
+        let used = head.wrapping_sub(tail);
+        if used > self.cap as u64 {
             return Err(Broken(format!("ring counters head {head} tail {tail}")));
         }
-        let mut prefix = [0u8; PREFIX];
-        self.copy_out(tail, &mut prefix);
-        let len = u32::from_le_bytes(prefix[..4].try_into().expect("4 bytes")) as usize;
-        if len > self.max_record() || (PREFIX + padded(len)) as u64 > avail {
-            return Err(Broken(format!(
-                "record of {len} bytes with {avail} in the ring"
-            )));
+        Ok(used as usize)
+    }
+
+    /// The data area's byte range for ring position `pos` and `len` bytes:
+    /// up to two slices' (offset, length), the second from the start.
+    fn spans(&self, pos: u64, len: usize) -> [(usize, usize); 2] {
+        let off = (pos as usize) & (self.cap - 1);
+        let first = len.min(self.cap - off);
+        [(off, first), (0, len - first)]
+    }
+
+    /// Producer: copies as much of `bufs` as fits; returns how many bytes
+    /// (0 when the ring is full) and whether the consumer asked for its
+    /// doorbell.
+    pub fn write(&self, bufs: &[IoSlice]) -> Result<(usize, bool), Broken> {
+        let head = self.word(HEAD).load(Ordering::Relaxed);
+        let tail = self.word(TAIL).load(Ordering::Acquire);
+        let mut room = self.cap - self.used(head, tail)?;
+        let mut pos = head;
+        for b in bufs {
+            if room == 0 {
+                break;
+            }
+            let n = b.len().min(room);
+            let mut from = 0;
+            for (off, len) in self.spans(pos, n) {
+                // SAFETY: `off + len <= cap` (spans), inside the data area;
+                // the producer owns the bytes from head to tail + cap, which
+                // the consumer does not read until head moves past them.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        b.as_ptr().add(from),
+                        self.base.add(DATA + off),
+                        len,
+                    )
+                };
+                from += len;
+            }
+            pos += n as u64;
+            room -= n;
         }
-        Ok(Some(len))
-    }
-
-    /// Consumer: copies the next record (of length `peek`'s answer) into
-    /// `out` and frees it.
-    pub fn pop_into(&self, out: &mut [u8]) {
-        let tail = self.counter(TAIL).load(Ordering::Relaxed);
-        self.copy_out(tail + PREFIX as u64, out);
-        let next = tail + (PREFIX + padded(out.len())) as u64;
-        self.counter(TAIL).store(next, Ordering::Release);
-    }
-
-    /// Consumer: about to sleep. Asks for the doorbell and returns false
-    /// if a record is there after all (then it must not sleep).
-    pub fn arm(&self) -> bool {
-        self.waiting().store(1, Ordering::Relaxed);
+        let wrote = (pos - head) as usize;
+        if wrote == 0 {
+            return Ok((0, false));
+        }
+        self.word(HEAD).store(pos, Ordering::Release);
         fence(Ordering::SeqCst);
-        if self.pending() != 0 {
-            self.waiting().store(0, Ordering::Relaxed);
-            return false;
-        }
-        true
+        Ok((wrote, self.take_flag(WANT_DATA)))
     }
 
-    /// Consumer: awake again; no doorbell is needed.
-    pub fn disarm(&self) {
-        self.waiting().store(0, Ordering::Relaxed);
+    /// Consumer: copies up to `out.len()` bytes out; returns how many (0
+    /// when empty) and whether the producer asked for its doorbell.
+    pub fn read(&self, out: &mut [u8]) -> Result<(usize, bool), Broken> {
+        let tail = self.word(TAIL).load(Ordering::Relaxed);
+        let head = self.word(HEAD).load(Ordering::Acquire);
+        let n = self.used(head, tail)?.min(out.len());
+        if n == 0 {
+            return Ok((0, false));
+        }
+        let mut to = 0;
+        for (off, len) in self.spans(tail, n) {
+            // SAFETY: inside the data area (spans); these bytes were
+            // published by head (Acquire) and stay the consumer's until
+            // tail moves past them. A broken producer could still write
+            // them: the result is wrong bytes (caught by the frame layer),
+            // never access outside the mapping.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.base.add(DATA + off),
+                    out.as_mut_ptr().add(to),
+                    len,
+                )
+            };
+            to += len;
+        }
+        self.word(TAIL).store(tail + n as u64, Ordering::Release);
+        fence(Ordering::SeqCst);
+        Ok((n, self.take_flag(WANT_ROOM)))
+    }
+
+    /// Clears flag `off`; true if it was set (a doorbell is owed).
+    fn take_flag(&self, off: usize) -> bool {
+        self.flag(off).load(Ordering::Relaxed) != 0 && self.flag(off).swap(0, Ordering::AcqRel) != 0
+    }
+
+    /// Consumer, about to sleep: asks for a doorbell when bytes come.
+    /// False if bytes are there already (then it must not sleep).
+    pub fn want_data(&self) -> Result<bool, Broken> {
+        self.flag(WANT_DATA).store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let head = self.word(HEAD).load(Ordering::Acquire);
+        if self.used(head, self.word(TAIL).load(Ordering::Relaxed))? != 0 {
+            self.flag(WANT_DATA).store(0, Ordering::Relaxed);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Producer, with bytes left over: asks for a doorbell when room is
+    /// made. False if there is room already (then it should write again).
+    pub fn want_room(&self) -> Result<bool, Broken> {
+        self.flag(WANT_ROOM).store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let tail = self.word(TAIL).load(Ordering::Acquire);
+        if self.used(self.word(HEAD).load(Ordering::Relaxed), tail)? < self.cap {
+            self.flag(WANT_ROOM).store(0, Ordering::Relaxed);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Bytes waiting to be read (consumer's view).
+    pub fn pending(&self) -> Result<usize, Broken> {
+        let head = self.word(HEAD).load(Ordering::Acquire);
+        self.used(head, self.word(TAIL).load(Ordering::Relaxed))
     }
 }
 

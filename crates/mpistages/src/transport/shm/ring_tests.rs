@@ -1,5 +1,5 @@
 //! The ring in one process: both sides over one allocation, in one thread
-//! (wrap-around, a full ring, broken counters, the doorbell) and in two.
+//! (wrap-around, a full ring, both doorbells, broken counters) and in two.
 
 use super::*;
 
@@ -24,114 +24,118 @@ impl Region {
 fn pair(r: &mut Region, cap: usize) -> (Ring, Ring) {
     let b = r.base();
     // SAFETY: `b` is 64-aligned with region_len(cap) bytes after it in
-    // `r`, which outlives the rings in each test; one side pushes, the
-    // other pops.
+    // `r`, which outlives the rings in each test; one side writes, the
+    // other reads.
     unsafe { (Ring::new(b, cap), Ring::new(b, cap)) }
 }
 
-fn pop(r: &Ring) -> Option<Vec<u8>> {
-    let n = r.peek().unwrap()?;
+fn write_all(r: &Ring, bytes: &[u8]) -> usize {
+    r.write(&[IoSlice::new(bytes)]).unwrap().0
+}
+
+fn read_n(r: &Ring, n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
-    r.pop_into(&mut v);
-    Some(v)
+    let got = r.read(&mut v).unwrap().0;
+    v.truncate(got);
+    v
 }
 
 #[test]
-fn records_come_out_as_they_went_in_across_the_wrap() {
+fn bytes_come_out_as_they_went_in_across_the_wrap() {
     let mut region = Region::new(256);
     let (tx, rx) = pair(&mut region, 256);
-    // Sizes that do not divide the ring: records straddle its end.
-    for round in 0..200u32 {
-        let len = (round as usize * 7) % tx.max_record();
+    for round in 0..300u32 {
+        // Sizes that do not divide the ring: writes straddle its end, in
+        // several slices.
+        let len = (round as usize * 37) % 250 + 1;
         let body: Vec<u8> = (0..len).map(|i| (i as u32 ^ round) as u8).collect();
         let (a, b) = body.split_at(len / 3);
-        assert_eq!(tx.push(&[a, b]), Some(false));
-        assert_eq!(pop(&rx).unwrap(), body, "round {round}");
-        assert_eq!(pop(&rx), None);
+        let (n, bell) = tx.write(&[IoSlice::new(a), IoSlice::new(b)]).unwrap();
+        assert_eq!((n, bell), (len, false));
+        assert_eq!(read_n(&rx, 1000), body, "round {round}");
+        assert_eq!(read_n(&rx, 10), Vec::<u8>::new());
     }
 }
 
 #[test]
-fn a_full_ring_refuses_until_the_reader_frees_room() {
-    let mut region = Region::new(256);
-    let (tx, rx) = pair(&mut region, 256);
-    let rec = [9u8; 56]; // 64 bytes with the prefix: four fill the ring
-    for _ in 0..4 {
-        assert!(tx.push(&[&rec]).is_some());
-    }
-    assert_eq!(tx.push(&[&[1u8]]), None);
-    assert_eq!(pop(&rx).unwrap(), rec.to_vec());
-    assert!(tx.push(&[&[1u8]]).is_some());
-    for _ in 0..3 {
-        assert_eq!(pop(&rx).unwrap(), rec.to_vec());
-    }
-    assert_eq!(pop(&rx).unwrap(), vec![1u8]);
+fn a_full_ring_takes_what_fits_and_the_rest_after_a_read() {
+    let mut region = Region::new(64);
+    let (tx, rx) = pair(&mut region, 64);
+    let data: Vec<u8> = (0..100u8).collect();
+    assert_eq!(write_all(&tx, &data), 64);
+    assert_eq!(write_all(&tx, &data[64..]), 0);
+    assert_eq!(read_n(&rx, 10), data[..10].to_vec());
+    assert_eq!(write_all(&tx, &data[64..]), 10);
+    assert_eq!(read_n(&rx, 1000), data[10..74].to_vec());
 }
 
 #[test]
-fn the_doorbell_is_asked_for_only_by_a_sleeping_reader() {
-    let mut region = Region::new(256);
-    let (tx, rx) = pair(&mut region, 256);
-    assert!(rx.arm(), "an empty ring lets the reader sleep");
-    assert_eq!(tx.push(&[b"a"]), Some(true), "the sleeper must be woken");
-    assert_eq!(tx.push(&[b"b"]), Some(false), "once is enough");
-    assert!(!rx.arm(), "records are there: no sleeping");
-    assert_eq!(tx.push(&[b"c"]), Some(false));
-    rx.disarm();
-    for want in [b"a", b"b", b"c"] {
-        assert_eq!(pop(&rx).unwrap(), want.to_vec());
-    }
+fn doorbells_are_asked_for_only_by_a_waiting_side() {
+    let mut region = Region::new(64);
+    let (tx, rx) = pair(&mut region, 64);
+    // The reader sleeps on an empty ring: the next write owes a doorbell.
+    assert_eq!(rx.want_data(), Ok(true));
+    assert_eq!(tx.write(&[IoSlice::new(b"ab")]).unwrap(), (2, true));
+    assert_eq!(tx.write(&[IoSlice::new(b"c")]).unwrap(), (1, false));
+    // Bytes are there: the reader must not sleep.
+    assert_eq!(rx.want_data(), Ok(false));
+    // The writer fills the ring and waits for room: the next read owes one.
+    assert_eq!(write_all(&tx, &[7u8; 100]), 61);
+    assert_eq!(tx.want_room(), Ok(true));
+    let mut out = [0u8; 3];
+    assert_eq!(rx.read(&mut out).unwrap(), (3, true));
+    assert_eq!(&out, b"abc");
+    assert_eq!(rx.read(&mut out).unwrap(), (3, false));
+    // Room is there: the writer must not wait.
+    assert_eq!(tx.want_room(), Ok(false));
 }
 
 #[test]
-fn broken_counters_and_lengths_are_errors() {
-    let mut region = Region::new(256);
+fn broken_counters_are_errors() {
+    let mut region = Region::new(64);
     let base = region.base();
-    let (tx, rx) = pair(&mut region, 256);
-    tx.push(&[&[1u8; 10]]).unwrap();
+    let (tx, rx) = pair(&mut region, 64);
+    write_all(&tx, b"0123456789");
     // SAFETY: the head counter is the region's first u64, 64-aligned; the
     // test plays a broken producer.
     let head = unsafe { &*(base as *const AtomicU64) };
-    let good = head.load(Ordering::Relaxed);
-    for bad in [good + 1, good + 1000, 4] {
-        head.store(bad, Ordering::Relaxed);
-        assert!(rx.peek().is_err(), "head {bad}");
-    }
-    head.store(good, Ordering::Relaxed);
-    // A length larger than what was published.
-    // SAFETY: the first record's prefix is at the start of the data area.
-    unsafe { *base.add(DATA) = 200 };
-    assert!(rx.peek().is_err());
+    head.store(1000, Ordering::Relaxed);
+    let mut out = [0u8; 8];
+    assert!(rx.read(&mut out).is_err());
+    assert!(rx.pending().is_err());
+    assert!(tx.write(&[IoSlice::new(b"x")]).is_err());
 }
 
 #[test]
-fn two_threads_pass_a_million_numbered_records() {
+fn two_threads_pass_thirty_megabytes_through_a_small_ring() {
     let mut region = Region::new(4096);
     let (tx, rx) = pair(&mut region, 4096);
-    const N: u64 = 1_000_000;
+    const N: usize = 30 << 20;
+    let byte = |i: usize| (i.wrapping_mul(2654435761) >> 7) as u8;
     std::thread::scope(|s| {
         s.spawn(move || {
-            for i in 0..N {
-                let len = (i % 37) as usize;
-                let body = vec![i as u8; len];
-                while tx.push(&[&i.to_le_bytes(), &body]).is_none() {
+            let mut sent = 0;
+            while sent < N {
+                // Each write continues the pattern where the last stopped.
+                let want = (N - sent).min(1500);
+                let part: Vec<u8> = (sent..sent + want).map(byte).collect();
+                let (n, _) = tx.write(&[IoSlice::new(&part)]).unwrap();
+                sent += n;
+                if n == 0 {
                     std::hint::spin_loop();
                 }
             }
         });
-        let mut next = 0u64;
-        while next < N {
-            match rx.peek().unwrap() {
-                None => std::hint::spin_loop(),
-                Some(n) => {
-                    let mut v = vec![0u8; n];
-                    rx.pop_into(&mut v);
-                    let i = u64::from_le_bytes(v[..8].try_into().unwrap());
-                    assert_eq!(i, next);
-                    assert_eq!(n, 8 + (i % 37) as usize);
-                    assert!(v[8..].iter().all(|&b| b == i as u8));
-                    next += 1;
-                }
+        let mut got = 0;
+        let mut buf = vec![0u8; 3000];
+        while got < N {
+            let (n, _) = rx.read(&mut buf).unwrap();
+            for (k, &b) in buf[..n].iter().enumerate() {
+                assert_eq!(b, byte(got + k), "byte {}", got + k);
+            }
+            got += n;
+            if n == 0 {
+                std::hint::spin_loop();
             }
         }
     });
