@@ -17,6 +17,21 @@ impl NoSignal {
     pub fn new(socket: &impl AsRawFd) -> NoSignal {
         NoSignal(socket.as_raw_fd())
     }
+
+    /// One `send` that never blocks, whatever the socket's mode (a
+    /// doorbell: when the buffer is full, the bytes in it wake the peer).
+    pub fn send_dontwait(&self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: the pointer and length describe `buf`, which outlives the
+        // call; `send` only reads from it.
+        cvt_size(unsafe {
+            libc::send(
+                self.0,
+                buf.as_ptr() as *const libc::c_void,
+                buf.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        })
+    }
 }
 
 impl Write for NoSignal {

@@ -1,3 +1,285 @@
-//! The shared-memory transport for ranks on one host (in progress).
+//! Shared memory between two ranks of one host: a connection made of two
+//! byte rings (`ring.rs`), one per direction, in anonymous memory (memfd)
+//! that each side creates for what it sends and passes to the other over
+//! a Unix socket. The socket stays as the pair's doorbell (a byte wakes a
+//! sleeping side) and as its liveness: when a process ends, however it
+//! ends, its end of the socket closes, and the memory goes with the last
+//! process that maps it. Nothing has a name in a file system, so nothing
+//! is left behind.
+//!
+//! A rank listens on an abstract Unix address derived from the job key's
+//! hash and its rank (`address`); only processes in the same network
+//! namespace can reach it, which is what "the same host" means here. The
+//! hello that follows is the TCP transport's (job key, rank, generation),
+//! so a stranger who connects is refused as over TCP.
 
 pub mod ring;
+
+use crate::sys::fdpass;
+use ring::Ring;
+use std::io::{self, IoSlice, Read};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+
+/// Data bytes of each ring (per direction, per pair of ranks on a host).
+pub const DEFAULT_RING: usize = 256 << 10;
+const MIN_RING: usize = 4 << 10;
+const MAX_RING: usize = 64 << 20;
+
+/// The abstract Unix address of rank `rank` of the job with key `key`.
+pub fn address(key: &[u8], rank: usize) -> io::Result<SocketAddr> {
+    // FNV-1a of the key: the name must not reveal the key itself.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in key {
+        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+    }
+    SocketAddr::from_abstract_name(format!("mpistages-{h:016x}-{rank}").as_bytes())
+}
+
+/// Listens at this rank's address (non-blocking).
+pub fn listen(key: &[u8], rank: usize) -> io::Result<UnixListener> {
+    let l = UnixListener::bind_addr(&address(key, rank)?)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// A ring in its own mapping (kept alive with it).
+struct Mapped {
+    _map: memmap2::MmapMut,
+    ring: Ring,
+}
+
+impl Mapped {
+    /// A new ring of `cap` bytes, and the descriptor to give the peer.
+    fn create(cap: usize) -> io::Result<(Mapped, std::fs::File)> {
+        let file = fdpass::memfd("mpistages-ring", ring::region_len(cap) as u64)?;
+        Ok((Mapped::map(&file, cap)?, file))
+    }
+
+    /// Maps the peer's ring; its size must be one a ring can have.
+    fn open(fd: OwnedFd) -> io::Result<Mapped> {
+        let file = std::fs::File::from(fd);
+        let len = file.metadata()?.len() as usize;
+        let cap = len.checked_sub(ring::region_len(0)).unwrap_or(0);
+        if !(MIN_RING..=MAX_RING).contains(&cap) || !cap.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("peer's ring has {len} bytes"),
+            ));
+        }
+        Mapped::map(&file, cap)
+    }
+
+    fn map(file: &std::fs::File, cap: usize) -> io::Result<Mapped> {
+        // SAFETY: a memfd is shared only with the one peer, which follows
+        // the ring protocol (atomics for the counters, each data byte owned
+        // by one side at a time); a broken peer yields wrong bytes that the
+        // frame layer rejects, and the mapping's size never changes (the
+        // file's length was set before it was shared).
+        let mut map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(ring::region_len(cap))
+                .map_mut(file)?
+        };
+        // SAFETY: the mapping is page aligned, region_len(cap) long, and
+        // lives in `Mapped` as long as the Ring.
+        let ring = unsafe { Ring::new(map.as_mut_ptr(), cap) };
+        Ok(Mapped { _map: map, ring })
+    }
+}
+
+fn broken(e: ring::Broken) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.0)
+}
+
+/// One side of a shared-memory connection.
+pub struct ShmConn {
+    sock: UnixStream,
+    /// The ring this side writes (created here).
+    tx: Option<Mapped>,
+    /// The ring this side reads (the peer's, received over the socket).
+    rx: Option<Mapped>,
+    /// A descriptor that came with the hello, before the ring is set up.
+    received: Option<OwnedFd>,
+    /// Reads come from the socket itself (the hello) until `established`.
+    handshaking: bool,
+    /// The socket reported something (a doorbell, the peer's ring, or its
+    /// end): look at it the next time the ring is empty.
+    check_socket: bool,
+    peer_closed: bool,
+}
+
+impl ShmConn {
+    /// Connects to rank `rank`'s address and sends `hello` with this
+    /// side's ring. The peer's ring comes back later (`read` takes it).
+    pub fn connect(key: &[u8], rank: usize, hello: &[u8], cap: usize) -> io::Result<ShmConn> {
+        let sock = UnixStream::connect_addr(&address(key, rank)?)?;
+        let (tx, file) = Mapped::create(cap)?;
+        let sent = fdpass::send_with_fd(sock.as_raw_fd(), hello, file.as_raw_fd())?;
+        // The socket is blocking here: the rest of a long hello follows.
+        std::io::Write::write_all(
+            &mut crate::sys::socket::NoSignal::new(&sock),
+            &hello[sent..],
+        )?;
+        sock.set_nonblocking(true)?;
+        Ok(ShmConn {
+            sock,
+            tx: Some(tx),
+            rx: None,
+            received: None,
+            handshaking: false,
+            check_socket: true,
+            peer_closed: false,
+        })
+    }
+
+    /// A connection just accepted: its hello is read from the socket.
+    pub fn accepted(sock: UnixStream) -> io::Result<ShmConn> {
+        sock.set_nonblocking(true)?;
+        Ok(ShmConn {
+            sock,
+            tx: None,
+            rx: None,
+            received: None,
+            handshaking: true,
+            check_socket: true,
+            peer_closed: false,
+        })
+    }
+
+    /// The hello was accepted: map the peer's ring, and send ours.
+    pub fn established(&mut self, cap: usize) -> io::Result<()> {
+        let fd = self.received.take().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "no ring came with the hello")
+        })?;
+        self.rx = Some(Mapped::open(fd)?);
+        let (tx, file) = Mapped::create(cap)?;
+        self.sock.set_nonblocking(false)?;
+        let sent = fdpass::send_with_fd(self.sock.as_raw_fd(), b"R", file.as_raw_fd());
+        self.sock.set_nonblocking(true)?;
+        sent?;
+        self.tx = Some(tx);
+        self.handshaking = false;
+        Ok(())
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The socket is readable (epoll said so).
+    pub fn on_event(&mut self) {
+        self.check_socket = true;
+    }
+
+    /// A byte on the socket wakes the peer (one already waiting there
+    /// does as well, so a full socket buffer is fine).
+    fn ring_bell(&self) {
+        let _ = crate::sys::socket::NoSignal::new(&self.sock).send_dontwait(&[0]);
+    }
+
+    /// Reads what the socket holds: doorbells, the peer's ring, its end.
+    fn drain_socket(&mut self) -> io::Result<()> {
+        let mut buf = [0u8; 64];
+        loop {
+            match fdpass::recv_with_fd(self.sock.as_raw_fd(), &mut buf) {
+                Ok((0, _)) => {
+                    self.peer_closed = true;
+                    return Ok(());
+                }
+                Ok((_, fd)) => {
+                    if let Some(fd) = fd {
+                        if self.rx.is_some() {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "a second ring from the peer",
+                            ));
+                        }
+                        self.rx = Some(Mapped::open(fd)?);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Bytes from the peer: its ring's, or during the handshake the
+    /// socket's. `WouldBlock` when there are none yet; `Ok(0)` once the
+    /// peer is gone and everything it wrote was read.
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.handshaking {
+            let (n, fd) = fdpass::recv_with_fd(self.sock.as_raw_fd(), buf)?;
+            if fd.is_some() {
+                self.received = fd;
+            }
+            return Ok(n);
+        }
+        loop {
+            if let Some(rx) = &self.rx {
+                let (n, bell) = rx.ring.read(buf).map_err(broken)?;
+                if bell {
+                    self.ring_bell();
+                }
+                if n > 0 {
+                    return Ok(n);
+                }
+            }
+            if self.peer_closed {
+                return Ok(0);
+            }
+            if !self.check_socket {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.check_socket = false;
+            self.drain_socket()?;
+            // Look at the ring once more: the doorbell came for its bytes.
+        }
+    }
+
+    /// Copies as much of `bufs` into the ring as fits; `WouldBlock` when
+    /// none does (the peer rings the doorbell once it makes room).
+    pub fn write_vectored(&mut self, bufs: &[IoSlice]) -> io::Result<usize> {
+        let Some(tx) = &self.tx else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        for _ in 0..2 {
+            let (n, bell) = tx.ring.write(bufs).map_err(broken)?;
+            if bell {
+                self.ring_bell();
+            }
+            if n > 0 {
+                return Ok(n);
+            }
+            if tx.ring.want_room().map_err(broken)? {
+                break;
+            }
+        }
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+
+    /// About to sleep: asks the peer for a doorbell when bytes come.
+    /// False when bytes are there already.
+    pub fn want_data(&mut self) -> bool {
+        match &self.rx {
+            Some(rx) => rx.ring.want_data().unwrap_or(false),
+            None => true,
+        }
+    }
+
+    pub fn shutdown_write(&self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl Read for ShmConn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        ShmConn::read(self, buf)
+    }
+}
+
+#[cfg(test)]
+#[path = "conn_tests.rs"]
+mod tests;
