@@ -84,12 +84,13 @@ fn a_sleeping_reader_gets_a_doorbell_and_a_full_ring_waits_for_room() {
         io::ErrorKind::WouldBlock
     );
     assert_eq!(read_some(&mut b, 100).unwrap().len(), 100);
-    // SAFETY: as above, on a's socket: b's read rang a's doorbell.
+    // b's read rang a's doorbell.
     let mut pfd = libc::pollfd {
         fd: a.fd(),
         events: libc::POLLIN,
         revents: 0,
     };
+    // SAFETY: one valid pollfd, zero timeout.
     assert_eq!(unsafe { libc::poll(&mut pfd, 1, 0) }, 1);
     assert_eq!(a.write_vectored(&[IoSlice::new(&big)]).unwrap(), 100);
 }

@@ -61,7 +61,7 @@ impl Mapped {
     fn open(fd: OwnedFd) -> io::Result<Mapped> {
         let file = std::fs::File::from(fd);
         let len = file.metadata()?.len() as usize;
-        let cap = len.checked_sub(ring::region_len(0)).unwrap_or(0);
+        let cap = len.saturating_sub(ring::region_len(0));
         if !(MIN_RING..=MAX_RING).contains(&cap) || !cap.is_power_of_two() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
