@@ -10,7 +10,7 @@ use crate::api::consts::err;
 use crate::control::client::{Client, JobInfo};
 use crate::control::pmi2::Pmi2;
 use crate::sys::epoll::Epoll;
-use crate::transport::tcp::{Tcp, TcpConfig};
+use crate::transport::tcp::{Links, Tcp, TcpConfig};
 use crate::transport::Transport;
 use std::fs::File;
 use std::net::{IpAddr, SocketAddr};
@@ -57,10 +57,35 @@ fn tcp(
             fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?.clamp(4096, 16 << 20),
             bind: SocketAddr::new(ip, 0),
             congestion: std::env::var("MPISTAGES_TCP_CC").unwrap_or_else(|_| "reno".into()),
+            links: links_from_env()?,
+            shm_ring: shm_ring_from_env()?,
         },
         epoll.clone(),
     )
     .map_err(io_err("starting the TCP transport"))
+}
+
+/// `MPISTAGES_TRANSPORT`: which connections a rank makes.
+fn links_from_env() -> MpiResult<Links> {
+    let v = std::env::var("MPISTAGES_TRANSPORT").unwrap_or_default();
+    Links::parse(&v).ok_or_else(|| {
+        MpiError::new(
+            err::ARG,
+            format!("MPISTAGES_TRANSPORT='{v}': expected auto, tcp or shm"),
+        )
+    })
+}
+
+/// `MPISTAGES_SHM_RING`: bytes of each shared-memory ring (a power of two).
+fn shm_ring_from_env() -> MpiResult<usize> {
+    let n = env_usize("MPISTAGES_SHM_RING", crate::transport::shm::DEFAULT_RING)?;
+    if !n.is_power_of_two() || !(4096..=64 << 20).contains(&n) {
+        return fail(
+            err::ARG,
+            format!("MPISTAGES_SHM_RING={n}: a power of two from 4096 to 67108864"),
+        );
+    }
+    Ok(n)
 }
 
 /// `MPISTAGES_TCP_ADDR`, when set.

@@ -149,11 +149,15 @@ impl Core {
         let Some(t) = self.transport.as_mut() else {
             return false;
         };
-        if !t.poll_reads(&mut self.events) {
-            return false;
-        }
+        let done = t.poll_reads(&mut self.events);
         self.process_events();
-        true
+        done
+    }
+
+    /// About to sleep in epoll: false if the transport holds bytes that
+    /// epoll would not report (shared memory).
+    pub(super) fn prepare_sleep(&mut self) -> bool {
+        self.transport.as_mut().is_none_or(|t| t.prepare_sleep())
     }
 
     pub(super) fn handle(&mut self, evs: &[epoll::Event], bell: &EventFd) {
@@ -165,6 +169,10 @@ impl Core {
             } else if let Some(t) = self.transport.as_mut() {
                 t.handle(*ev, &mut self.events);
             }
+        }
+        // Shared memory has no events of its own while its reader is awake.
+        if let Some(t) = self.transport.as_mut() {
+            t.poll_memory(&mut self.events);
         }
         self.process_events();
     }

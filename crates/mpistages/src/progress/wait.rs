@@ -20,12 +20,16 @@ impl Engine {
         let mut parked = false;
         let mut seen = 0;
         loop {
-            self.lock().progress_parked = parked;
+            let may_sleep = {
+                let mut core = self.lock();
+                core.progress_parked = parked;
+                parked || core.prepare_sleep()
+            };
             evs.clear();
             let r = if parked {
                 self.standby.wait(&mut evs, STANDBY_MS)
             } else {
-                self.outer.wait(&mut evs, -1)
+                self.outer.wait(&mut evs, if may_sleep { -1 } else { 0 })
             };
             if r.is_err() {
                 std::thread::sleep(Duration::from_millis(1));
@@ -159,8 +163,9 @@ impl Engine {
                 }
                 core.polling = true;
                 core.user_polls += 1;
+                let sleep = !spinning && core.prepare_sleep();
                 drop(core);
-                let timeout = if spinning { 0 } else { -1 };
+                let timeout = if sleep { -1 } else { 0 };
                 evs.clear();
                 let _ = self.main.wait(&mut evs, timeout);
                 core = self.lock();

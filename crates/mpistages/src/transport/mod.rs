@@ -230,6 +230,15 @@ pub trait Transport: Send {
     fn poll_reads(&mut self, _out: &mut Vec<Event>) -> bool {
         false
     }
+    /// Reads connections through memory (shared memory), which cost no
+    /// system call to look at; called whenever the engine handles events.
+    fn poll_memory(&mut self, _out: &mut Vec<Event>) {}
+    /// The caller is about to sleep in epoll: returns false when bytes are
+    /// already there that epoll would not report (shared memory; the
+    /// peers are asked for a doorbell otherwise).
+    fn prepare_sleep(&mut self) -> bool {
+        true
+    }
     /// Closes every connection (after a final flush attempt).
     fn close_all(&mut self);
     /// Stages `halt`: a failure stops all communication. Queued frames are

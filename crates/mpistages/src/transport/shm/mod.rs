@@ -269,6 +269,16 @@ impl ShmConn {
         }
     }
 
+    /// About to sleep with bytes still to send: asks the peer for a
+    /// doorbell when it makes room. False when there is room now (then
+    /// writing, not sleeping, is what to do).
+    pub fn want_room(&mut self) -> bool {
+        match &self.tx {
+            Some(tx) => tx.ring.want_room().unwrap_or(false),
+            None => true,
+        }
+    }
+
     pub fn shutdown_write(&self) {
         let _ = self.sock.shutdown(std::net::Shutdown::Write);
     }

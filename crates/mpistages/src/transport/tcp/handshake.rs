@@ -11,29 +11,48 @@ impl Tcp {
                     if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
                         continue;
                     }
-                    let slot = match self.handshakes.iter().position(Option::is_none) {
-                        Some(i) => i,
-                        None => {
-                            self.handshakes.push(None);
-                            self.handshakes.len() - 1
-                        }
-                    };
-                    let token = TOKEN_HANDSHAKE + slot as u64;
-                    if self
-                        .epoll
-                        .add(stream.as_raw_fd(), epoll::READABLE, token)
-                        .is_ok()
-                    {
-                        self.handshakes[slot] = Some(Handshake {
-                            stream,
-                            buf: Vec::new(),
-                        });
-                    }
+                    self.start_handshake(Conn::Tcp(stream));
                 }
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return,
             }
+        }
+    }
+
+    pub(super) fn on_accept_shm(&mut self) {
+        let mut accepted = Vec::new();
+        if let Some(l) = &self.shm_listener {
+            loop {
+                match l.accept() {
+                    Ok((sock, _)) => accepted.push(sock),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        for sock in accepted {
+            if let Ok(c) = ShmConn::accepted(sock) {
+                self.start_handshake(Conn::Shm(Box::new(c)));
+            }
+        }
+    }
+
+    /// Watches a new connection until its hello.
+    fn start_handshake(&mut self, stream: Conn) {
+        let slot = match self.handshakes.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.handshakes.push(None);
+                self.handshakes.len() - 1
+            }
+        };
+        let token = TOKEN_HANDSHAKE + slot as u64;
+        if self.epoll.add(stream.fd(), epoll::READABLE, token).is_ok() {
+            self.handshakes[slot] = Some(Handshake {
+                stream,
+                buf: Vec::new(),
+            });
         }
     }
 
@@ -79,8 +98,8 @@ impl Tcp {
             },
             Err(e) => Err(e),
         };
-        let hs = self.handshakes[slot].take().expect("slot checked above");
-        let _ = self.epoll.delete(hs.stream.as_raw_fd());
+        let mut hs = self.handshakes[slot].take().expect("slot checked above");
+        let _ = self.epoll.delete(hs.stream.fd());
         // One connection per peer: a second one claiming a connected rank
         // is refused unless it comes from a newer process of that rank (a
         // replacement, whose hello may arrive before the failure notice).
@@ -94,6 +113,11 @@ impl Tcp {
                 Err("duplicate".to_string())
             }
             _ => Ok((peer, generation)),
+        });
+        // Shared memory: the peer's ring came with the hello; ours goes back.
+        let peer = peer.and_then(|x| match &mut hs.stream {
+            Conn::Shm(c) => c.established(self.cfg.shm_ring).map(|_| x).map_err(|e| e.to_string()),
+            Conn::Tcp(_) => Ok(x),
         });
         match peer {
             Ok((peer, generation)) => {

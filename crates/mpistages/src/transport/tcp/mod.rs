@@ -1,23 +1,30 @@
-//! TCP transport: one connection per pair of processes. The higher rank
-//! connects to the lower one, so a pair never ends up with two connections;
-//! a process that joins later (a replacement) connects to everyone, and its
-//! connection replaces the old one. Sockets are non-blocking with
-//! `TCP_NODELAY`; frames leave in vectored writes (many frames per system
-//! call) and arrive through a read buffer, except rendezvous data, which is
-//! read straight into the receiver's buffer.
+//! The stream transport: one connection per pair of processes, over TCP or,
+//! with a peer on this host, over shared memory (`conn.rs`). The higher
+//! rank connects to the lower one, so a pair never ends up with two
+//! connections; a process that joins later (a replacement) connects to
+//! everyone, and its connection replaces the old one. A connection tries
+//! shared memory first (when allowed), which succeeds exactly when the
+//! peer is on this host, and TCP otherwise. Connections are non-blocking
+//! (TCP with `TCP_NODELAY`); frames leave in vectored writes (many frames
+//! per system call or ring copy) and arrive through a read buffer, except
+//! rendezvous data, which is read straight into the receiver's buffer.
 
 use super::frame::{Header, Kind, Limits, HEADER_LEN};
+use super::shm::{self, ShmConn};
+use conn::Conn;
 use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::socket::NoSignal;
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
 use std::sync::Arc;
 use std::time::Duration;
 
 const TOKEN_LISTENER: u64 = 1 << 40;
+const TOKEN_SHM_LISTENER: u64 = (1 << 40) + 1;
 const TOKEN_HANDSHAKE: u64 = 1 << 41;
 /// Staging buffer for incoming bytes, and how much one read asks for.
 const READ_BUF: usize = 64 << 10;
@@ -49,6 +56,40 @@ pub struct TcpConfig {
     /// busy connection between two ranks; measured on loopback, Reno moves
     /// twice the bytes per second.
     pub congestion: String,
+    /// Which connections may be made.
+    pub links: Links,
+    /// Bytes of each shared-memory ring.
+    pub shm_ring: usize,
+}
+
+/// The kinds of connection a process makes and accepts
+/// (`MPISTAGES_TRANSPORT`: auto = both, tcp, shm).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Links {
+    pub tcp: bool,
+    pub shm: bool,
+}
+
+impl Links {
+    pub const AUTO: Links = Links {
+        tcp: true,
+        shm: true,
+    };
+
+    pub fn parse(s: &str) -> Option<Links> {
+        match s {
+            "" | "auto" => Some(Links::AUTO),
+            "tcp" => Some(Links {
+                tcp: true,
+                shm: false,
+            }),
+            "shm" => Some(Links {
+                tcp: false,
+                shm: true,
+            }),
+            _ => None,
+        }
+    }
 }
 
 struct Target {
@@ -75,7 +116,7 @@ enum ReadState {
 }
 
 struct Peer {
-    stream: Option<TcpStream>,
+    stream: Option<Conn>,
     /// Generation at which the connection was made (a replacement's
     /// connection is newer than the failure that replaced it).
     conn_generation: u32,
@@ -131,7 +172,7 @@ impl Peer {
 }
 
 struct Handshake {
-    stream: TcpStream,
+    stream: Conn,
     buf: Vec<u8>,
 }
 
@@ -143,6 +184,8 @@ pub struct Tcp {
     limits: Limits,
     epoll: Arc<Epoll>,
     listener: TcpListener,
+    /// Where peers on this host connect (with shared memory allowed).
+    shm_listener: Option<UnixListener>,
     peers: Vec<Peer>,
     /// Peers with a connection.
     live: Vec<usize>,
@@ -158,6 +201,21 @@ impl Tcp {
         let listener = TcpListener::bind(cfg.bind)?;
         listener.set_nonblocking(true)?;
         epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
+        // Taken by a process of this rank that is still ending (a replaced
+        // rank's): then peers reach this one over TCP.
+        let shm_listener = match cfg.links.shm {
+            true => match shm::listen(&cfg.key, cfg.me) {
+                Ok(l) => {
+                    epoll.add(l.as_raw_fd(), epoll::READABLE, TOKEN_SHM_LISTENER)?;
+                    Some(l)
+                }
+                Err(e) => {
+                    log::debug!("mpistages: rank {}: no shared-memory listener: {e}", cfg.me);
+                    None
+                }
+            },
+            false => None,
+        };
         let limits = Limits {
             max_payload: cfg.eager_limit.max(cfg.fragment_size).max(4096) as u32,
             ranks: cfg.ranks as u32,
@@ -169,6 +227,7 @@ impl Tcp {
             limits,
             epoll,
             listener,
+            shm_listener,
             peers,
             live: Vec::new(),
             handshakes: Vec::new(),
@@ -186,29 +245,61 @@ impl Tcp {
         self.listener.local_addr()
     }
 
-    /// Connects to `peer` at `addr` and introduces this process.
+    /// Connects to `peer` (through shared memory when it is on this host
+    /// and that is allowed, else over TCP at `addr`) and introduces this
+    /// process.
     pub fn connect(&mut self, peer: usize, addr: SocketAddr) -> io::Result<()> {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-        stream.set_nodelay(true)?;
         let mut hello = Header::new(Kind::Hello);
         hello.src = self.cfg.me as u32;
         hello.generation = self.cfg.generation;
         hello.len = self.cfg.key.len() as u32;
-        let mut w = NoSignal::new(&stream);
-        w.write_all(&hello.encode())?;
-        w.write_all(&self.cfg.key)?;
-        stream.set_nonblocking(true)?;
-        self.attach(peer, stream, self.cfg.generation)
+        let mut bytes = hello.encode().to_vec();
+        bytes.extend_from_slice(&self.cfg.key);
+        let conn = match self.connect_shm(peer, &bytes) {
+            Some(c) => c,
+            None if !self.cfg.links.tcp => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("rank {peer} is not on this host (MPISTAGES_TRANSPORT=shm)"),
+                ))
+            }
+            None => {
+                let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+                stream.set_nodelay(true)?;
+                NoSignal::new(&stream).write_all(&bytes)?;
+                stream.set_nonblocking(true)?;
+                Conn::Tcp(stream)
+            }
+        };
+        self.attach(peer, conn, self.cfg.generation)
     }
 
-    fn attach(&mut self, peer: usize, stream: TcpStream, generation: u32) -> io::Result<()> {
+    /// A shared-memory connection to `peer`, if it listens on this host.
+    fn connect_shm(&self, peer: usize, hello: &[u8]) -> Option<Conn> {
+        if !self.cfg.links.shm {
+            return None;
+        }
+        match ShmConn::connect(&self.cfg.key, peer, hello, self.cfg.shm_ring) {
+            Ok(c) => Some(Conn::Shm(Box::new(c))),
+            Err(e) => {
+                log::debug!(
+                    "mpistages: rank {}: no shared memory with rank {peer}: {e}",
+                    self.cfg.me
+                );
+                None
+            }
+        }
+    }
+
+    fn attach(&mut self, peer: usize, stream: Conn, generation: u32) -> io::Result<()> {
         log::debug!(
-            "mpistages: rank {}: connected to rank {peer} (generation {generation})",
-            self.cfg.me
+            "mpistages: rank {}: connected to rank {peer} over {} (generation {generation})",
+            self.cfg.me,
+            stream.kind()
         );
-        if !self.cfg.congestion.is_empty() {
+        if let (Conn::Tcp(s), false) = (&stream, self.cfg.congestion.is_empty()) {
             // Best effort: an algorithm the kernel refuses leaves its default.
-            let _ = crate::sys::set_tcp_congestion(stream.as_raw_fd(), &self.cfg.congestion);
+            let _ = crate::sys::set_tcp_congestion(s.as_raw_fd(), &self.cfg.congestion);
         }
         if self.peers[peer].stream.is_some() {
             // A newer process of the peer (a replacement whose hello came
@@ -218,8 +309,7 @@ impl Tcp {
             self.disconnect(peer);
         }
         let p = &mut self.peers[peer];
-        self.epoll
-            .add(stream.as_raw_fd(), epoll::READABLE, peer as u64)?;
+        self.epoll.add(stream.fd(), epoll::READABLE, peer as u64)?;
         p.stream = Some(stream);
         if !self.live.contains(&peer) {
             self.live.push(peer);
@@ -243,7 +333,7 @@ impl Tcp {
     fn disconnect(&mut self, peer: usize) {
         let p = &mut self.peers[peer];
         if let Some(s) = p.stream.take() {
-            let _ = self.epoll.delete(s.as_raw_fd());
+            let _ = self.epoll.delete(s.fd());
         }
         self.live.retain(|&q| q != peer);
         p.want_write = false;
@@ -287,9 +377,9 @@ impl Tcp {
         if let Some(s) = &p.stream {
             let mut interest = epoll::READABLE;
             if on {
-                interest |= epoll::WRITABLE;
+                interest |= s.write_interest();
             }
-            let _ = self.epoll.modify(s.as_raw_fd(), interest, peer as u64);
+            let _ = self.epoll.modify(s.fd(), interest, peer as u64);
         }
         p.want_write = on;
     }
@@ -343,10 +433,17 @@ impl Transport for Tcp {
     fn handle(&mut self, ev: epoll::Event, out: &mut Vec<Event>) {
         match ev.token {
             TOKEN_LISTENER => self.on_accept(),
+            TOKEN_SHM_LISTENER => self.on_accept_shm(),
             t if t >= TOKEN_HANDSHAKE => self.on_handshake((t - TOKEN_HANDSHAKE) as usize, out),
             t if (t as usize) < self.peers.len() => {
                 let peer = t as usize;
-                if ev.events & epoll::WRITABLE != 0 {
+                let p = &mut self.peers[peer];
+                if let Some(s) = p.stream.as_mut() {
+                    s.on_event();
+                }
+                // Over shared memory, room to write comes as a doorbell
+                // (readable), not as writability.
+                if ev.events & epoll::WRITABLE != 0 || p.want_write {
                     self.flush(peer, out);
                 }
                 if ev.events & (epoll::READABLE | epoll::HANGUP) != 0 {
@@ -362,17 +459,65 @@ impl Transport for Tcp {
     }
 
     fn poll_reads(&mut self, out: &mut Vec<Event>) -> bool {
-        if self.live.len() > POLL_READS_MAX_PEERS || self.has_backlog() {
+        if self.has_backlog() {
             return false;
         }
-        let mut live = [0; POLL_READS_MAX_PEERS];
-        let n = self.live.len();
-        live[..n].copy_from_slice(&self.live);
-        // Reading one peer can lose only that one: the others stay live.
-        for &peer in &live[..n] {
+        // Shared memory costs a few loads to look at: always. Sockets cost
+        // a system call each: only a few.
+        self.poll_memory(out);
+        let tcp = self
+            .live
+            .iter()
+            .filter(|&&p| matches!(self.peers[p].stream, Some(Conn::Tcp(_))))
+            .count();
+        if tcp > POLL_READS_MAX_PEERS {
+            return false;
+        }
+        let mut socks = [0; POLL_READS_MAX_PEERS];
+        let mut n = 0;
+        for &p in &self.live {
+            if matches!(self.peers[p].stream, Some(Conn::Tcp(_))) {
+                socks[n] = p;
+                n += 1;
+            }
+        }
+        for &peer in &socks[..n] {
             self.on_readable(peer, out);
         }
         true
+    }
+
+    fn poll_memory(&mut self, out: &mut Vec<Event>) {
+        let mut i = 0;
+        while i < self.live.len() {
+            let peer = self.live[i];
+            if matches!(self.peers[peer].stream, Some(Conn::Shm(_))) {
+                // Frames left by a spent write budget go on: no epoll event
+                // says there is room in a ring.
+                if self.peers[peer].backlog() {
+                    self.flush(peer, out);
+                }
+                if self.live.get(i) == Some(&peer) {
+                    self.on_readable(peer, out);
+                }
+            }
+            // Reading one peer can lose only that one (then it left `live`).
+            if self.live.get(i) == Some(&peer) {
+                i += 1;
+            }
+        }
+    }
+
+    fn prepare_sleep(&mut self) -> bool {
+        let mut sleep = true;
+        for &peer in &self.live {
+            let p = &mut self.peers[peer];
+            let backlog = p.backlog();
+            if let Some(s) = p.stream.as_mut() {
+                sleep &= s.may_sleep(backlog);
+            }
+        }
+        sleep
     }
 
     fn halt(&mut self) {
@@ -427,15 +572,19 @@ impl Transport for Tcp {
     fn close_all(&mut self) {
         for p in self.peers.iter_mut() {
             if let Some(s) = p.stream.take() {
-                let _ = self.epoll.delete(s.as_raw_fd());
-                let _ = s.shutdown(std::net::Shutdown::Write);
+                let _ = self.epoll.delete(s.fd());
+                s.shutdown_write();
             }
         }
         self.live.clear();
         let _ = self.epoll.delete(self.listener.as_raw_fd());
+        if let Some(l) = self.shm_listener.take() {
+            let _ = self.epoll.delete(l.as_raw_fd());
+        }
     }
 }
 
+mod conn;
 mod handshake;
 mod read;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use super::*;
 use crate::transport::frame::flags;
 use crate::transport::Payload;
+use std::io::Read;
 
 const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
@@ -17,6 +18,11 @@ fn transport(ranks: usize) -> (Tcp, Arc<Epoll>) {
         fragment_size: 8192,
         bind: "127.0.0.1:0".parse().unwrap(),
         congestion: String::new(),
+        links: Links {
+            tcp: true,
+            shm: false,
+        },
+        shm_ring: crate::transport::shm::DEFAULT_RING,
     };
     (Tcp::new(cfg, ep.clone()).unwrap(), ep)
 }

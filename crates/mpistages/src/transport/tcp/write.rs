@@ -57,7 +57,7 @@ impl Tcp {
                 }
             }
             let iov = &iov[..n_iov];
-            let res = NoSignal::new(stream).write_vectored(iov);
+            let res = stream.write_vectored(iov);
             match res {
                 Ok(0) => {
                     self.lose(peer, "connection closed while writing".into(), out);

@@ -1,0 +1,82 @@
+//! A connection to one peer, as the framing above it sees it: a byte
+//! stream that reads and writes without blocking. Over TCP it is the
+//! socket; with a peer on this host it is shared memory (`shm::ShmConn`:
+//! two rings, and a Unix socket for doorbells and liveness).
+
+use crate::sys::epoll;
+use crate::sys::socket::NoSignal;
+use crate::transport::shm::ShmConn;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
+
+pub enum Conn {
+    Tcp(TcpStream),
+    Shm(Box<ShmConn>),
+}
+
+impl Conn {
+    pub fn fd(&self) -> RawFd {
+        match self {
+            Conn::Tcp(s) => s.as_raw_fd(),
+            Conn::Shm(c) => c.fd(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Conn::Tcp(_) => "tcp",
+            Conn::Shm(_) => "shm",
+        }
+    }
+
+    pub fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => s.read(buf),
+            Conn::Shm(c) => c.read(buf),
+        }
+    }
+
+    pub fn write_vectored(&mut self, bufs: &[IoSlice]) -> io::Result<usize> {
+        match self {
+            Conn::Tcp(s) => NoSignal::new(s).write_vectored(bufs),
+            Conn::Shm(c) => c.write_vectored(bufs),
+        }
+    }
+
+    /// What to ask epoll for while frames wait for room: writability of
+    /// the socket; for shared memory nothing more (the peer's doorbell
+    /// makes the socket readable once it took bytes).
+    pub fn write_interest(&self) -> u32 {
+        match self {
+            Conn::Tcp(_) => epoll::WRITABLE,
+            Conn::Shm(_) => 0,
+        }
+    }
+
+    /// epoll reported the descriptor.
+    pub fn on_event(&mut self) {
+        if let Conn::Shm(c) = self {
+            c.on_event();
+        }
+    }
+
+    /// About to sleep in epoll (with frames still queued if `backlog`):
+    /// false when shared memory holds bytes to read, or room for the
+    /// frames, that epoll would not report.
+    pub fn may_sleep(&mut self, backlog: bool) -> bool {
+        match self {
+            Conn::Tcp(_) => true,
+            Conn::Shm(c) => c.want_data() && (!backlog || c.want_room()),
+        }
+    }
+
+    pub fn shutdown_write(&self) {
+        match self {
+            Conn::Tcp(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            Conn::Shm(c) => c.shutdown_write(),
+        }
+    }
+}
