@@ -77,6 +77,11 @@ options for the whole job (before the first program):
                        PMI_RANK, OMPI_COMM_WORLD_RANK) and no stdin
   --max-restarts N     with a recovery mode: end the job when more than N
                        recoveries were needed (default 8)
+  --transport auto|tcp|shm  how ranks reach each other (as
+                       MPISTAGES_TRANSPORT): auto (default) uses shared
+                       memory between ranks of one host and TCP between
+                       hosts; tcp only TCP; shm only shared memory (every
+                       rank on one host)
   --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
                        mem,tmpfs:/dev/shm/mpistages,partner,pfs:DIR@every=4,
                        keep=2,zstd:3 (default: mem,tmpfs:/dev/shm/mpistages,
@@ -117,6 +122,8 @@ Environment read by the ranks:
   MPISTAGES_EAGER_LIMIT=BYTES      messages up to this size go eagerly
                                    (default 65536)
   MPISTAGES_FRAGMENT=BYTES         rendezvous fragment size (default 262144)
+  MPISTAGES_SHM_RING=BYTES         each shared-memory ring, per direction and
+                                   pair of ranks (default 262144)
 ";
 
 /// One program of the job and its ranks (MPMD: several, split by `:`).
@@ -428,6 +435,12 @@ impl Global {
                             format!("--heartbeat-timeout needs seconds (at least 0.3), not '{v}'")
                         })?,
                 )
+            }
+            "--transport" => {
+                if !matches!(v.as_str(), "auto" | "tcp" | "shm") {
+                    return Err(format!("--transport takes auto, tcp or shm, not '{v}'"));
+                }
+                self.env.push(("MPISTAGES_TRANSPORT".into(), v));
             }
             "--bind-to" | "-bind-to" => {
                 self.bind = match v.as_str() {

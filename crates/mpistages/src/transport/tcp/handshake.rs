@@ -116,7 +116,10 @@ impl Tcp {
         });
         // Shared memory: the peer's ring came with the hello; ours goes back.
         let peer = peer.and_then(|x| match &mut hs.stream {
-            Conn::Shm(c) => c.established(self.cfg.shm_ring).map(|_| x).map_err(|e| e.to_string()),
+            Conn::Shm(c) => c
+                .established(self.cfg.shm_ring)
+                .map(|_| x)
+                .map_err(|e| e.to_string()),
             Conn::Tcp(_) => Ok(x),
         });
         match peer {

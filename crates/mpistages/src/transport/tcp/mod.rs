@@ -11,10 +11,10 @@
 
 use super::frame::{Header, Kind, Limits, HEADER_LEN};
 use super::shm::{self, ShmConn};
-use conn::Conn;
 use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::socket::NoSignal;
+use conn::Conn;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -1,0 +1,106 @@
+//! Shared memory between the ranks of one host: which connections a job
+//! makes (`--transport`), and that nothing of them is left when it ends,
+//! also after a rank was SIGKILLed (the rings are memfds, the doorbells
+//! abstract Unix sockets: the kernel frees both with their processes).
+
+mod common;
+use common::{build, build_example, checksum, mpiexec};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The tests of this file count system-wide sockets: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Abstract Unix sockets of mpistages jobs on this machine.
+fn job_sockets() -> usize {
+    std::fs::read_to_string("/proc/net/unix")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("@mpistages-"))
+        .count()
+}
+
+#[test]
+fn ranks_of_one_host_connect_through_shared_memory_unless_told_otherwise() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = build("whoami.c");
+    let exe = exe.to_str().unwrap();
+    let debug = [("MPISTAGES_LOG", "debug")];
+    for (opts, shm, tcp) in [
+        (&[][..], 6, 0),
+        (&["--transport", "auto"][..], 6, 0),
+        (&["--transport", "shm"][..], 6, 0),
+        (&["--transport", "tcp"][..], 0, 6),
+    ] {
+        let mut args = opts.to_vec();
+        args.extend(["-n", "3", exe, "X", "-"]);
+        let r = mpiexec(&args, &debug, LIMIT);
+        assert!(r.ok(), "{opts:?}: {}", r.stderr);
+        // Each pair is logged by both of its ranks.
+        let count = |kind: &str| {
+            r.stderr
+                .lines()
+                .filter(|l| l.contains(&format!(" over {kind} ")))
+                .count()
+        };
+        assert_eq!(
+            (count("shm"), count("tcp")),
+            (shm, tcp),
+            "{opts:?}: {}",
+            r.stderr
+        );
+        assert_eq!(r.stdout.lines().filter(|l| l.contains(" of 3:")).count(), 3);
+    }
+    let r = mpiexec(
+        &["--transport", "udpx", "-n", "1", exe, "X", "-"],
+        &[],
+        LIMIT,
+    );
+    assert!(
+        !r.ok() && r.stderr.contains("--transport takes"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A resilient stencil over shared memory loses a rank (SIGKILL) in each
+/// recovery mode and ends with the failure-free checksum; afterwards no
+/// socket of the job is left.
+#[test]
+fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = build_example("stencil2d.c");
+    let exe = exe.to_str().unwrap();
+    let before = job_sockets();
+    let clean = mpiexec(
+        &["-n", "4", exe, "240", "2000", "10", "protect"],
+        &[],
+        LIMIT,
+    );
+    assert!(clean.ok(), "{}", clean.stderr);
+    for mode in ["stages", "reinit", "cpr"] {
+        let r = mpiexec(
+            &[
+                "--recovery",
+                mode,
+                "--inject",
+                "rank=2,checkpoint=40",
+                "-n",
+                "4",
+                exe,
+                "240",
+                "2000",
+                "10",
+                "protect",
+            ],
+            &[],
+            LIMIT,
+        );
+        assert!(r.ok(), "{mode}: {}", r.stderr);
+        assert!(r.stderr.contains("recovery 1 done"), "{mode}: {}", r.stderr);
+        assert_eq!(checksum(&clean), checksum(&r), "{mode}: {}", r.stderr);
+        assert_eq!(job_sockets(), before, "{mode}: sockets left behind");
+    }
+}
