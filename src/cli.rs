@@ -124,6 +124,9 @@ Environment read by the ranks:
   MPISTAGES_FRAGMENT=BYTES         rendezvous fragment size (default 262144)
   MPISTAGES_SHM_RING=BYTES         each shared-memory ring, per direction and
                                    pair of ranks (default 262144)
+  MPISTAGES_SHM_CMA=0              no single-copy reads from other ranks'
+                                   memory on this host (default: on where the
+                                   kernel allows it)
 ";
 
 /// One program of the job and its ranks (MPMD: several, split by `:`).

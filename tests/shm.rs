@@ -104,3 +104,29 @@ fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
         assert_eq!(job_sockets(), before, "{mode}: sockets left behind");
     }
 }
+
+/// Messages around the eager limit and of several MiB, checked byte by
+/// byte, through both shared-memory paths: copied through the rings, and
+/// copied once straight from the sender's memory (cross-memory attach,
+/// which this machine allows: the test checks that it was used).
+#[test]
+fn large_messages_through_both_shared_memory_paths() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = build("large.c");
+    let exe = exe.to_str().unwrap();
+    for (cma, expect) in [("1", 6), ("0", 0)] {
+        let env = [("MPISTAGES_SHM_CMA", cma), ("MPISTAGES_LOG", "debug")];
+        let r = mpiexec(&["-n", "3", exe], &env, LIMIT);
+        assert!(
+            r.ok() && r.stdout.contains("OK large"),
+            "cma {cma}: {}",
+            r.stderr
+        );
+        let single = r
+            .stderr
+            .lines()
+            .filter(|l| l.contains("single-copy"))
+            .count();
+        assert_eq!(single, expect, "cma {cma}: {}", r.stderr);
+    }
+}

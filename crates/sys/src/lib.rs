@@ -9,6 +9,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod cma;
 pub mod epoll;
 pub mod eventfd;
 pub mod fdpass;

@@ -514,7 +514,8 @@ impl Core {
                 }
                 self.check_send_done(id);
             }
-            Kind::Data | Kind::Hello | Kind::Control => {}
+            // Handled by the transport itself.
+            Kind::Data | Kind::DataRef | Kind::RefDone | Kind::Hello | Kind::Control => {}
         }
         Ok(())
     }

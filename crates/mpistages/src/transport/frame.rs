@@ -16,7 +16,12 @@
 //! SYNC), RTS (rdv = sender's request, aux = message length), CTS (rdv =
 //! sender's request, aux = receiver's request), DATA (rdv = receiver's
 //! request, aux = byte offset), ACK (rdv = sender's request), HELLO (src =
-//! world rank of the connecting process, payload = job key).
+//! world rank of the connecting process, payload = job key). Between ranks
+//! of one host a DATA frame may travel by reference: DATA_REF (as DATA,
+//! payload = the 8-byte address and 8-byte length of the bytes in the
+//! sender's memory, which the receiver copies itself) answered by REF_DONE
+//! (rdv, aux as the DATA_REF's) once they are copied; both stay inside
+//! the transport.
 //!
 //! Decoding checks every field; anything malformed is an error, never a panic.
 
@@ -39,6 +44,8 @@ pub enum Kind {
     Ack = 5,
     Hello = 6,
     Control = 7,
+    DataRef = 8,
+    RefDone = 9,
 }
 
 impl Kind {
@@ -51,6 +58,8 @@ impl Kind {
             5 => Kind::Ack,
             6 => Kind::Hello,
             7 => Kind::Control,
+            8 => Kind::DataRef,
+            9 => Kind::RefDone,
             _ => return None,
         })
     }
@@ -155,6 +164,26 @@ impl Header {
         encoded[32..40].copy_from_slice(&seq.to_le_bytes());
     }
 
+    /// An encoded DATA header turned into a DATA_REF one (16 payload
+    /// bytes: the data's address and length), with its transfer and offset;
+    /// `None` for other kinds.
+    pub fn data_to_ref(encoded: &[u8; HEADER_LEN]) -> Option<([u8; HEADER_LEN], u64, u64)> {
+        if encoded[3] != Kind::Data as u8 {
+            return None;
+        }
+        let mut b = *encoded;
+        b[3] = Kind::DataRef as u8;
+        b[28..32].copy_from_slice(&16u32.to_le_bytes());
+        let word = |at: usize| u64::from_le_bytes(encoded[at..at + 8].try_into().expect("8 bytes"));
+        Some((b, word(40), word(48)))
+    }
+
+    /// The transfer (receiver's request) of an encoded DATA header.
+    pub fn data_rid(encoded: &[u8; HEADER_LEN]) -> Option<u64> {
+        (encoded[3] == Kind::Data as u8)
+            .then(|| u64::from_le_bytes(encoded[40..48].try_into().expect("8 bytes")))
+    }
+
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
         b[0..2].copy_from_slice(&MAGIC.to_le_bytes());
@@ -231,7 +260,10 @@ impl Header {
             return Err(FrameError::NegativeTag(h.tag));
         }
         match kind {
-            Kind::Rts | Kind::Cts | Kind::Ack if h.len != 0 => {
+            Kind::DataRef if h.len != 16 => {
+                return Err(FrameError::Inconsistent("data reference of the wrong size"))
+            }
+            Kind::Rts | Kind::Cts | Kind::Ack | Kind::RefDone if h.len != 0 => {
                 return Err(FrameError::Inconsistent("control frame with a payload"))
             }
             Kind::Rts if h.aux > isize::MAX as u64 => {
@@ -254,6 +286,28 @@ impl Header {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_data_header_becomes_a_reference_with_its_transfer_and_offset() {
+        let mut h = Header::new(Kind::Data);
+        (h.rdv, h.aux, h.len, h.generation) = (77, 4096, 65536, 3);
+        let (r, rid, off) = Header::data_to_ref(&h.encode()).unwrap();
+        let lim = Limits {
+            max_payload: 1 << 20,
+            ranks: 16,
+        };
+        let d = Header::decode(&r, &lim).unwrap();
+        assert_eq!(
+            (d.kind, d.len, d.rdv, d.aux, d.generation),
+            (Kind::DataRef, 16, 77, 4096, 3)
+        );
+        assert_eq!((rid, off), (77, 4096));
+        assert!(Header::data_to_ref(&Header::new(Kind::Eager).encode()).is_none());
+        // Sizes other than 16 are malformed.
+        let mut bad = d;
+        bad.len = 8;
+        assert!(Header::decode(&bad.encode(), &lim).is_err());
+    }
 
     const LIM: Limits = Limits {
         max_payload: 1 << 20,

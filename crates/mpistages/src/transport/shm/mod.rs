@@ -44,6 +44,32 @@ pub fn listen(key: &[u8], rank: usize) -> io::Result<UnixListener> {
     Ok(l)
 }
 
+/// A value at a fixed address of this process, for peers to check that
+/// they can read its memory (`ring::Ring::set_probe`).
+static PROBE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn probe() -> (u64, u64) {
+    use std::sync::atomic::Ordering;
+    if PROBE.load(Ordering::Relaxed) == 0 {
+        let mut v = [0u8; 8];
+        let _ = crate::sys::process::random_bytes(&mut v);
+        let _ = PROBE.compare_exchange(
+            0,
+            u64::from_le_bytes(v) | 1,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+    (&PROBE as *const _ as u64, PROBE.load(Ordering::Acquire))
+}
+
+/// Whether large messages may be copied straight from the sender's memory
+/// (`MPISTAGES_SHM_CMA=0` turns it off).
+fn cma_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var("MPISTAGES_SHM_CMA").map_or(true, |v| v != "0"))
+}
+
 /// A ring in its own mapping (kept alive with it).
 struct Mapped {
     _map: memmap2::MmapMut,
@@ -54,7 +80,10 @@ impl Mapped {
     /// A new ring of `cap` bytes, and the descriptor to give the peer.
     fn create(cap: usize) -> io::Result<(Mapped, std::fs::File)> {
         let file = fdpass::memfd("mpistages-ring", ring::region_len(cap) as u64)?;
-        Ok((Mapped::map(&file, cap)?, file))
+        let m = Mapped::map(&file, cap)?;
+        let (addr, value) = probe();
+        m.ring.set_probe(addr, value);
+        Ok((m, file))
     }
 
     /// Maps the peer's ring; its size must be one a ring can have.
@@ -77,9 +106,13 @@ impl Mapped {
         // by one side at a time); a broken peer yields wrong bytes that the
         // frame layer rejects, and the mapping's size never changes (the
         // file's length was set before it was shared).
+        // Populated at once: the ring's memory is in use from the start,
+        // not growing as bytes first pass each page (which a long job would
+        // see as a leak).
         let mut map = unsafe {
             memmap2::MmapOptions::new()
                 .len(ring::region_len(cap))
+                .populate()
                 .map_mut(file)?
         };
         // SAFETY: the mapping is page aligned, region_len(cap) long, and
@@ -108,6 +141,10 @@ pub struct ShmConn {
     /// end): look at it the next time the ring is empty.
     check_socket: bool,
     peer_closed: bool,
+    /// The peer's process, as this PID namespace names it (0: not here).
+    peer_pid: i32,
+    /// This side can read the peer's memory (cross-memory attach).
+    reads_peer: bool,
 }
 
 impl ShmConn {
@@ -124,6 +161,7 @@ impl ShmConn {
         )?;
         sock.set_nonblocking(true)?;
         Ok(ShmConn {
+            peer_pid: fdpass::peer_pid(&sock).unwrap_or(0),
             sock,
             tx: Some(tx),
             rx: None,
@@ -131,6 +169,7 @@ impl ShmConn {
             handshaking: false,
             check_socket: true,
             peer_closed: false,
+            reads_peer: false,
         })
     }
 
@@ -138,6 +177,7 @@ impl ShmConn {
     pub fn accepted(sock: UnixStream) -> io::Result<ShmConn> {
         sock.set_nonblocking(true)?;
         Ok(ShmConn {
+            peer_pid: fdpass::peer_pid(&sock).unwrap_or(0),
             sock,
             tx: None,
             rx: None,
@@ -145,6 +185,7 @@ impl ShmConn {
             handshaking: true,
             check_socket: true,
             peer_closed: false,
+            reads_peer: false,
         })
     }
 
@@ -153,7 +194,7 @@ impl ShmConn {
         let fd = self.received.take().ok_or_else(|| {
             io::Error::new(io::ErrorKind::InvalidData, "no ring came with the hello")
         })?;
-        self.rx = Some(Mapped::open(fd)?);
+        self.adopt_rx(Mapped::open(fd)?);
         let (tx, file) = Mapped::create(cap)?;
         self.sock.set_nonblocking(false)?;
         let sent = fdpass::send_with_fd(self.sock.as_raw_fd(), b"R", file.as_raw_fd());
@@ -161,6 +202,49 @@ impl ShmConn {
         sent?;
         self.tx = Some(tx);
         self.handshaking = false;
+        Ok(())
+    }
+
+    /// Takes the peer's ring, and finds out whether this side can read
+    /// the peer's memory (then it says so in the ring).
+    fn adopt_rx(&mut self, rx: Mapped) {
+        if cma_allowed() && self.peer_pid > 0 {
+            let (addr, value) = rx.ring.probe();
+            let mut got = [0u8; 8];
+            if crate::sys::cma::read_from(self.peer_pid, addr, &mut got).ok() == Some(8)
+                && u64::from_le_bytes(got) == value
+            {
+                self.reads_peer = true;
+                rx.ring.set_reader_cma();
+                log::debug!(
+                    "mpistages: shared memory: single-copy reads from process {}",
+                    self.peer_pid
+                );
+            }
+        }
+        self.rx = Some(rx);
+    }
+
+    /// The peer can copy straight from this process's memory.
+    pub fn peer_reads_me(&self) -> bool {
+        self.tx.as_ref().is_some_and(|t| t.ring.reader_cma())
+    }
+
+    /// Copies `out.len()` bytes from address `addr` of the peer.
+    pub fn read_peer_memory(&self, addr: u64, out: &mut [u8]) -> io::Result<()> {
+        if !self.reads_peer {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "no cross-memory attach",
+            ));
+        }
+        let n = crate::sys::cma::read_from(self.peer_pid, addr, out)?;
+        if n != out.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "short cross-memory read",
+            ));
+        }
         Ok(())
     }
 
@@ -196,7 +280,7 @@ impl ShmConn {
                                 "a second ring from the peer",
                             ));
                         }
-                        self.rx = Some(Mapped::open(fd)?);
+                        self.adopt_rx(Mapped::open(fd)?);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),

@@ -11,6 +11,9 @@
 //!                       when bytes come
 //! 192  want_room   u32  the producer is waiting for room: ring its
 //!                       doorbell when bytes are taken
+//! 200  reader_cma  u32  the consumer can read the producer's memory
+//! 208  probe_addr  u64  an address in the producer's memory ...
+//! 216  probe_value u64  ... that holds this value (written at creation)
 //! 256  data        CAP bytes, CAP a power of two
 //! ```
 //!
@@ -30,6 +33,9 @@ const HEAD: usize = 0;
 const TAIL: usize = 64;
 const WANT_DATA: usize = 128;
 const WANT_ROOM: usize = 192;
+const READER_CMA: usize = 200;
+const PROBE_ADDR: usize = 208;
+const PROBE_VALUE: usize = 216;
 const DATA: usize = 256;
 
 /// The size of a region holding a ring of `cap` data bytes.
@@ -194,6 +200,29 @@ impl Ring {
             return Ok(false);
         }
         Ok(true)
+    }
+
+    /// Producer, at creation: where the consumer can check that it reads
+    /// this process's memory (cross-memory attach).
+    pub fn set_probe(&self, addr: u64, value: u64) {
+        self.word(PROBE_ADDR).store(addr, Ordering::Relaxed);
+        self.word(PROBE_VALUE).store(value, Ordering::Release);
+    }
+
+    /// Consumer: the producer's probe (address, value).
+    pub fn probe(&self) -> (u64, u64) {
+        let value = self.word(PROBE_VALUE).load(Ordering::Acquire);
+        (self.word(PROBE_ADDR).load(Ordering::Relaxed), value)
+    }
+
+    /// Consumer: says it can read the producer's memory.
+    pub fn set_reader_cma(&self) {
+        self.flag(READER_CMA).store(1, Ordering::Release);
+    }
+
+    /// Producer: whether the consumer said it can read this memory.
+    pub fn reader_cma(&self) -> bool {
+        self.flag(READER_CMA).load(Ordering::Acquire) != 0
     }
 
     /// Bytes waiting to be read (consumer's view).

@@ -71,6 +71,22 @@ impl Conn {
         }
     }
 
+    /// The peer copies large data straight from this process's memory.
+    pub fn by_reference(&self) -> bool {
+        matches!(self, Conn::Shm(c) if c.peer_reads_me())
+    }
+
+    /// Copies bytes the peer referred to (a DATA_REF) from its memory.
+    pub fn read_referenced(&self, addr: u64, out: &mut [u8]) -> io::Result<()> {
+        match self {
+            Conn::Shm(c) => c.read_peer_memory(addr, out),
+            Conn::Tcp(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a data reference over TCP",
+            )),
+        }
+    }
+
     pub fn shutdown_write(&self) {
         match self {
             Conn::Tcp(s) => {

@@ -9,7 +9,7 @@
 //! per system call or ring copy) and arrive through a read buffer, except
 //! rendezvous data, which is read straight into the receiver's buffer.
 
-use super::frame::{Header, Kind, Limits, HEADER_LEN};
+use super::frame::{Header, Kind, Limits, HEADER_LEN, MAX_PAYLOAD};
 use super::shm::{self, ShmConn};
 use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
@@ -41,6 +41,9 @@ const MAX_IOV: usize = 64;
 /// A spinning waiter reads the sockets itself, without asking epoll, when a
 /// process has at most this many connections (see `poll_reads`).
 const POLL_READS_MAX_PEERS: usize = 2;
+/// DATA of at least this many bytes goes by reference between ranks of
+/// one host whose memory the peer can read (one copy instead of two).
+const BY_REFERENCE_MIN: usize = 32 << 10;
 
 pub struct TcpConfig {
     pub me: usize,
@@ -142,6 +145,9 @@ struct Peer {
     rtail: usize,
     rstate: ReadState,
     targets: HashMap<u64, Target>,
+    /// Transfers with DATA sent by reference that the peer has not copied
+    /// yet (REF_DONE), by the receiver's request id.
+    refs: HashMap<u64, Refs>,
 }
 
 impl Peer {
@@ -163,12 +169,22 @@ impl Peer {
             rtail: 0,
             rstate: ReadState::Header,
             targets: HashMap::new(),
+            refs: HashMap::new(),
         }
     }
 
     fn backlog(&self) -> bool {
         !(self.urgent.is_empty() && self.bulk.is_empty() && self.wire.is_empty())
     }
+}
+
+/// A transfer's DATA frames sent by reference and not yet copied. Its
+/// token (carried by its last frame) is reported only once all are: until
+/// then the sender's buffer must stay untouched, and its request open.
+#[derive(Default)]
+struct Refs {
+    outstanding: usize,
+    token: Option<u64>,
 }
 
 struct Handshake {
@@ -342,6 +358,7 @@ impl Tcp {
         p.wire.clear();
         p.woff = 0;
         p.targets.clear();
+        p.refs.clear();
         p.rstate = ReadState::Header;
         p.rhead = 0;
         p.rtail = 0;
@@ -539,6 +556,7 @@ impl Transport for Tcp {
             for t in p.targets.values_mut() {
                 t.buf = RawBuf::empty();
             }
+            p.refs.clear();
         }
     }
 

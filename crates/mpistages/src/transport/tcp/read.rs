@@ -70,6 +70,17 @@ impl Tcp {
                             self.reject(peer, "unexpected second handshake".into(), out);
                             return false;
                         }
+                        Kind::RefDone => {
+                            if let Some(r) = p.refs.get_mut(&hdr.rdv) {
+                                r.outstanding = r.outstanding.saturating_sub(1);
+                                if r.outstanding == 0 {
+                                    if let Some(token) = r.token {
+                                        out.push(Event::Sent { token });
+                                    }
+                                    p.refs.remove(&hdr.rdv);
+                                }
+                            }
+                        }
                         _ if hdr.len == 0 => out.push(Event::Frame {
                             peer,
                             hdr,
@@ -95,6 +106,12 @@ impl Tcp {
                     let hdr = *hdr;
                     let payload = std::mem::take(buf);
                     p.rstate = ReadState::Header;
+                    if hdr.kind == Kind::DataRef {
+                        if !self.take_reference(peer, hdr, &payload, out) {
+                            return false;
+                        }
+                        continue;
+                    }
                     out.push(Event::Frame { peer, hdr, payload });
                 }
                 ReadState::Data { rid, pos, end, len } => {
@@ -120,6 +137,61 @@ impl Tcp {
                 }
             }
         }
+    }
+
+    /// A DATA_REF: copies the referred bytes from the peer's memory into
+    /// the transfer's target (as much as fits; stale ones are skipped) and
+    /// answers REF_DONE. False if the peer was dropped.
+    fn take_reference(
+        &mut self,
+        peer: usize,
+        hdr: Header,
+        desc: &[u8],
+        out: &mut Vec<Event>,
+    ) -> bool {
+        let word = |at: usize| u64::from_le_bytes(desc[at..at + 8].try_into().expect("16 bytes"));
+        let (addr, len) = (word(0), word(8));
+        let p = &mut self.peers[peer];
+        let target = p.targets.get(&hdr.rdv);
+        if target.is_none() && hdr.generation == self.generation {
+            self.reject(
+                peer,
+                format!("data reference for unknown transfer {}", hdr.rdv),
+                out,
+            );
+            return false;
+        }
+        if let Some(t) = target {
+            if len > MAX_PAYLOAD as u64 || hdr.aux.checked_add(len).is_none_or(|e| e > t.total) {
+                self.reject(
+                    peer,
+                    "data reference beyond the announced length".into(),
+                    out,
+                );
+                return false;
+            }
+            let cap = t.buf.len() as u64;
+            if hdr.aux < cap {
+                let k = (cap - hdr.aux).min(len) as usize;
+                let dst = t.buf.sub(hdr.aux as usize, k).expect("bounded by cap");
+                // SAFETY: a rendezvous target is written by this transport
+                // alone until its data is complete, and no other slice of
+                // it is alive during this copy.
+                let into = unsafe { dst.as_mut_slice() };
+                let copied = p.stream.as_ref().map(|s| s.read_referenced(addr, into));
+                if let Some(Err(e)) = copied {
+                    self.lose(peer, format!("copying from the peer's memory: {e}"), out);
+                    return false;
+                }
+            }
+            self.frame_done(peer, hdr.rdv, len, out);
+        }
+        let mut done = Header::new(Kind::RefDone);
+        (done.src, done.generation, done.rdv, done.aux) =
+            (self.cfg.me as u32, self.generation, hdr.rdv, hdr.aux);
+        let frame = OutFrame::new(&done, Payload::None, None);
+        let _ = self.send(peer, frame, Class::Urgent, out);
+        true
     }
 
     /// A DATA frame of `len` bytes is in; the transfer is done when all its

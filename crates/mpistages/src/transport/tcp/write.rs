@@ -17,6 +17,7 @@ impl Tcp {
             let Some(stream) = p.stream.as_mut() else {
                 return;
             };
+            let by_ref = stream.by_reference();
             // Refill the wire list: urgent frames first, then at most one bulk
             // fragment, so later urgent frames wait for one fragment at most.
             // Each frame gets its `seq` as it joins the wire list.
@@ -31,6 +32,9 @@ impl Tcp {
                 } else {
                     break;
                 };
+                if class == Class::Bulk && by_ref {
+                    f = by_reference(f, &mut p.refs);
+                }
                 Header::stamp_seq(&mut f.header, p.sent_seq);
                 p.sent_seq += 1;
                 p.wire.push_back((f, class));
@@ -73,7 +77,12 @@ impl Tcp {
                             p.woff = 0;
                             let (f, _) = p.wire.pop_front().expect("non-empty wire");
                             if let Some(token) = f.token {
-                                out.push(Event::Sent { token });
+                                // Earlier frames of its transfer that went
+                                // by reference may not be copied yet.
+                                match Header::data_rid(&f.header).and_then(|r| p.refs.get_mut(&r)) {
+                                    Some(refs) => refs.token = Some(token),
+                                    None => out.push(Event::Sent { token }),
+                                }
                             }
                         } else {
                             p.woff += n;
@@ -92,5 +101,33 @@ impl Tcp {
                 }
             }
         }
+    }
+}
+
+/// A DATA frame of a large user buffer as a DATA_REF: the peer copies the
+/// bytes from this process's memory and answers REF_DONE, which reports
+/// the frame's token (the buffer stays untouched until then, as the send
+/// is not complete before).
+fn by_reference(f: OutFrame, refs: &mut HashMap<u64, Refs>) -> OutFrame {
+    let Payload::Borrowed(buf) = &f.payload else {
+        return f;
+    };
+    if buf.len() < BY_REFERENCE_MIN {
+        return f;
+    }
+    let Some((header, rid, _)) = Header::data_to_ref(&f.header) else {
+        return f;
+    };
+    let mut desc = (buf.ptr() as u64).to_le_bytes().to_vec();
+    desc.extend_from_slice(&(buf.len() as u64).to_le_bytes());
+    let r = refs.entry(rid).or_default();
+    r.outstanding += 1;
+    if f.token.is_some() {
+        r.token = f.token;
+    }
+    OutFrame {
+        header,
+        payload: Payload::Owned(desc),
+        token: None,
     }
 }
