@@ -9,6 +9,7 @@
 pub mod frame;
 pub mod shm;
 pub mod tcp;
+pub mod udp;
 
 use crate::sys::epoll;
 use frame::Header;

@@ -1,0 +1,507 @@
+//! A reliable, ordered byte stream over datagrams that may be lost,
+//! duplicated or reordered: the state machine of one side of a UDP
+//! connection, without sockets or clocks of its own (the caller passes
+//! `now` and moves the packets), so it is tested on a simulated network.
+//!
+//! Bytes written are cut into segments of at most `mss` bytes, numbered by
+//! their offset in the stream. The receiver acknowledges cumulatively
+//! (every byte below `ack` arrived) with up to four selective ranges of
+//! what arrived beyond; a segment is sent again when the oldest one is
+//! unacknowledged for the retransmission timeout (from the measured round
+//! trip, Jacobson/Karels, doubled on each expiry) or when three
+//! acknowledgements in a row report later data but not it (fast
+//! retransmit). The sender keeps at most `window` bytes in flight and no
+//! more than the receiver says it has room for. A side that hears nothing
+//! for `dead_after` declares the peer dead; an idle side sends a ping
+//! every `keepalive`, so silence means a dead peer or a cut link.
+//!
+//! Packet (little-endian):
+//!
+//! ```text
+//! 0 magic u16 "MU"  2 kind u8  3 n_sack u8  4 conn u64  12 seq u64
+//! 20 ack u64  28 room u32  32 len u32  36 sack [start u64, end u64] x n
+//! then len bytes of data (DATA only)
+//! ```
+//! `conn` names the connection (chosen by the side that opened it): packets
+//! of another connection — an earlier process of the peer — are dropped.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::IoSlice;
+use std::time::{Duration, Instant};
+
+const MAGIC: u16 = 0x554D;
+const HEADER: usize = 36;
+const MAX_SACK: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PacketKind {
+    Data = 1,
+    Ack = 2,
+    Ping = 3,
+    Fin = 4,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Largest data bytes in one packet.
+    pub mss: usize,
+    /// Most bytes in flight (sent, not acknowledged).
+    pub window: usize,
+    /// Most bytes this side holds for its reader (its advertised room).
+    pub recv_buffer: usize,
+    pub keepalive: Duration,
+    pub dead_after: Duration,
+    pub min_rto: Duration,
+    pub max_rto: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mss: 8192,
+            window: 4 << 20,
+            recv_buffer: 8 << 20,
+            keepalive: Duration::from_millis(250),
+            dead_after: Duration::from_secs(2),
+            min_rto: Duration::from_millis(5),
+            max_rto: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What went wrong with a connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StreamError {
+    /// Nothing heard from the peer for `dead_after`.
+    Dead,
+    /// A packet of this connection broke the rules.
+    Malformed(String),
+}
+
+struct Segment {
+    len: usize,
+    sent_at: Instant,
+    /// Sent more than once: no round-trip sample from it (Karn).
+    resent: bool,
+    sacked: bool,
+    /// Acknowledgements that reported later data but not this segment.
+    missed: u32,
+}
+
+pub struct Reliable {
+    cfg: Config,
+    conn: u64,
+    // Sending: `sbuf` holds the stream from `snd_una` on (in flight, then
+    // not yet sent); `snd_nxt` is the offset of the first unsent byte.
+    sbuf: VecDeque<u8>,
+    snd_una: u64,
+    snd_nxt: u64,
+    flight: BTreeMap<u64, Segment>,
+    /// Segments to send again, by start offset.
+    resend: VecDeque<u64>,
+    peer_room: u64,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    fin_queued: bool,
+    fin_sent: bool,
+    // Receiving.
+    rcv_nxt: u64,
+    ready: VecDeque<u8>,
+    ooo: BTreeMap<u64, Vec<u8>>,
+    ooo_bytes: usize,
+    peer_fin: Option<u64>,
+    ack_due: bool,
+    // Liveness.
+    heard: Instant,
+    last_sent: Instant,
+}
+
+fn word(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl Reliable {
+    pub fn new(cfg: Config, conn: u64, now: Instant) -> Reliable {
+        Reliable {
+            rto: cfg.min_rto.max(Duration::from_millis(50)).min(cfg.max_rto),
+            cfg,
+            conn,
+            sbuf: VecDeque::new(),
+            snd_una: 0,
+            snd_nxt: 0,
+            flight: BTreeMap::new(),
+            resend: VecDeque::new(),
+            peer_room: cfg.recv_buffer as u64,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            fin_queued: false,
+            fin_sent: false,
+            rcv_nxt: 0,
+            ready: VecDeque::new(),
+            ooo: BTreeMap::new(),
+            ooo_bytes: 0,
+            peer_fin: None,
+            ack_due: false,
+            heard: now,
+            last_sent: now,
+        }
+    }
+
+    pub fn conn(&self) -> u64 {
+        self.conn
+    }
+
+    /// The connection a packet belongs to, if it is one of ours at all.
+    pub fn conn_of(packet: &[u8]) -> Option<u64> {
+        (packet.len() >= HEADER && u16::from_le_bytes([packet[0], packet[1]]) == MAGIC)
+            .then(|| word(packet, 4))
+    }
+
+    /// Takes as much of `bufs` as the send buffer has room for (a window
+    /// beyond what is in flight); 0 when it is full.
+    pub fn write(&mut self, bufs: &[IoSlice]) -> usize {
+        let room = (2 * self.cfg.window).saturating_sub(self.sbuf.len());
+        let mut took = 0;
+        for b in bufs {
+            let n = b.len().min(room - took);
+            self.sbuf.extend(&b[..n]);
+            took += n;
+            if took == room {
+                break;
+            }
+        }
+        took
+    }
+
+    /// Bytes that arrived in order; `None` once the peer closed and all
+    /// were read (end of stream), `Some(0)` when none are there yet.
+    pub fn read(&mut self, out: &mut [u8]) -> Option<usize> {
+        let n = out.len().min(self.ready.len());
+        if n == 0 && self.peer_fin == Some(self.rcv_nxt) && !out.is_empty() {
+            return None;
+        }
+        let had_room = self.room();
+        for (o, b) in out.iter_mut().zip(self.ready.drain(..n)) {
+            *o = b;
+        }
+        // A reader that frees much room tells the sender at once.
+        if had_room < self.cfg.recv_buffer / 2 && self.room() >= self.cfg.recv_buffer / 2 {
+            self.ack_due = true;
+        }
+        Some(n)
+    }
+
+    /// Everything written has been acknowledged.
+    pub fn all_acked(&self) -> bool {
+        self.sbuf.is_empty()
+    }
+
+    /// No more bytes will be written: the peer reads the end of the stream
+    /// after the last one.
+    pub fn close(&mut self) {
+        self.fin_queued = true;
+    }
+
+    fn room(&self) -> usize {
+        self.cfg
+            .recv_buffer
+            .saturating_sub(self.ready.len() + self.ooo_bytes)
+    }
+
+    fn header(&self, kind: PacketKind, seq: u64, len: usize, sack: &[(u64, u64)]) -> Vec<u8> {
+        let mut p = Vec::with_capacity(HEADER + 16 * sack.len() + len);
+        p.extend_from_slice(&MAGIC.to_le_bytes());
+        p.push(kind as u8);
+        p.push(sack.len() as u8);
+        p.extend_from_slice(&self.conn.to_le_bytes());
+        p.extend_from_slice(&seq.to_le_bytes());
+        p.extend_from_slice(&self.rcv_nxt.to_le_bytes());
+        p.extend_from_slice(&(self.room().min(u32::MAX as usize) as u32).to_le_bytes());
+        p.extend_from_slice(&(len as u32).to_le_bytes());
+        for (s, e) in sack {
+            p.extend_from_slice(&s.to_le_bytes());
+            p.extend_from_slice(&e.to_le_bytes());
+        }
+        p
+    }
+
+    /// Ranges that arrived beyond `rcv_nxt`, merged, lowest first.
+    fn sack_ranges(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (&s, d) in &self.ooo {
+            let e = s + d.len() as u64;
+            if let Some(last) = out.last_mut() {
+                if s <= last.1 {
+                    last.1 = last.1.max(e);
+                    continue;
+                }
+            }
+            if out.len() == MAX_SACK {
+                break;
+            }
+            out.push((s, e));
+        }
+        out
+    }
+
+    fn data_packet(&self, seq: u64, len: usize) -> Vec<u8> {
+        let sack = self.sack_ranges();
+        let mut p = self.header(PacketKind::Data, seq, len, &sack);
+        let (off, end) = (
+            (seq - self.snd_una) as usize,
+            (seq - self.snd_una) as usize + len,
+        );
+        let (a, b) = self.sbuf.as_slices();
+        if off < a.len() {
+            p.extend_from_slice(&a[off..end.min(a.len())]);
+        }
+        if end > a.len() {
+            p.extend_from_slice(&b[off.saturating_sub(a.len())..end - a.len()]);
+        }
+        p
+    }
+
+    /// The next packet to send now, if any: retransmissions first, then
+    /// new data within the windows, then a pending acknowledgement, the
+    /// end of the stream, or a keepalive.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let p = self.next_packet(now)?;
+        self.last_sent = now;
+        self.ack_due = false;
+        Some(p)
+    }
+
+    fn next_packet(&mut self, now: Instant) -> Option<Vec<u8>> {
+        while let Some(seq) = self.resend.pop_front() {
+            let Some(seg) = self.flight.get_mut(&seq) else {
+                continue;
+            };
+            if seg.sacked {
+                continue;
+            }
+            seg.sent_at = now;
+            seg.resent = true;
+            let len = seg.len;
+            return Some(self.data_packet(seq, len));
+        }
+        let in_flight = self.snd_nxt - self.snd_una;
+        let unsent = self.snd_una + self.sbuf.len() as u64 - self.snd_nxt;
+        let limit = (self.cfg.window as u64).min(self.peer_room.max(self.cfg.mss as u64));
+        if unsent > 0 && in_flight < limit {
+            let len = (unsent.min(self.cfg.mss as u64)).min(limit - in_flight) as usize;
+            let seq = self.snd_nxt;
+            self.flight.insert(
+                seq,
+                Segment {
+                    len,
+                    sent_at: now,
+                    resent: false,
+                    sacked: false,
+                    missed: 0,
+                },
+            );
+            self.snd_nxt += len as u64;
+            return Some(self.data_packet(seq, len));
+        }
+        if self.fin_queued && !self.fin_sent && self.all_acked() {
+            self.fin_sent = true;
+            return Some(self.header(PacketKind::Fin, self.snd_nxt, 0, &[]));
+        }
+        if self.ack_due {
+            let sack = self.sack_ranges();
+            return Some(self.header(PacketKind::Ack, self.snd_nxt, 0, &sack));
+        }
+        if now.duration_since(self.last_sent) >= self.cfg.keepalive {
+            return Some(self.header(PacketKind::Ping, self.snd_nxt, 0, &[]));
+        }
+        None
+    }
+
+    /// When `on_timeout` must run next (retransmission, keepalive, death).
+    pub fn next_timeout(&self) -> Instant {
+        let mut t = (self.last_sent + self.cfg.keepalive).min(self.heard + self.cfg.dead_after);
+        if let Some(seg) = self.flight.values().find(|s| !s.sacked) {
+            t = t.min(seg.sent_at + self.rto);
+        }
+        t
+    }
+
+    /// Timers: the oldest unacknowledged segment is sent again after the
+    /// retransmission timeout (which doubles); a silent peer is dead.
+    pub fn on_timeout(&mut self, now: Instant) -> Result<(), StreamError> {
+        if now.duration_since(self.heard) >= self.cfg.dead_after {
+            return Err(StreamError::Dead);
+        }
+        let expired = self
+            .flight
+            .iter()
+            .filter(|(_, s)| !s.sacked && now.duration_since(s.sent_at) >= self.rto)
+            .map(|(&k, _)| k)
+            .collect::<Vec<_>>();
+        if !expired.is_empty() {
+            self.rto = (self.rto * 2).min(self.cfg.max_rto);
+            for k in expired {
+                if !self.resend.contains(&k) {
+                    self.resend.push_back(k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A packet from the peer (of any connection: others are dropped).
+    pub fn on_packet(&mut self, p: &[u8], now: Instant) -> Result<(), StreamError> {
+        let bad = |why: &str| Err(StreamError::Malformed(why.to_string()));
+        let Some(conn) = Reliable::conn_of(p) else {
+            return bad("not a packet of ours");
+        };
+        if conn != self.conn {
+            return Ok(());
+        }
+        let n_sack = p[3] as usize;
+        let len = u32::from_le_bytes(p[32..36].try_into().expect("4 bytes")) as usize;
+        if n_sack > MAX_SACK
+            || p.len() != HEADER + 16 * n_sack + len
+            || len > self.cfg.mss.max(65536)
+        {
+            return bad("packet length");
+        }
+        let kind = match p[2] {
+            1 => PacketKind::Data,
+            2 => PacketKind::Ack,
+            3 => PacketKind::Ping,
+            4 => PacketKind::Fin,
+            k => return bad(&format!("packet kind {k}")),
+        };
+        if kind != PacketKind::Data && len != 0 {
+            return bad("data in a control packet");
+        }
+        self.heard = now;
+        let (seq, ack) = (word(p, 12), word(p, 20));
+        let room = u32::from_le_bytes(p[28..32].try_into().expect("4 bytes")) as u64;
+        let sack: Vec<(u64, u64)> = (0..n_sack)
+            .map(|i| (word(p, HEADER + 16 * i), word(p, HEADER + 16 * i + 8)))
+            .collect();
+        self.on_ack(ack, room, &sack, now)?;
+        match kind {
+            PacketKind::Data => self.on_data(seq, &p[HEADER + 16 * n_sack..]),
+            PacketKind::Fin => {
+                if self.peer_fin.is_none_or(|f| f == seq) {
+                    self.peer_fin = Some(seq);
+                } else {
+                    return bad("end of stream moved");
+                }
+                self.ack_due = true;
+            }
+            PacketKind::Ack => {}
+            // Answered so that the peer hears from us.
+            PacketKind::Ping => self.ack_due = true,
+        }
+        Ok(())
+    }
+
+    fn on_ack(
+        &mut self,
+        ack: u64,
+        room: u64,
+        sack: &[(u64, u64)],
+        now: Instant,
+    ) -> Result<(), StreamError> {
+        if ack > self.snd_nxt {
+            return Err(StreamError::Malformed(format!(
+                "acknowledges byte {ack}, {} sent",
+                self.snd_nxt
+            )));
+        }
+        self.peer_room = room;
+        if ack > self.snd_una {
+            let mut sample = None;
+            while let Some((&s, seg)) = self.flight.first_key_value() {
+                if s + seg.len as u64 > ack {
+                    break;
+                }
+                if !seg.resent {
+                    sample = Some(now.duration_since(seg.sent_at));
+                }
+                self.flight.pop_first();
+            }
+            self.sbuf.drain(..(ack - self.snd_una) as usize);
+            self.snd_una = ack;
+            if let Some(r) = sample {
+                self.rtt_sample(r);
+            }
+        }
+        let top = sack.iter().map(|r| r.1).max().unwrap_or(0);
+        for (&s, seg) in self.flight.iter_mut() {
+            let e = s + seg.len as u64;
+            if sack.iter().any(|&(a, b)| a <= s && e <= b) {
+                seg.sacked = true;
+            } else if e <= top && !seg.sacked {
+                seg.missed += 1;
+                // Three reports of later data without this one: lost.
+                if seg.missed == 3 {
+                    self.resend.push_back(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn rtt_sample(&mut self, r: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            Some(s) => {
+                let d = s.abs_diff(r);
+                self.rttvar = (self.rttvar * 3 + d) / 4;
+                self.srtt = Some((s * 7 + r) / 8);
+            }
+        }
+        let s = self.srtt.expect("set above");
+        self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(500)))
+            .clamp(self.cfg.min_rto, self.cfg.max_rto);
+    }
+
+    fn on_data(&mut self, seq: u64, data: &[u8]) {
+        self.ack_due = true;
+        let end = seq + data.len() as u64;
+        if end <= self.rcv_nxt || data.is_empty() {
+            return; // a duplicate
+        }
+        if seq > self.rcv_nxt {
+            // Beyond the hole: kept if there is room (else the sender sends
+            // it again later).
+            if !self.ooo.contains_key(&seq) && data.len() <= self.room() {
+                self.ooo_bytes += data.len();
+                self.ooo.insert(seq, data.to_vec());
+            }
+            return;
+        }
+        if self.ready.len() >= self.cfg.recv_buffer {
+            return; // no room: the sender tries again after its timeout
+        }
+        self.ready.extend(&data[(self.rcv_nxt - seq) as usize..]);
+        self.rcv_nxt = end;
+        // What waited beyond the hole follows, if it is contiguous now.
+        while let Some((&s, _)) = self.ooo.first_key_value() {
+            if s > self.rcv_nxt {
+                break;
+            }
+            let (s, d) = self.ooo.pop_first().expect("just seen");
+            self.ooo_bytes -= d.len();
+            let e = s + d.len() as u64;
+            if e > self.rcv_nxt {
+                self.ready.extend(&d[(self.rcv_nxt - s) as usize..]);
+                self.rcv_nxt = e;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "reliable_tests.rs"]
+mod tests;

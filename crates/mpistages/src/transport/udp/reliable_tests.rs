@@ -1,0 +1,256 @@
+//! Two ends of a stream over a simulated network that loses, duplicates,
+//! reorders and delays packets with a seeded generator; the clock is the
+//! simulation's. Every byte is checked.
+
+use super::*;
+
+/// xorshift64*: reproducible faults from a seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+struct Net {
+    rng: Rng,
+    loss: f64,
+    dup: f64,
+    reorder: f64,
+    /// (delivery time, to side, packet)
+    wire: Vec<(Instant, usize, Vec<u8>)>,
+    sent: usize,
+}
+
+const DELAY: Duration = Duration::from_micros(50);
+
+impl Net {
+    fn new(seed: u64, loss: f64, dup: f64, reorder: f64) -> Net {
+        Net {
+            rng: Rng(seed | 1),
+            loss,
+            dup,
+            reorder,
+            wire: Vec::new(),
+            sent: 0,
+        }
+    }
+
+    fn send(&mut self, to: usize, p: Vec<u8>, now: Instant) {
+        self.sent += 1;
+        if self.rng.chance(self.loss) {
+            return;
+        }
+        let late = if self.rng.chance(self.reorder) {
+            DELAY * 20
+        } else {
+            DELAY
+        };
+        if self.rng.chance(self.dup) {
+            self.wire.push((now + DELAY * 3, to, p.clone()));
+        }
+        self.wire.push((now + late, to, p));
+    }
+
+    fn due(&mut self, now: Instant) -> Vec<(usize, Vec<u8>)> {
+        let (due, later): (Vec<_>, Vec<_>) = self.wire.drain(..).partition(|w| w.0 <= now);
+        self.wire = later;
+        due.into_iter().map(|(_, to, p)| (to, p)).collect()
+    }
+}
+
+fn pattern(side: usize, i: usize) -> u8 {
+    (i.wrapping_mul(2654435761) >> 13) as u8 ^ side as u8
+}
+
+/// Sends `n` bytes each way at once and checks them; returns the
+/// simulated time it took and the packets sent.
+fn exchange(cfg: Config, net: &mut Net, n: usize) -> (Duration, usize) {
+    let start = Instant::now();
+    let mut now = start;
+    let mut ends = [Reliable::new(cfg, 42, now), Reliable::new(cfg, 42, now)];
+    let mut written = [0usize; 2];
+    let mut got = [0usize; 2];
+    let mut buf = vec![0u8; 100_000];
+    let mut step = 0u64;
+    while got != [n, n] {
+        step += 1;
+        assert!(step < 5_000_000, "stuck: got {got:?} of {n}");
+        for side in 0..2 {
+            // Writes of varied sizes.
+            if written[side] < n {
+                let k = ((step as usize * 7919) % 30_000 + 1).min(n - written[side]);
+                let chunk: Vec<u8> = (written[side]..written[side] + k)
+                    .map(|i| pattern(side, i))
+                    .collect();
+                written[side] += ends[side].write(&[IoSlice::new(&chunk)]);
+            }
+            while let Some(p) = ends[side].poll_transmit(now) {
+                net.send(1 - side, p, now);
+            }
+            if now >= ends[side].next_timeout() {
+                ends[side].on_timeout(now).expect("peer declared dead");
+            }
+        }
+        for (to, p) in net.due(now) {
+            ends[to].on_packet(&p, now).expect("a well-formed packet");
+        }
+        for side in 0..2 {
+            // Side `side` reads what the other one sent.
+            let from = 1 - side;
+            let k = ends[side].read(&mut buf).expect("not closed");
+            for (j, &b) in buf[..k].iter().enumerate() {
+                assert_eq!(b, pattern(from, got[side] + j), "byte {}", got[side] + j);
+            }
+            got[side] += k;
+        }
+        now += Duration::from_micros(10);
+    }
+    (now - start, net.sent)
+}
+
+fn small_cfg() -> Config {
+    Config {
+        mss: 1400,
+        window: 256 << 10,
+        recv_buffer: 512 << 10,
+        ..Config::default()
+    }
+}
+
+#[test]
+fn a_clean_network_delivers_every_byte_in_order() {
+    let mut net = Net::new(1, 0.0, 0.0, 0.0);
+    exchange(small_cfg(), &mut net, 2 << 20);
+}
+
+#[test]
+fn loss_duplication_and_reordering_change_nothing_but_time() {
+    for (seed, loss, dup, reorder) in [
+        (7, 0.01, 0.0, 0.0),
+        (8, 0.05, 0.01, 0.02),
+        (9, 0.20, 0.05, 0.10),
+        (10, 0.0, 0.3, 0.3),
+    ] {
+        let mut net = Net::new(seed, loss, dup, reorder);
+        let (t, sent) = exchange(small_cfg(), &mut net, 1 << 20);
+        println!("loss {loss} dup {dup} reorder {reorder}: {t:?}, {sent} packets");
+    }
+}
+
+#[test]
+fn a_silent_peer_is_dead_after_the_timeout_and_not_before() {
+    let cfg = small_cfg();
+    let t0 = Instant::now();
+    let mut a = Reliable::new(cfg, 1, t0);
+    let mut now = t0;
+    // Keepalives go out while nothing comes back.
+    let mut pings = 0;
+    while now < t0 + cfg.dead_after - Duration::from_millis(1) {
+        if let Some(p) = a.poll_transmit(now) {
+            assert_eq!(p[2], PacketKind::Ping as u8);
+            pings += 1;
+        }
+        assert_eq!(a.on_timeout(now), Ok(()));
+        now += Duration::from_millis(10);
+    }
+    assert!(pings >= 7, "{pings} keepalives in 2 s");
+    now = t0 + cfg.dead_after;
+    assert_eq!(a.on_timeout(now), Err(StreamError::Dead));
+}
+
+#[test]
+fn the_end_of_the_stream_comes_after_the_last_byte() {
+    let now = Instant::now();
+    let (mut a, mut b) = (
+        Reliable::new(small_cfg(), 5, now),
+        Reliable::new(small_cfg(), 5, now),
+    );
+    a.write(&[IoSlice::new(b"last words")]);
+    a.close();
+    for _ in 0..4 {
+        while let Some(p) = a.poll_transmit(now) {
+            b.on_packet(&p, now).unwrap();
+        }
+        while let Some(p) = b.poll_transmit(now) {
+            a.on_packet(&p, now).unwrap();
+        }
+    }
+    let mut buf = [0u8; 32];
+    assert_eq!(b.read(&mut buf), Some(10));
+    assert_eq!(&buf[..10], b"last words");
+    assert_eq!(b.read(&mut buf), None);
+}
+
+#[test]
+fn other_connections_and_malformed_packets() {
+    let now = Instant::now();
+    let (mut a, mut b) = (
+        Reliable::new(small_cfg(), 5, now),
+        Reliable::new(small_cfg(), 6, now),
+    );
+    a.write(&[IoSlice::new(b"hello")]);
+    let p = a.poll_transmit(now).unwrap();
+    // A packet of another connection (an earlier process): dropped.
+    assert_eq!(b.on_packet(&p, now), Ok(()));
+    assert_eq!(b.read(&mut [0u8; 8]), Some(0));
+    let mut c = Reliable::new(small_cfg(), 5, now);
+    for bad in [
+        &p[..10],
+        &p[..p.len() - 1],
+        &[&p[..], &[0u8][..]].concat()[..],
+    ] {
+        assert!(
+            matches!(c.on_packet(bad, now), Err(StreamError::Malformed(_))),
+            "{bad:?}"
+        );
+    }
+    let mut wrong_kind = p.clone();
+    wrong_kind[2] = 9;
+    assert!(c.on_packet(&wrong_kind, now).is_err());
+    // An acknowledgement of bytes never sent.
+    let mut ack = Reliable::new(small_cfg(), 5, now);
+    ack.rcv_nxt = 1000;
+    ack.ack_due = true;
+    let forged = ack.poll_transmit(now).unwrap();
+    assert!(c.on_packet(&forged, now).is_err());
+    assert_eq!(c.on_packet(&p, now), Ok(()));
+    let mut buf = [0u8; 8];
+    assert_eq!(c.read(&mut buf), Some(5));
+}
+
+#[test]
+fn a_reader_that_does_not_read_holds_the_sender_back() {
+    let now = Instant::now();
+    let cfg = Config {
+        recv_buffer: 64 << 10,
+        ..small_cfg()
+    };
+    let (mut a, mut b) = (Reliable::new(cfg, 5, now), Reliable::new(cfg, 5, now));
+    let data = vec![1u8; 1 << 20];
+    let mut t = now;
+    for _ in 0..2000 {
+        a.write(&[IoSlice::new(&data)]);
+        while let Some(p) = a.poll_transmit(t) {
+            b.on_packet(&p, t).unwrap();
+        }
+        while let Some(p) = b.poll_transmit(t) {
+            a.on_packet(&p, t).unwrap();
+        }
+        let _ = a.on_timeout(t);
+        t += Duration::from_millis(1);
+    }
+    assert!(
+        b.ready.len() <= (64 << 10) + cfg.mss,
+        "{} held",
+        b.ready.len()
+    );
+    assert!(a.sbuf.len() <= 2 * cfg.window);
+}
