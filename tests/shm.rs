@@ -28,26 +28,28 @@ fn ranks_of_one_host_connect_through_shared_memory_unless_told_otherwise() {
     let exe = build("whoami.c");
     let exe = exe.to_str().unwrap();
     let debug = [("MPISTAGES_LOG", "debug")];
-    for (opts, shm, tcp) in [
-        (&[][..], 6, 0),
-        (&["--transport", "auto"][..], 6, 0),
-        (&["--transport", "shm"][..], 6, 0),
-        (&["--transport", "tcp"][..], 0, 6),
+    for (opts, kind, other) in [
+        (&[][..], "shm", "tcp"),
+        (&["--transport", "auto"][..], "shm", "tcp"),
+        (&["--transport", "shm"][..], "shm", "tcp"),
+        (&["--transport", "tcp"][..], "tcp", "shm"),
     ] {
         let mut args = opts.to_vec();
         args.extend(["-n", "3", exe, "X", "-"]);
         let r = mpiexec(&args, &debug, LIMIT);
         assert!(r.ok(), "{opts:?}: {}", r.stderr);
-        // Each pair is logged by both of its ranks.
-        let count = |kind: &str| {
-            r.stderr
-                .lines()
-                .filter(|l| l.contains(&format!(" over {kind} ")))
-                .count()
-        };
-        assert_eq!(
-            (count("shm"), count("tcp")),
-            (shm, tcp),
+        // The higher rank of each pair connects (and says so) in MPI_Init;
+        // the lower one may finish before it looks at the connection.
+        for (me, peer) in [(1, 0), (2, 0), (2, 1)] {
+            let line = format!("rank {me}: connected to rank {peer} over {kind} ");
+            assert!(
+                r.stderr.contains(&line),
+                "{opts:?}: {line} missing: {}",
+                r.stderr
+            );
+        }
+        assert!(
+            !r.stderr.contains(&format!(" over {other} ")),
             "{opts:?}: {}",
             r.stderr
         );
@@ -114,7 +116,7 @@ fn large_messages_through_both_shared_memory_paths() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = build("large.c");
     let exe = exe.to_str().unwrap();
-    for (cma, expect) in [("1", 6), ("0", 0)] {
+    for cma in ["1", "0"] {
         let env = [("MPISTAGES_SHM_CMA", cma), ("MPISTAGES_LOG", "debug")];
         let r = mpiexec(&["-n", "3", exe], &env, LIMIT);
         assert!(
@@ -122,11 +124,17 @@ fn large_messages_through_both_shared_memory_paths() {
             "cma {cma}: {}",
             r.stderr
         );
+        // Each rank receives large messages from its left neighbour: at
+        // least those three pairs found they can copy once.
         let single = r
             .stderr
             .lines()
             .filter(|l| l.contains("single-copy"))
             .count();
-        assert_eq!(single, expect, "cma {cma}: {}", r.stderr);
+        if cma == "1" {
+            assert!(single >= 3, "cma {cma}: {}", r.stderr);
+        } else {
+            assert_eq!(single, 0, "cma {cma}: {}", r.stderr);
+        }
     }
 }
