@@ -77,11 +77,12 @@ options for the whole job (before the first program):
                        PMI_RANK, OMPI_COMM_WORLD_RANK) and no stdin
   --max-restarts N     with a recovery mode: end the job when more than N
                        recoveries were needed (default 8)
-  --transport auto|tcp|shm  how ranks reach each other (as
-                       MPISTAGES_TRANSPORT): auto (default) uses shared
-                       memory between ranks of one host and TCP between
-                       hosts; tcp only TCP; shm only shared memory (every
-                       rank on one host)
+  --transport LIST     how ranks reach each other (as MPISTAGES_TRANSPORT):
+                       auto (default) is shm,tcp: shared memory between
+                       ranks of one host, TCP between hosts; a list of
+                       tcp, shm and udp (reliable UDP) allows those, tried
+                       in the order shm, udp, tcp (e.g. shm,udp; udp alone
+                       also between ranks of one host)
   --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
                        mem,tmpfs:/dev/shm/mpistages,partner,pfs:DIR@every=4,
                        keep=2,zstd:3 (default: mem,tmpfs:/dev/shm/mpistages,
@@ -440,8 +441,11 @@ impl Global {
                 )
             }
             "--transport" => {
-                if !matches!(v.as_str(), "auto" | "tcp" | "shm") {
-                    return Err(format!("--transport takes auto, tcp or shm, not '{v}'"));
+                let ok = v == "auto" || v.split(',').all(|w| matches!(w, "tcp" | "shm" | "udp"));
+                if !ok {
+                    return Err(format!(
+                        "--transport takes auto, or a list of tcp, shm and udp, not '{v}'"
+                    ));
                 }
                 self.env.push(("MPISTAGES_TRANSPORT".into(), v));
             }

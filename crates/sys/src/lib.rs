@@ -57,6 +57,32 @@ pub fn set_tcp_congestion(fd: std::os::fd::RawFd, name: &str) -> io::Result<()> 
     Ok(())
 }
 
+/// Asks for `bytes` of kernel buffer each way on a socket (the forcing
+/// variant first, which root may use beyond the system's maximum).
+pub fn set_socket_buffers(fd: std::os::fd::RawFd, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        for opt in [force, plain] {
+            // SAFETY: passes a pointer to a live c_int and its size.
+            let r = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    &v as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                break;
+            }
+        }
+    }
+}
+
 /// Takes an advisory lock on an open file without waiting (`flock`):
 /// shared (readers) or exclusive (a writer about to reuse the file). False
 /// when another open file holds a conflicting lock. The lock goes with the

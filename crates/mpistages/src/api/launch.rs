@@ -71,7 +71,7 @@ fn links_from_env() -> MpiResult<Links> {
     Links::parse(&v).ok_or_else(|| {
         MpiError::new(
             err::ARG,
-            format!("MPISTAGES_TRANSPORT='{v}': expected auto, tcp or shm"),
+            format!("MPISTAGES_TRANSPORT='{v}': expected auto, or a list of tcp, shm and udp"),
         )
     })
 }

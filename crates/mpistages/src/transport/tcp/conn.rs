@@ -6,6 +6,7 @@
 use crate::sys::epoll;
 use crate::sys::socket::NoSignal;
 use crate::transport::shm::ShmConn;
+use crate::transport::udp::UdpConn;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, RawFd};
@@ -13,6 +14,7 @@ use std::os::fd::{AsRawFd, RawFd};
 pub enum Conn {
     Tcp(TcpStream),
     Shm(Box<ShmConn>),
+    Udp(Box<UdpConn>),
 }
 
 impl Conn {
@@ -20,6 +22,7 @@ impl Conn {
         match self {
             Conn::Tcp(s) => s.as_raw_fd(),
             Conn::Shm(c) => c.fd(),
+            Conn::Udp(c) => c.fd(),
         }
     }
 
@@ -27,6 +30,7 @@ impl Conn {
         match self {
             Conn::Tcp(_) => "tcp",
             Conn::Shm(_) => "shm",
+            Conn::Udp(_) => "udp",
         }
     }
 
@@ -34,6 +38,7 @@ impl Conn {
         match self {
             Conn::Tcp(s) => s.read(buf),
             Conn::Shm(c) => c.read(buf),
+            Conn::Udp(c) => c.read(buf),
         }
     }
 
@@ -41,6 +46,7 @@ impl Conn {
         match self {
             Conn::Tcp(s) => NoSignal::new(s).write_vectored(bufs),
             Conn::Shm(c) => c.write_vectored(bufs),
+            Conn::Udp(c) => c.write_vectored(bufs),
         }
     }
 
@@ -50,7 +56,8 @@ impl Conn {
     pub fn write_interest(&self) -> u32 {
         match self {
             Conn::Tcp(_) => epoll::WRITABLE,
-            Conn::Shm(_) => 0,
+            // Room comes with the peer's doorbell or acknowledgements.
+            Conn::Shm(_) | Conn::Udp(_) => 0,
         }
     }
 
@@ -67,6 +74,7 @@ impl Conn {
     pub fn may_sleep(&mut self, backlog: bool) -> bool {
         match self {
             Conn::Tcp(_) => true,
+            Conn::Udp(c) => !c.buffered(),
             Conn::Shm(c) => c.want_data() && (!backlog || c.want_room()),
         }
     }
@@ -80,19 +88,37 @@ impl Conn {
     pub fn read_referenced(&self, addr: u64, out: &mut [u8]) -> io::Result<()> {
         match self {
             Conn::Shm(c) => c.read_peer_memory(addr, out),
-            Conn::Tcp(_) => Err(io::Error::new(
+            Conn::Tcp(_) | Conn::Udp(_) => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                "a data reference over TCP",
+                "a data reference between hosts",
             )),
         }
     }
 
-    pub fn shutdown_write(&self) {
+    pub fn shutdown_write(&mut self) {
         match self {
             Conn::Tcp(s) => {
                 let _ = s.shutdown(std::net::Shutdown::Write);
             }
             Conn::Shm(c) => c.shutdown_write(),
+            Conn::Udp(c) => c.shutdown_write(),
+        }
+    }
+
+    /// Connections whose bytes are looked at without an epoll event each
+    /// time (shared memory), and UDP ones holding received bytes.
+    pub fn polled(&self) -> bool {
+        match self {
+            Conn::Tcp(_) => false,
+            Conn::Shm(_) => true,
+            Conn::Udp(c) => c.buffered(),
+        }
+    }
+
+    pub fn udp(&mut self) -> Option<&mut UdpConn> {
+        match self {
+            Conn::Udp(c) => Some(c),
+            _ => None,
         }
     }
 }

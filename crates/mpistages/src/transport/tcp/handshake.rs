@@ -4,14 +4,14 @@
 use super::*;
 
 impl Tcp {
-    pub(super) fn on_accept(&mut self) {
+    pub(super) fn on_accept(&mut self, out: &mut Vec<Event>) {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
                     if stream.set_nonblocking(true).is_err() || stream.set_nodelay(true).is_err() {
                         continue;
                     }
-                    self.start_handshake(Conn::Tcp(stream));
+                    self.start_handshake(Conn::Tcp(stream), out);
                 }
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -20,7 +20,7 @@ impl Tcp {
         }
     }
 
-    pub(super) fn on_accept_shm(&mut self) {
+    pub(super) fn on_accept_shm(&mut self, out: &mut Vec<Event>) {
         let mut accepted = Vec::new();
         if let Some(l) = &self.shm_listener {
             loop {
@@ -33,13 +33,16 @@ impl Tcp {
         }
         for sock in accepted {
             if let Ok(c) = ShmConn::accepted(sock) {
-                self.start_handshake(Conn::Shm(Box::new(c)));
+                self.start_handshake(Conn::Shm(Box::new(c)), out);
             }
         }
     }
 
-    /// Watches a new connection until its hello.
-    fn start_handshake(&mut self, stream: Conn) {
+    /// Watches a new connection until its hello, and reads it at once if
+    /// it is there (it usually is: it was sent before the connection was
+    /// accepted), so that a replacement is attached without waiting for
+    /// another turn of the event loop.
+    pub(super) fn start_handshake(&mut self, stream: Conn, out: &mut Vec<Event>) {
         let slot = match self.handshakes.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
@@ -53,6 +56,7 @@ impl Tcp {
                 stream,
                 buf: Vec::new(),
             });
+            self.on_handshake(slot, out);
         }
     }
 
@@ -120,7 +124,7 @@ impl Tcp {
                 .established(self.cfg.shm_ring)
                 .map(|_| x)
                 .map_err(|e| e.to_string()),
-            Conn::Tcp(_) => Ok(x),
+            Conn::Tcp(_) | Conn::Udp(_) => Ok(x),
         });
         match peer {
             Ok((peer, generation)) => {

@@ -11,13 +11,15 @@
 
 use super::frame::{Header, Kind, Limits, HEADER_LEN, MAX_PAYLOAD};
 use super::shm::{self, ShmConn};
+use super::udp::UdpConn;
 use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::socket::NoSignal;
+use crate::sys::timerfd::TimerFd;
 use conn::Conn;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::sync::Arc;
@@ -25,6 +27,8 @@ use std::time::Duration;
 
 const TOKEN_LISTENER: u64 = 1 << 40;
 const TOKEN_SHM_LISTENER: u64 = (1 << 40) + 1;
+const TOKEN_UDP_LISTENER: u64 = (1 << 40) + 2;
+const TOKEN_UDP_TIMER: u64 = (1 << 40) + 3;
 const TOKEN_HANDSHAKE: u64 = 1 << 41;
 /// Staging buffer for incoming bytes, and how much one read asks for.
 const READ_BUF: usize = 64 << 10;
@@ -66,32 +70,40 @@ pub struct TcpConfig {
 }
 
 /// The kinds of connection a process makes and accepts
-/// (`MPISTAGES_TRANSPORT`: auto = both, tcp, shm).
+/// (`MPISTAGES_TRANSPORT`: `auto` = shm,tcp; or a list of tcp, shm, udp).
+/// A connection tries shared memory first, then UDP, then TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Links {
     pub tcp: bool,
     pub shm: bool,
+    pub udp: bool,
 }
 
 impl Links {
     pub const AUTO: Links = Links {
         tcp: true,
         shm: true,
+        udp: false,
     };
 
     pub fn parse(s: &str) -> Option<Links> {
-        match s {
-            "" | "auto" => Some(Links::AUTO),
-            "tcp" => Some(Links {
-                tcp: true,
-                shm: false,
-            }),
-            "shm" => Some(Links {
-                tcp: false,
-                shm: true,
-            }),
-            _ => None,
+        if s.is_empty() || s == "auto" {
+            return Some(Links::AUTO);
         }
+        let mut l = Links {
+            tcp: false,
+            shm: false,
+            udp: false,
+        };
+        for w in s.split(',') {
+            match w {
+                "tcp" => l.tcp = true,
+                "shm" => l.shm = true,
+                "udp" => l.udp = true,
+                _ => return None,
+            }
+        }
+        Some(l)
     }
 }
 
@@ -202,6 +214,13 @@ pub struct Tcp {
     listener: TcpListener,
     /// Where peers on this host connect (with shared memory allowed).
     shm_listener: Option<UnixListener>,
+    /// Where peers open UDP connections (the TCP listener's port), the
+    /// timer of every UDP connection's retransmissions and keepalives,
+    /// and the connections recently opened there (their first packets
+    /// may come again).
+    udp_listener: Option<UdpSocket>,
+    udp_timer: Option<TimerFd>,
+    udp_opened: VecDeque<(SocketAddr, u64)>,
     peers: Vec<Peer>,
     /// Peers with a connection.
     live: Vec<usize>,
@@ -232,6 +251,18 @@ impl Tcp {
             },
             false => None,
         };
+        let (udp_listener, udp_timer) = match cfg.links.udp {
+            true => {
+                let u = UdpSocket::bind(listener.local_addr()?)?;
+                u.set_nonblocking(true)?;
+                crate::sys::set_socket_buffers(u.as_raw_fd(), 4 << 20);
+                epoll.add(u.as_raw_fd(), epoll::READABLE, TOKEN_UDP_LISTENER)?;
+                let t = TimerFd::new()?;
+                epoll.add(t.as_raw_fd(), epoll::READABLE, TOKEN_UDP_TIMER)?;
+                (Some(u), Some(t))
+            }
+            false => (None, None),
+        };
         let limits = Limits {
             max_payload: cfg.eager_limit.max(cfg.fragment_size).max(4096) as u32,
             ranks: cfg.ranks as u32,
@@ -244,6 +275,9 @@ impl Tcp {
             epoll,
             listener,
             shm_listener,
+            udp_listener,
+            udp_timer,
+            udp_opened: VecDeque::new(),
             peers,
             live: Vec::new(),
             handshakes: Vec::new(),
@@ -273,6 +307,10 @@ impl Tcp {
         bytes.extend_from_slice(&self.cfg.key);
         let conn = match self.connect_shm(peer, &bytes) {
             Some(c) => c,
+            None if self.cfg.links.udp => {
+                let ip = self.listener.local_addr()?.ip();
+                Conn::Udp(Box::new(UdpConn::connect(ip, addr, &bytes)?))
+            }
             None if !self.cfg.links.tcp => {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
@@ -433,6 +471,7 @@ impl Transport for Tcp {
         if p.stream.is_some() && !p.want_write {
             self.flush(peer, out);
         }
+        self.arm_udp_timer();
         Ok(())
     }
 
@@ -449,8 +488,10 @@ impl Transport for Tcp {
 
     fn handle(&mut self, ev: epoll::Event, out: &mut Vec<Event>) {
         match ev.token {
-            TOKEN_LISTENER => self.on_accept(),
-            TOKEN_SHM_LISTENER => self.on_accept_shm(),
+            TOKEN_LISTENER => self.on_accept(out),
+            TOKEN_SHM_LISTENER => self.on_accept_shm(out),
+            TOKEN_UDP_LISTENER => self.on_accept_udp(out),
+            TOKEN_UDP_TIMER => self.on_udp_timer(out),
             t if t >= TOKEN_HANDSHAKE => self.on_handshake((t - TOKEN_HANDSHAKE) as usize, out),
             t if (t as usize) < self.peers.len() => {
                 let peer = t as usize;
@@ -468,6 +509,9 @@ impl Transport for Tcp {
                 }
             }
             _ => {}
+        }
+        if ev.token != TOKEN_UDP_TIMER {
+            self.arm_udp_timer();
         }
     }
 
@@ -508,7 +552,7 @@ impl Transport for Tcp {
         let mut i = 0;
         while i < self.live.len() {
             let peer = self.live[i];
-            if matches!(self.peers[peer].stream, Some(Conn::Shm(_))) {
+            if self.peers[peer].stream.as_ref().is_some_and(Conn::polled) {
                 // Frames left by a spent write budget go on: no epoll event
                 // says there is room in a ring.
                 if self.peers[peer].backlog() {
@@ -589,7 +633,7 @@ impl Transport for Tcp {
 
     fn close_all(&mut self) {
         for p in self.peers.iter_mut() {
-            if let Some(s) = p.stream.take() {
+            if let Some(mut s) = p.stream.take() {
                 let _ = self.epoll.delete(s.fd());
                 s.shutdown_write();
             }
@@ -607,4 +651,5 @@ mod handshake;
 mod read;
 #[cfg(test)]
 mod tests;
+mod udp;
 mod write;

@@ -21,6 +21,7 @@ fn transport(ranks: usize) -> (Tcp, Arc<Epoll>) {
         links: Links {
             tcp: true,
             shm: false,
+            udp: false,
         },
         shm_ring: crate::transport::shm::DEFAULT_RING,
     };

@@ -1,4 +1,305 @@
-//! The UDP transport's connection (in progress): a reliable byte stream
-//! over datagrams (`reliable.rs`).
+//! A connection over UDP: the reliable byte stream of `reliable.rs` moved
+//! by one UDP socket per pair of processes, with a seeded fault injector
+//! (`MPISTAGES_UDP_FAULTS=loss=0.05,dup=0.01,reorder=0.02,seed=7`: the
+//! kernel here has no `netem`) applied to what this side sends.
+//!
+//! Opening: the connecting side sends its first packets (carrying the
+//! transport's hello as the stream's first bytes) from a fresh socket to
+//! the peer's listening port (the port number of its TCP listener); the
+//! listener makes a socket of its own for the connection, connected to
+//! the sender, and answers from it; the connecting side then connects its
+//! socket to that address. From there on each side reads only its peer.
 
 pub mod reliable;
+
+use reliable::{Config, Reliable, StreamError};
+use std::io::{self, IoSlice};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+/// Packets larger than any frame slice we send, for receiving.
+const MAX_PACKET: usize = 65_536;
+/// Data bytes per packet: large on loopback (fewer system calls), within
+/// an Ethernet MTU elsewhere.
+fn mss_for(peer: &SocketAddr) -> usize {
+    if peer.ip().is_loopback() {
+        32_768
+    } else {
+        1400
+    }
+}
+
+/// The fault injector's settings (`MPISTAGES_UDP_FAULTS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    pub loss: f64,
+    pub dup: f64,
+    pub reorder: f64,
+    pub seed: u64,
+}
+
+impl Faults {
+    pub fn parse(s: &str) -> Result<Faults, String> {
+        let mut f = Faults {
+            seed: 1,
+            ..Faults::default()
+        };
+        for item in s.split(',').filter(|x| !x.is_empty()) {
+            let (k, v) = item
+                .split_once('=')
+                .ok_or_else(|| format!("'{item}' is not NAME=VALUE"))?;
+            let p = || -> Result<f64, String> {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| (0.0..=1.0).contains(x))
+                    .ok_or_else(|| format!("{k}={v}: a probability from 0 to 1"))
+            };
+            match k {
+                "loss" => f.loss = p()?,
+                "dup" => f.dup = p()?,
+                "reorder" => f.reorder = p()?,
+                "seed" => f.seed = v.parse().map_err(|_| format!("seed={v}: a number"))?,
+                _ => return Err(format!("unknown fault '{k}' (loss, dup, reorder, seed)")),
+            }
+        }
+        Ok(f)
+    }
+
+    /// From the environment, once per process.
+    pub fn from_env() -> Faults {
+        static F: std::sync::OnceLock<Faults> = std::sync::OnceLock::new();
+        *F.get_or_init(|| {
+            let v = std::env::var("MPISTAGES_UDP_FAULTS").unwrap_or_default();
+            Faults::parse(&v).unwrap_or_else(|e| {
+                log::warn!("mpistages: MPISTAGES_UDP_FAULTS ignored: {e}");
+                Faults::default()
+            })
+        })
+    }
+
+    pub fn any(&self) -> bool {
+        self.loss > 0.0 || self.dup > 0.0 || self.reorder > 0.0
+    }
+}
+
+/// xorshift64*: the injector's reproducible choices.
+struct Rng(u64);
+
+impl Rng {
+    fn chance(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let x = self.0.wrapping_mul(0x2545F4914F6CDD1D);
+        (x >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+pub struct UdpConn {
+    sock: UdpSocket,
+    /// Where packets go: the peer's listener until it answers, then the
+    /// peer's own socket (connected).
+    to: SocketAddr,
+    connected: bool,
+    stream: Reliable,
+    faults: Faults,
+    rng: Rng,
+    /// A packet held back to be sent after the next one (reordering).
+    held: Option<Vec<u8>>,
+    failed: Option<String>,
+}
+
+impl UdpConn {
+    fn new(sock: UdpSocket, to: SocketAddr, conn: u64, connected: bool) -> io::Result<UdpConn> {
+        sock.set_nonblocking(true)?;
+        crate::sys::set_socket_buffers(sock.as_raw_fd(), 8 << 20);
+        let faults = Faults::from_env();
+        let cfg = Config {
+            mss: mss_for(&to),
+            ..Config::default()
+        };
+        Ok(UdpConn {
+            sock,
+            to,
+            connected,
+            stream: Reliable::new(cfg, conn, Instant::now()),
+            rng: Rng(faults.seed.wrapping_mul(0x9E3779B97F4A7C15) ^ conn | 1),
+            faults,
+            held: None,
+            failed: None,
+        })
+    }
+
+    /// Opens a connection to the listener at `to` from address `ip`; the
+    /// stream starts with `hello`.
+    pub fn connect(ip: std::net::IpAddr, to: SocketAddr, hello: &[u8]) -> io::Result<UdpConn> {
+        let sock = UdpSocket::bind((ip, 0))?;
+        let mut id = [0u8; 8];
+        crate::sys::process::random_bytes(&mut id)?;
+        let mut c = UdpConn::new(sock, to, u64::from_le_bytes(id), false)?;
+        c.stream.write(&[IoSlice::new(hello)]);
+        c.transmit();
+        Ok(c)
+    }
+
+    /// A connection whose first packet `first` came from `from` to our
+    /// listener on address `ip`.
+    pub fn accepted(ip: std::net::IpAddr, from: SocketAddr, first: &[u8]) -> io::Result<UdpConn> {
+        let conn = Reliable::conn_of(first)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not one of our packets"))?;
+        let sock = UdpSocket::bind((ip, 0))?;
+        sock.connect(from)?;
+        let mut c = UdpConn::new(sock, from, conn, true)?;
+        c.stream
+            .on_packet(first, Instant::now())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}")))?;
+        c.transmit();
+        Ok(c)
+    }
+
+    /// Received bytes wait in the stream (epoll will not say so).
+    pub fn buffered(&self) -> bool {
+        self.stream.readable() || self.failed.is_some()
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    fn send_raw(&self, p: &[u8]) {
+        // A full socket buffer loses the packet, as the network may: the
+        // stream sends it again.
+        let _ = if self.connected {
+            self.sock.send(p)
+        } else {
+            self.sock.send_to(p, self.to)
+        };
+    }
+
+    /// One packet through the fault injector.
+    fn send_packet(&mut self, p: Vec<u8>) {
+        if !self.faults.any() {
+            return self.send_raw(&p);
+        }
+        if self.rng.chance(self.faults.loss) {
+            return;
+        }
+        if self.rng.chance(self.faults.dup) {
+            self.send_raw(&p);
+        }
+        if self.held.is_none() && self.rng.chance(self.faults.reorder) {
+            self.held = Some(p);
+            return;
+        }
+        self.send_raw(&p);
+        if let Some(h) = self.held.take() {
+            self.send_raw(&h);
+        }
+    }
+
+    /// Sends what the stream has to send now.
+    fn transmit(&mut self) {
+        let now = Instant::now();
+        while let Some(p) = self.stream.poll_transmit(now) {
+            self.send_packet(p);
+        }
+    }
+
+    /// Reads every waiting packet into the stream.
+    fn receive(&mut self) {
+        let mut buf = vec![0u8; MAX_PACKET];
+        loop {
+            let got = if self.connected {
+                self.sock.recv(&mut buf).map(|n| (n, self.to))
+            } else {
+                self.sock.recv_from(&mut buf)
+            };
+            match got {
+                Ok((n, from)) => {
+                    if Reliable::conn_of(&buf[..n]) != Some(self.stream.conn()) {
+                        continue; // a stranger's, or an earlier process's
+                    }
+                    if !self.connected && self.sock.connect(from).is_ok() {
+                        self.to = from;
+                        self.connected = true;
+                    }
+                    if let Err(e) = self.stream.on_packet(&buf[..n], Instant::now()) {
+                        self.failed = Some(format!("{e:?}"));
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // WouldBlock; or ECONNREFUSED: the peer's socket is gone,
+                // which its silence will confirm.
+                Err(_) => return,
+            }
+        }
+    }
+
+    pub fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        self.receive();
+        self.transmit();
+        if let Some(why) = &self.failed {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, why.clone()));
+        }
+        match self.stream.read(out) {
+            None => Ok(0),
+            Some(0) => Err(io::ErrorKind::WouldBlock.into()),
+            Some(n) => Ok(n),
+        }
+    }
+
+    pub fn write_vectored(&mut self, bufs: &[IoSlice]) -> io::Result<usize> {
+        let n = self.stream.write(bufs);
+        self.transmit();
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    /// When `on_timer` must run next.
+    pub fn next_timeout(&self) -> Instant {
+        self.stream.next_timeout()
+    }
+
+    /// Retransmissions and keepalives; an error once the peer is silent
+    /// past the limit (dead, or its link cut).
+    pub fn on_timer(&mut self) -> io::Result<()> {
+        match self.stream.on_timeout(Instant::now()) {
+            Ok(()) => {
+                self.transmit();
+                Ok(())
+            }
+            Err(StreamError::Dead) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "nothing heard from the peer over UDP for 2 s",
+            )),
+            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}"))),
+        }
+    }
+
+    pub fn shutdown_write(&mut self) {
+        self.stream.close();
+        self.transmit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_settings_parse_and_bad_ones_say_why() {
+        let f = Faults::parse("loss=0.05,dup=0.01,reorder=0.02,seed=7").unwrap();
+        assert_eq!((f.loss, f.dup, f.reorder, f.seed), (0.05, 0.01, 0.02, 7));
+        assert!(!Faults::parse("").unwrap().any());
+        for bad in ["loss=2", "loss", "drop=0.1", "seed=x"] {
+            assert!(Faults::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

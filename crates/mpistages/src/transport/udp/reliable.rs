@@ -10,7 +10,10 @@
 //! unacknowledged for the retransmission timeout (from the measured round
 //! trip, Jacobson/Karels, doubled on each expiry) or when three
 //! acknowledgements in a row report later data but not it (fast
-//! retransmit). The sender keeps at most `window` bytes in flight and no
+//! retransmit). The sender keeps in flight at most its congestion window
+//! (Reno-like: from 16 segments, doubled per round trip up to a
+//! threshold, then one segment more per window, halved on a fast
+//! retransmit, back to 2 segments on a timeout; at most `window`), and no
 //! more than the receiver says it has room for. A side that hears nothing
 //! for `dead_after` declares the peer dead; an idle side sends a ping
 //! every `keepalive`, so silence means a dead peer or a cut link.
@@ -101,6 +104,9 @@ pub struct Reliable {
     /// Segments to send again, by start offset.
     resend: VecDeque<u64>,
     peer_room: u64,
+    /// Congestion window and slow-start threshold, in bytes.
+    cwnd: u64,
+    ssthresh: u64,
     srtt: Option<Duration>,
     rttvar: Duration,
     rto: Duration,
@@ -134,6 +140,8 @@ impl Reliable {
             flight: BTreeMap::new(),
             resend: VecDeque::new(),
             peer_room: cfg.recv_buffer as u64,
+            cwnd: 16 * cfg.mss as u64,
+            ssthresh: cfg.window as u64,
             srtt: None,
             rttvar: Duration::ZERO,
             fin_queued: false,
@@ -191,6 +199,11 @@ impl Reliable {
             self.ack_due = true;
         }
         Some(n)
+    }
+
+    /// Bytes (or the end of the stream) wait for the reader.
+    pub fn readable(&self) -> bool {
+        !self.ready.is_empty() || self.peer_fin == Some(self.rcv_nxt)
     }
 
     /// Everything written has been acknowledged.
@@ -288,7 +301,9 @@ impl Reliable {
         }
         let in_flight = self.snd_nxt - self.snd_una;
         let unsent = self.snd_una + self.sbuf.len() as u64 - self.snd_nxt;
-        let limit = (self.cfg.window as u64).min(self.peer_room.max(self.cfg.mss as u64));
+        let limit = (self.cfg.window as u64)
+            .min(self.cwnd)
+            .min(self.peer_room.max(self.cfg.mss as u64));
         if unsent > 0 && in_flight < limit {
             let len = (unsent.min(self.cfg.mss as u64)).min(limit - in_flight) as usize;
             let seq = self.snd_nxt;
@@ -342,6 +357,9 @@ impl Reliable {
             .collect::<Vec<_>>();
         if !expired.is_empty() {
             self.rto = (self.rto * 2).min(self.cfg.max_rto);
+            let mss = self.cfg.mss as u64;
+            self.ssthresh = (self.cwnd / 2).max(2 * mss);
+            self.cwnd = 2 * mss;
             for k in expired {
                 if !self.resend.contains(&k) {
                     self.resend.push_back(k);
@@ -427,13 +445,22 @@ impl Reliable {
                 }
                 self.flight.pop_first();
             }
-            self.sbuf.drain(..(ack - self.snd_una) as usize);
+            let acked = ack - self.snd_una;
+            self.sbuf.drain(..acked as usize);
             self.snd_una = ack;
+            let mss = self.cfg.mss as u64;
+            self.cwnd = if self.cwnd < self.ssthresh {
+                self.cwnd + acked
+            } else {
+                self.cwnd + (mss * acked / self.cwnd).max(1)
+            }
+            .min(self.cfg.window as u64);
             if let Some(r) = sample {
                 self.rtt_sample(r);
             }
         }
         let top = sack.iter().map(|r| r.1).max().unwrap_or(0);
+        let mut lost = false;
         for (&s, seg) in self.flight.iter_mut() {
             let e = s + seg.len as u64;
             if sack.iter().any(|&(a, b)| a <= s && e <= b) {
@@ -443,8 +470,14 @@ impl Reliable {
                 // Three reports of later data without this one: lost.
                 if seg.missed == 3 {
                     self.resend.push_back(s);
+                    lost = true;
                 }
             }
+        }
+        if lost {
+            let mss = self.cfg.mss as u64;
+            self.ssthresh = (self.cwnd / 2).max(2 * mss);
+            self.cwnd = self.ssthresh;
         }
         Ok(())
     }

@@ -136,7 +136,7 @@ fn loss_duplication_and_reordering_change_nothing_but_time() {
     for (seed, loss, dup, reorder) in [
         (7, 0.01, 0.0, 0.0),
         (8, 0.05, 0.01, 0.02),
-        (9, 0.20, 0.05, 0.10),
+        (9, 0.10, 0.05, 0.10),
         (10, 0.0, 0.3, 0.3),
     ] {
         let mut net = Net::new(seed, loss, dup, reorder);

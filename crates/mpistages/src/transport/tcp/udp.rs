@@ -1,0 +1,110 @@
+//! UDP connections in the stream transport: the listener that opens them
+//! (a peer's first packets), and the one timer that drives every UDP
+//! connection's retransmissions, keepalives and death.
+
+use super::*;
+use std::time::Instant;
+
+/// First packets remembered, so that a repeated one opens nothing.
+const OPENED_MEMORY: usize = 1024;
+
+impl Tcp {
+    pub(super) fn on_accept_udp(&mut self, out: &mut Vec<Event>) {
+        let Some(l) = &self.udp_listener else {
+            return;
+        };
+        let ip = match l.local_addr() {
+            Ok(a) => a.ip(),
+            Err(_) => return,
+        };
+        let mut buf = vec![0u8; 65_536];
+        let mut opened = Vec::new();
+        loop {
+            match l.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    let Some(conn) = crate::transport::udp::reliable::Reliable::conn_of(&buf[..n])
+                    else {
+                        continue;
+                    };
+                    if self.udp_opened.contains(&(from, conn)) {
+                        continue;
+                    }
+                    if self.udp_opened.len() == OPENED_MEMORY {
+                        self.udp_opened.pop_front();
+                    }
+                    self.udp_opened.push_back((from, conn));
+                    if let Ok(c) = UdpConn::accepted(ip, from, &buf[..n]) {
+                        opened.push(c);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        for c in opened {
+            self.start_handshake(Conn::Udp(Box::new(c)), out);
+        }
+        self.arm_udp_timer();
+    }
+
+    /// Retransmissions and keepalives; a peer silent past the limit is
+    /// lost, a connection still in its handshake dropped.
+    pub(super) fn on_udp_timer(&mut self, out: &mut Vec<Event>) {
+        if let Some(t) = &self.udp_timer {
+            t.drain();
+        }
+        let now = Instant::now();
+        for i in 0..self.live.len() {
+            let Some(&peer) = self.live.get(i) else {
+                break;
+            };
+            let Some(c) = self.peers[peer].stream.as_mut().and_then(Conn::udp) else {
+                continue;
+            };
+            if c.next_timeout() > now {
+                continue;
+            }
+            if let Err(e) = c.on_timer() {
+                self.lose(peer, format!("UDP: {e}"), out);
+            } else if self.peers[peer].backlog() {
+                self.flush(peer, out);
+            }
+        }
+        for slot in 0..self.handshakes.len() {
+            let Some(hs) = self.handshakes[slot].as_mut() else {
+                continue;
+            };
+            let Some(c) = hs.stream.udp() else { continue };
+            if c.next_timeout() <= now && c.on_timer().is_err() {
+                let hs = self.handshakes[slot].take().expect("just seen");
+                let _ = self.epoll.delete(hs.stream.fd());
+            }
+        }
+        self.arm_udp_timer();
+    }
+
+    /// Sets the timer to the earliest moment a UDP connection needs it.
+    pub(super) fn arm_udp_timer(&mut self) {
+        let Some(t) = &self.udp_timer else {
+            return;
+        };
+        let mut next: Option<Instant> = None;
+        let mut consider = |c: &Conn| {
+            if let Conn::Udp(u) = c {
+                let at = u.next_timeout();
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        };
+        for &peer in &self.live {
+            if let Some(c) = &self.peers[peer].stream {
+                consider(c);
+            }
+        }
+        for hs in self.handshakes.iter().flatten() {
+            consider(&hs.stream);
+        }
+        if let Some(at) = next {
+            t.arm(at.saturating_duration_since(Instant::now()));
+        }
+    }
+}
