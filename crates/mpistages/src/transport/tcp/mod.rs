@@ -567,6 +567,8 @@ impl Transport for Tcp {
                 i += 1;
             }
         }
+        // What was just sent may need its retransmission timer sooner.
+        self.arm_udp_timer();
     }
 
     fn prepare_sleep(&mut self) -> bool {

@@ -201,11 +201,16 @@ impl UdpConn {
         }
     }
 
-    /// Sends what the stream has to send now.
+    /// Sends what the stream has to send now. A packet held back for
+    /// reordering goes out at the end of the burst at the latest: packets
+    /// overtake each other in flight, they do not wait for more traffic.
     fn transmit(&mut self) {
         let now = Instant::now();
         while let Some(p) = self.stream.poll_transmit(now) {
             self.send_packet(p);
+        }
+        if let Some(h) = self.held.take() {
+            self.send_raw(&h);
         }
     }
 
