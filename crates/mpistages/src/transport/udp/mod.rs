@@ -288,8 +288,20 @@ impl UdpConn {
         }
     }
 
+    /// The end of this side: waits (at most `limit`) until the peer has
+    /// acknowledged everything written — nothing else would send it again
+    /// once this process is gone, unlike TCP's kernel — then says so.
     pub fn shutdown_write(&mut self) {
+        let limit = Instant::now() + std::time::Duration::from_secs(2);
         self.stream.close();
+        while !self.stream.all_acked() && Instant::now() < limit && self.failed.is_none() {
+            self.receive();
+            if self.stream.on_timeout(Instant::now()).is_err() {
+                break;
+            }
+            self.transmit();
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
         self.transmit();
     }
 }
