@@ -132,7 +132,10 @@ fn a_direct_srun_job_ends_when_a_rank_dies() {
     );
     let exe = build_example("stencil2d.c");
     let mut c = s.command("srun");
-    c.args(["--mpi=pmi2", "-n", "4"])
+    // Checkpoints in memory only: a job started by srun has no mpiexec to
+    // remove node-local files, and this one is killed.
+    c.env("MPISTAGES_CKPT", "mem")
+        .args(["--mpi=pmi2", "-n", "4"])
         .arg(&exe)
         .args(["240", "1000000", "10", "protect"]);
     let job = std::thread::spawn(move || run_bounded(c, "srun stencil2d", LIMIT));
