@@ -82,42 +82,16 @@ fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
     let exe = build_example("stencil2d.c");
     let exe = exe.to_str().unwrap();
     let before = job_sockets();
-    let clean = mpiexec(
-        &[
-            "--transport",
-            "shm",
-            "-n",
-            "4",
-            exe,
-            "240",
-            "2000",
-            "10",
-            "protect",
-        ],
-        &[],
-        LIMIT,
-    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--transport", "shm"];
+        args.extend(extra);
+        args.extend(["-n", "4", exe, "240", "2000", "10", "protect"]);
+        mpiexec(&args, &[], LIMIT)
+    };
+    let clean = run(&[]);
     assert!(clean.ok(), "{}", clean.stderr);
     for mode in ["stages", "reinit", "cpr"] {
-        let r = mpiexec(
-            &[
-                "--transport",
-                "shm",
-                "--recovery",
-                mode,
-                "--inject",
-                "rank=2,checkpoint=40",
-                "-n",
-                "4",
-                exe,
-                "240",
-                "2000",
-                "10",
-                "protect",
-            ],
-            &[],
-            LIMIT,
-        );
+        let r = run(&["--recovery", mode, "--inject", "rank=2,checkpoint=40"]);
         assert!(r.ok(), "{mode}: {}", r.stderr);
         assert!(r.stderr.contains("recovery 1 done"), "{mode}: {}", r.stderr);
         assert_eq!(checksum(&clean), checksum(&r), "{mode}: {}", r.stderr);

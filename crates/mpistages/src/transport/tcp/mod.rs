@@ -220,6 +220,8 @@ pub struct Tcp {
     /// may come again).
     udp_listener: Option<UdpSocket>,
     udp_timer: Option<TimerFd>,
+    /// When `udp_timer` is set to fire (None: not set).
+    udp_armed: Option<std::time::Instant>,
     udp_opened: VecDeque<(SocketAddr, u64)>,
     peers: Vec<Peer>,
     /// Peers with a connection.
@@ -277,6 +279,7 @@ impl Tcp {
             shm_listener,
             udp_listener,
             udp_timer,
+            udp_armed: None,
             udp_opened: VecDeque::new(),
             peers,
             live: Vec::new(),

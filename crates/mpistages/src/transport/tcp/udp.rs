@@ -53,6 +53,7 @@ impl Tcp {
         if let Some(t) = &self.udp_timer {
             t.drain();
         }
+        self.udp_armed = None;
         let now = Instant::now();
         for i in 0..self.live.len() {
             let Some(&peer) = self.live.get(i) else {
@@ -103,8 +104,15 @@ impl Tcp {
         for hs in self.handshakes.iter().flatten() {
             consider(&hs.stream);
         }
+        // A system call per frame sent is saved while the timer is already
+        // set to fire no later than needed (firing early only re-arms it).
         if let Some(at) = next {
-            t.arm(at.saturating_duration_since(Instant::now()));
+            let now = Instant::now();
+            if self.udp_armed.is_some_and(|a| a > now && a <= at) {
+                return;
+            }
+            t.arm(at.saturating_duration_since(now));
+            self.udp_armed = Some(at);
         }
     }
 }
