@@ -61,6 +61,29 @@ fn bytes_go_both_ways_and_the_end_is_seen_after_the_last_byte() {
     assert_eq!(read_some(&mut b, 100).unwrap(), b"");
 }
 
+/// A peer that ends with doorbells unread on its socket resets it
+/// (`ECONNRESET` for the reader, not an end of file). Its ring still holds
+/// its last bytes, written just before: they are read, and then the end —
+/// never an error that drops them. (The reader may have found the ring
+/// empty just before the reset, so the ring must be looked at again.)
+#[test]
+fn a_reset_socket_is_an_end_after_the_last_bytes_of_the_ring() {
+    let (mut a, mut b) = pair(MIN_RING);
+    a.on_event();
+    assert_eq!(
+        read_some(&mut b, 100).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
+    // b rings a's doorbell; a never reads it, writes, and ends.
+    b.ring_bell();
+    a.write_vectored(&[IoSlice::new(b"last")]).unwrap();
+    drop(a);
+    b.on_event();
+    assert_eq!(read_some(&mut b, 2).unwrap(), b"la");
+    assert_eq!(read_some(&mut b, 100).unwrap(), b"st");
+    assert_eq!(read_some(&mut b, 100).unwrap(), b"");
+}
+
 #[test]
 fn a_sleeping_reader_gets_a_doorbell_and_a_full_ring_waits_for_room() {
     let (mut a, mut b) = pair(MIN_RING);

@@ -285,6 +285,13 @@ impl ShmConn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // A peer that ends with doorbells unread resets the socket:
+                // an end like any other. Its last bytes may have reached
+                // the ring after the caller looked at it: it looks again.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                    self.peer_closed = true;
+                    return Ok(());
+                }
                 Err(e) => return Err(e),
             }
         }
