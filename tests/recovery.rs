@@ -125,6 +125,37 @@ fn md_energies_are_the_same_in_every_mode_and_failure_count() {
     );
 }
 
+/// A rank killed with its transfers under way (16 MiB each way, entering
+/// MPI_Waitall), and its neighbours' transfers to and from it half done:
+/// every mode recovers with the failure-free checksum, over whichever
+/// transport the suite runs on (`scripts/test`); over shared memory also
+/// without single-copy reads, so that both paths lose their peer mid-message.
+#[test]
+fn a_rank_killed_mid_transfer_is_recovered_in_every_mode() {
+    let exe = build("bulk.c");
+    let exe = exe.to_str().unwrap();
+    let args = ["6", "16"];
+    // The whole line: result() would cut the checksum off.
+    let line = |r: &Run| {
+        let l = r.stdout.lines().find(|l| l.starts_with("bulk: "));
+        l.unwrap_or_else(|| panic!("no result:\n{}", r.stderr))
+            .to_string()
+    };
+    let clean = line(&run(exe, 3, "none", &[], &args));
+    assert!(clean.contains(" checksum "), "{clean}");
+    for cma in ["1", "0"] {
+        for mode in ["stages", "reinit", "cpr"] {
+            let mut a = vec!["-n", "3", "--recovery", mode];
+            a.extend(["--inject", "rank=1,call=MPI_Waitall:3", exe]);
+            a.extend(args);
+            let r = mpiexec(&a, &[("MPISTAGES_SHM_CMA", cma)], LIMIT);
+            assert!(r.ok(), "{mode}, cma {cma}: {}", r.stderr);
+            assert_eq!(recoveries(&r), 1, "{mode}, cma {cma}: {}", r.stderr);
+            assert_eq!(line(&r), clean, "{mode}, cma {cma}");
+        }
+    }
+}
+
 #[test]
 fn one_rank_jobs_recover_too() {
     let exe = build_example("md.c");

@@ -65,7 +65,7 @@ impl Transport for MemTransport {
         false
     }
     fn close_all(&mut self) {}
-    fn halt(&mut self) {
+    fn halt(&mut self, _generation: u32) {
         // As the TCP transport: user memory is let go of at once.
         self.targets.lock().unwrap().clear();
     }

@@ -290,7 +290,7 @@ impl Core {
     /// memory.
     pub(super) fn halt(&mut self) {
         if let Some(t) = self.transport.as_mut() {
-            t.halt();
+            t.halt(self.notices.failed);
         }
         let active = self
             .requests

@@ -245,8 +245,10 @@ pub trait Transport: Send {
     /// Stages `halt`: a failure stops all communication. Queued frames are
     /// dropped; a frame partly written keeps going (the stream must stay
     /// whole) from a private copy; incoming rendezvous data is read and
-    /// dropped. Afterwards no user memory is referenced.
-    fn halt(&mut self);
+    /// dropped. Afterwards no user memory is referenced, and peers that
+    /// copy from this process's memory are told (they drop what they copy
+    /// for frames older than `generation`, the failure's).
+    fn halt(&mut self, generation: u32);
     /// Stages `cleanup`: forget transfers, and from now on treat DATA of
     /// other generations as stale (read and dropped).
     fn cleanup(&mut self, generation: u32);

@@ -176,3 +176,28 @@ fn two_threads_move_64_mib_through_a_256_kib_ring() {
         }
     });
 }
+
+/// Single copy: the reader copies from the writer's memory, unless the
+/// writer halted for a failure newer than the frame that referred to it
+/// (its program may have freed and reused that memory since).
+#[test]
+fn a_copy_from_a_peer_that_halted_since_is_refused() {
+    if !cma_allowed() {
+        println!("SKIPPED: cross-memory attach is not allowed here");
+        return;
+    }
+    let (a, b) = pair(MIN_RING);
+    assert!(b.reads_peer, "this process can read its own memory");
+    let data = *b"referred bytes";
+    let addr = data.as_ptr() as u64;
+    let mut got = [0u8; 14];
+    b.read_peer_memory(addr, &mut got, 0).unwrap();
+    assert_eq!(got, data);
+    a.set_halted(2);
+    let e = b.read_peer_memory(addr, &mut got, 1).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Interrupted, "{e}");
+    // Frames of the generation it resumed at refer to live memory again.
+    b.read_peer_memory(addr, &mut got, 2).unwrap();
+    // An address that is not mapped fails, and is not a panic.
+    assert!(b.read_peer_memory(8, &mut got, 2).is_err());
+}

@@ -230,8 +230,20 @@ impl ShmConn {
         self.tx.as_ref().is_some_and(|t| t.ring.reader_cma())
     }
 
-    /// Copies `out.len()` bytes from address `addr` of the peer.
-    pub fn read_peer_memory(&self, addr: u64, out: &mut [u8]) -> io::Result<()> {
+    /// This side halted for the failure announced at `generation`: the
+    /// peer must not trust what it copies from memory that frames of older
+    /// generations referred to (the program may have freed it).
+    pub fn set_halted(&self, generation: u32) {
+        if let Some(tx) = &self.tx {
+            tx.ring.set_halted(generation);
+        }
+    }
+
+    /// Copies `out.len()` bytes from address `addr` of the peer, referred
+    /// to by a frame of `generation`. An error when the copy fails, or when
+    /// the peer halted for a newer failure (what was copied may be memory
+    /// its program freed and reused since).
+    pub fn read_peer_memory(&self, addr: u64, out: &mut [u8], generation: u32) -> io::Result<()> {
         if !self.reads_peer {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -243,6 +255,13 @@ impl ShmConn {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "short cross-memory read",
+            ));
+        }
+        let halted = self.rx.as_ref().map_or(0, |rx| rx.ring.halted());
+        if halted > generation {
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("the peer halted for the failure of generation {halted}"),
             ));
         }
         Ok(())

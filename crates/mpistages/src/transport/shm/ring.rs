@@ -14,6 +14,9 @@
 //! 200  reader_cma  u32  the consumer can read the producer's memory
 //! 208  probe_addr  u64  an address in the producer's memory ...
 //! 216  probe_value u64  ... that holds this value (written at creation)
+//! 224  halted      u32  the producer halted for the failure announced at
+//!                       this generation: memory it referred to in frames
+//!                       of older generations may be gone
 //! 256  data        CAP bytes, CAP a power of two
 //! ```
 //!
@@ -36,6 +39,7 @@ const WANT_ROOM: usize = 192;
 const READER_CMA: usize = 200;
 const PROBE_ADDR: usize = 208;
 const PROBE_VALUE: usize = 216;
+const HALTED: usize = 224;
 const DATA: usize = 256;
 
 /// The size of a region holding a ring of `cap` data bytes.
@@ -223,6 +227,21 @@ impl Ring {
     /// Producer: whether the consumer said it can read this memory.
     pub fn reader_cma(&self) -> bool {
         self.flag(READER_CMA).load(Ordering::Acquire) != 0
+    }
+
+    /// Producer: it halted for the failure announced at `generation`;
+    /// from now on its program may free what earlier frames referred to.
+    pub fn set_halted(&self, generation: u32) {
+        self.flag(HALTED).fetch_max(generation, Ordering::SeqCst);
+    }
+
+    /// Consumer: the generation of the producer's newest halt (0: none).
+    /// Looked at after a copy from the producer's memory, with a fence
+    /// between: a copy that could see memory freed after the halt sees the
+    /// halt here.
+    pub fn halted(&self) -> u32 {
+        fence(Ordering::SeqCst);
+        self.flag(HALTED).load(Ordering::SeqCst)
     }
 
     /// Bytes waiting to be read (consumer's view).

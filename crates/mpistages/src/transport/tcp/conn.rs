@@ -85,13 +85,20 @@ impl Conn {
     }
 
     /// Copies bytes the peer referred to (a DATA_REF) from its memory.
-    pub fn read_referenced(&self, addr: u64, out: &mut [u8]) -> io::Result<()> {
+    pub fn read_referenced(&self, addr: u64, out: &mut [u8], generation: u32) -> io::Result<()> {
         match self {
-            Conn::Shm(c) => c.read_peer_memory(addr, out),
+            Conn::Shm(c) => c.read_peer_memory(addr, out, generation),
             Conn::Tcp(_) | Conn::Udp(_) => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "a data reference between hosts",
             )),
+        }
+    }
+
+    /// This process halted for the failure announced at `generation`.
+    pub fn set_halted(&self, generation: u32) {
+        if let Conn::Shm(c) = self {
+            c.set_halted(generation);
         }
     }
 

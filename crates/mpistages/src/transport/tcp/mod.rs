@@ -111,6 +111,9 @@ struct Target {
     buf: RawBuf,
     total: u64,
     got: u64,
+    /// Bytes of it could not be copied from the sender's memory: it never
+    /// completes (see `take_reference`).
+    spoiled: bool,
 }
 
 enum ReadState {
@@ -485,6 +488,7 @@ impl Transport for Tcp {
                 buf: target,
                 total,
                 got: 0,
+                spoiled: false,
             },
         );
     }
@@ -586,8 +590,11 @@ impl Transport for Tcp {
         sleep
     }
 
-    fn halt(&mut self) {
+    fn halt(&mut self, generation: u32) {
         for p in self.peers.iter_mut() {
+            if let Some(s) = &p.stream {
+                s.set_halted(generation);
+            }
             p.urgent.clear();
             p.bulk.clear();
             if p.woff > 0 {

@@ -178,10 +178,25 @@ impl Tcp {
                 // alone until its data is complete, and no other slice of
                 // it is alive during this copy.
                 let into = unsafe { dst.as_mut_slice() };
-                let copied = p.stream.as_ref().map(|s| s.read_referenced(addr, into));
+                let copied = p
+                    .stream
+                    .as_ref()
+                    .map(|s| s.read_referenced(addr, into, hdr.generation));
                 if let Some(Err(e)) = copied {
-                    self.lose(peer, format!("copying from the peer's memory: {e}"), out);
-                    return false;
+                    // The sender keeps referred memory until REF_DONE unless
+                    // it halted for a failure and its program rolled back
+                    // (and freed it): this rank hears of the same failure
+                    // and halts too. Until then the transfer is spoiled,
+                    // never complete; the connection stays (losing it would
+                    // part two live ranks for good).
+                    log::debug!(
+                        "mpistages: rank {}: a transfer from rank {peer} is dropped: its memory is gone ({e})",
+                        self.cfg.me
+                    );
+                    if let Some(t) = self.peers[peer].targets.get_mut(&hdr.rdv) {
+                        t.buf = RawBuf::empty();
+                        t.spoiled = true;
+                    }
                 }
             }
             self.frame_done(peer, hdr.rdv, len, out);
@@ -203,8 +218,11 @@ impl Tcp {
         };
         t.got += len;
         if t.got >= t.total {
+            let spoiled = t.spoiled;
             p.targets.remove(&rid);
-            out.push(Event::DataDone { peer, rid });
+            if !spoiled {
+                out.push(Event::DataDone { peer, rid });
+            }
         }
     }
 
