@@ -597,6 +597,10 @@ impl Transport for Tcp {
             }
             p.urgent.clear();
             p.bulk.clear();
+            // Frames on the wire list have their sequence numbers: those
+            // dropped give theirs back, or the peer would see a gap.
+            let kept = usize::from(p.woff > 0);
+            p.sent_seq -= p.wire.len().saturating_sub(kept) as u64;
             if p.woff > 0 {
                 let (mut f, class) = p
                     .wire

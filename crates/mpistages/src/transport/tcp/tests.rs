@@ -380,3 +380,42 @@ fn a_replacement_gets_no_tail_of_the_dead_process_frames() {
     let got = Header::decode(&b, &t.limits).expect("a clean header");
     assert_eq!((got.kind, got.seq), (Kind::Ack, 0));
 }
+
+/// A halt drops the frames waiting behind the one partly written, which
+/// already had their sequence numbers: the next frame takes the first of
+/// them, so the peer (alive: a survivor) sees no gap and no broken stream.
+#[test]
+fn a_halt_leaves_no_gap_in_the_sequence() {
+    let (mut t, ep) = transport(2);
+    let mut peer = join(&mut t, &ep, 1);
+    let mut out = Vec::new();
+    let mut h = Header::new(Kind::Eager);
+    h.len = 8 << 20;
+    let big = OutFrame::new(&h, Payload::Owned(vec![1; 8 << 20]), None);
+    t.send(1, big, Class::Bulk, &mut out).unwrap();
+    assert!(t.peers[1].woff > 0, "the frame went out whole");
+    for _ in 0..3 {
+        let f = OutFrame::new(&Header::new(Kind::Ack), Payload::None, None);
+        t.send(1, f, Class::Urgent, &mut out).unwrap();
+    }
+    // The socket is full: the acks join the wire list behind the big frame.
+    t.flush(1, &mut out);
+    assert_eq!(t.peers[1].wire.len(), 4);
+    t.halt(1);
+    let f = OutFrame::new(&Header::new(Kind::Ack), Payload::None, None);
+    t.send(1, f, Class::Urgent, &mut out).unwrap();
+    // The peer reads the big frame whole, then the ack sent after the halt.
+    let reader = std::thread::spawn(move || {
+        let mut b = vec![0u8; HEADER_LEN + (8 << 20)];
+        peer.read_exact(&mut b).unwrap();
+        let mut n = [0u8; HEADER_LEN];
+        peer.read_exact(&mut n).unwrap();
+        n
+    });
+    while !reader.is_finished() {
+        pump(&mut t, &ep, &mut out, 20);
+    }
+    let next = reader.join().unwrap();
+    let got = Header::decode(&next, &t.limits).expect("a clean header");
+    assert_eq!((got.kind, got.seq), (Kind::Ack, 1));
+}
