@@ -506,13 +506,15 @@ impl Transport for Tcp {
                 if let Some(s) = p.stream.as_mut() {
                     s.on_event();
                 }
-                // Over shared memory, room to write comes as a doorbell
-                // (readable), not as writability.
-                if ev.events & epoll::WRITABLE != 0 || p.want_write {
-                    self.flush(peer, out);
-                }
                 if ev.events & (epoll::READABLE | epoll::HANGUP) != 0 {
                     self.on_readable(peer, out);
+                }
+                // After the read: over shared memory room to write comes as
+                // a doorbell, over UDP as acknowledgements, both read as
+                // data (a flush before them found no room, and nothing
+                // would have called again until the next keepalive).
+                if ev.events & epoll::WRITABLE != 0 || self.peers[peer].want_write {
+                    self.flush(peer, out);
                 }
             }
             _ => {}
@@ -560,13 +562,12 @@ impl Transport for Tcp {
         while i < self.live.len() {
             let peer = self.live[i];
             if self.peers[peer].stream.as_ref().is_some_and(Conn::polled) {
-                // Frames left by a spent write budget go on: no epoll event
-                // says there is room in a ring.
-                if self.peers[peer].backlog() {
+                self.on_readable(peer, out);
+                // Frames left by a spent write budget go on (no epoll event
+                // says there is room in a ring), after the read, which may
+                // have made room.
+                if self.live.get(i) == Some(&peer) && self.peers[peer].backlog() {
                     self.flush(peer, out);
-                }
-                if self.live.get(i) == Some(&peer) {
-                    self.on_readable(peer, out);
                 }
             }
             // Reading one peer can lose only that one (then it left `live`).

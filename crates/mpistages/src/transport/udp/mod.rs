@@ -24,7 +24,7 @@ const MAX_PACKET: usize = 65_536;
 /// an Ethernet MTU elsewhere.
 fn mss_for(peer: &SocketAddr) -> usize {
     if peer.ip().is_loopback() {
-        32_768
+        60_000
     } else {
         1400
     }
@@ -111,6 +111,8 @@ pub struct UdpConn {
     /// A packet held back to be sent after the next one (reordering).
     held: Option<Vec<u8>>,
     failed: Option<String>,
+    /// Where packets are received (one buffer for the connection's life).
+    rbuf: Box<[u8]>,
 }
 
 impl UdpConn {
@@ -131,6 +133,7 @@ impl UdpConn {
             faults,
             held: None,
             failed: None,
+            rbuf: vec![0u8; MAX_PACKET].into_boxed_slice(),
         })
     }
 
@@ -216,12 +219,17 @@ impl UdpConn {
 
     /// Reads every waiting packet into the stream.
     fn receive(&mut self) {
-        let mut buf = vec![0u8; MAX_PACKET];
+        let mut buf = std::mem::take(&mut self.rbuf);
+        self.receive_into(&mut buf);
+        self.rbuf = buf;
+    }
+
+    fn receive_into(&mut self, buf: &mut [u8]) {
         loop {
             let got = if self.connected {
-                self.sock.recv(&mut buf).map(|n| (n, self.to))
+                self.sock.recv(buf).map(|n| (n, self.to))
             } else {
-                self.sock.recv_from(&mut buf)
+                self.sock.recv_from(buf)
             };
             match got {
                 Ok((n, from)) => {

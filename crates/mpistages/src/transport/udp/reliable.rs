@@ -191,9 +191,11 @@ impl Reliable {
             return None;
         }
         let had_room = self.room();
-        for (o, b) in out.iter_mut().zip(self.ready.drain(..n)) {
-            *o = b;
-        }
+        let (a, b) = self.ready.as_slices();
+        let k = n.min(a.len());
+        out[..k].copy_from_slice(&a[..k]);
+        out[k..n].copy_from_slice(&b[..n - k]);
+        self.ready.drain(..n);
         // A reader that frees much room tells the sender at once.
         if had_room < self.cfg.recv_buffer / 2 && self.room() >= self.cfg.recv_buffer / 2 {
             self.ack_due = true;
