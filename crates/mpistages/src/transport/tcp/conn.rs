@@ -74,7 +74,7 @@ impl Conn {
     pub fn may_sleep(&mut self, backlog: bool) -> bool {
         match self {
             Conn::Tcp(_) => true,
-            Conn::Udp(c) => !c.buffered(),
+            Conn::Udp(c) => c.before_sleep(),
             Conn::Shm(c) => c.want_data() && (!backlog || c.want_room()),
         }
     }

@@ -164,9 +164,18 @@ impl UdpConn {
         Ok(c)
     }
 
-    /// Received bytes wait in the stream (epoll will not say so).
+    /// Received bytes wait in the stream (epoll will not say so), or an
+    /// acknowledgement waits for data to carry it.
     pub fn buffered(&self) -> bool {
-        self.stream.readable() || self.failed.is_some()
+        self.stream.readable() || self.failed.is_some() || self.stream.ack_owed()
+    }
+
+    /// About to sleep: what waited to ride on data goes now. True if
+    /// nothing is left that epoll would not report.
+    pub fn before_sleep(&mut self) -> bool {
+        self.stream.flush_ack();
+        self.transmit();
+        !self.buffered()
     }
 
     pub fn fd(&self) -> RawFd {

@@ -10,7 +10,10 @@
 //! unacknowledged for the retransmission timeout (from the measured round
 //! trip, Jacobson/Karels, doubled on each expiry) or when three
 //! acknowledgements in a row report later data but not it (fast
-//! retransmit). The sender keeps in flight at most its congestion window
+//! retransmit). Acknowledgements ride on data going the other way; a
+//! packet of its own acknowledges every second data packet at once, and a
+//! lone one after `ack_delay` or when the owner is about to sleep
+//! (`flush_ack`) — a ping-pong then sends no packet but its data. The sender keeps in flight at most its congestion window
 //! (Reno-like: from 16 segments, doubled per round trip up to a
 //! threshold, then one segment more per window, halved on a fast
 //! retransmit, back to 2 segments on a timeout; at most `window`), and no
@@ -57,6 +60,8 @@ pub struct Config {
     pub dead_after: Duration,
     pub min_rto: Duration,
     pub max_rto: Duration,
+    /// Longest wait for data to carry the acknowledgement of a lone packet.
+    pub ack_delay: Duration,
 }
 
 impl Default for Config {
@@ -69,6 +74,7 @@ impl Default for Config {
             dead_after: Duration::from_secs(2),
             min_rto: Duration::from_millis(5),
             max_rto: Duration::from_secs(1),
+            ack_delay: Duration::from_micros(200),
         }
     }
 }
@@ -118,7 +124,11 @@ pub struct Reliable {
     ooo: BTreeMap<u64, Vec<u8>>,
     ooo_bytes: usize,
     peer_fin: Option<u64>,
+    /// An acknowledgement must go now (every second data packet, data
+    /// out of order, a duplicate, a ping, the end of the stream).
     ack_due: bool,
+    /// A data packet is not acknowledged yet: by this time at the latest.
+    ack_by: Option<Instant>,
     // Liveness.
     heard: Instant,
     last_sent: Instant,
@@ -152,6 +162,7 @@ impl Reliable {
             ooo_bytes: 0,
             peer_fin: None,
             ack_due: false,
+            ack_by: None,
             heard: now,
             last_sent: now,
         }
@@ -181,6 +192,19 @@ impl Reliable {
             }
         }
         took
+    }
+
+    /// The owner is about to sleep: an acknowledgement that waits for
+    /// data to carry it goes now (`poll_transmit`).
+    pub fn flush_ack(&mut self) {
+        if self.ack_by.is_some() {
+            self.ack_due = true;
+        }
+    }
+
+    /// An acknowledgement is owed (sent at the latest by `flush_ack`).
+    pub fn ack_owed(&self) -> bool {
+        self.ack_due || self.ack_by.is_some()
     }
 
     /// Bytes that arrived in order; `None` once the peer closed and all
@@ -284,7 +308,9 @@ impl Reliable {
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
         let p = self.next_packet(now)?;
         self.last_sent = now;
+        // Every packet carries the acknowledgement.
         self.ack_due = false;
+        self.ack_by = None;
         Some(p)
     }
 
@@ -326,7 +352,7 @@ impl Reliable {
             self.fin_sent = true;
             return Some(self.header(PacketKind::Fin, self.snd_nxt, 0, &[]));
         }
-        if self.ack_due {
+        if self.ack_due || self.ack_by.is_some_and(|t| now >= t) {
             let sack = self.sack_ranges();
             return Some(self.header(PacketKind::Ack, self.snd_nxt, 0, &sack));
         }
@@ -336,11 +362,15 @@ impl Reliable {
         None
     }
 
-    /// When `on_timeout` must run next (retransmission, keepalive, death).
+    /// When `on_timeout` must run next (retransmission, a delayed
+    /// acknowledgement, keepalive, death).
     pub fn next_timeout(&self) -> Instant {
         let mut t = (self.last_sent + self.cfg.keepalive).min(self.heard + self.cfg.dead_after);
         if let Some(seg) = self.flight.values().find(|s| !s.sacked) {
             t = t.min(seg.sent_at + self.rto);
+        }
+        if let Some(a) = self.ack_by {
+            t = t.min(a);
         }
         t
     }
@@ -406,7 +436,7 @@ impl Reliable {
             .collect();
         self.on_ack(ack, room, &sack, now)?;
         match kind {
-            PacketKind::Data => self.on_data(seq, &p[HEADER + 16 * n_sack..]),
+            PacketKind::Data => self.on_data(seq, &p[HEADER + 16 * n_sack..], now),
             PacketKind::Fin => {
                 if self.peer_fin.is_none_or(|f| f == seq) {
                     self.peer_fin = Some(seq);
@@ -501,9 +531,15 @@ impl Reliable {
             .clamp(self.cfg.min_rto, self.cfg.max_rto);
     }
 
-    fn on_data(&mut self, seq: u64, data: &[u8]) {
-        self.ack_due = true;
+    fn on_data(&mut self, seq: u64, data: &[u8], now: Instant) {
         let end = seq + data.len() as u64;
+        // A second unacknowledged packet, or anything but the next bytes,
+        // is acknowledged at once; a lone in-order one may wait.
+        if self.ack_by.is_some() || seq != self.rcv_nxt {
+            self.ack_due = true;
+        } else {
+            self.ack_by = Some(now + self.cfg.ack_delay);
+        }
         if end <= self.rcv_nxt || data.is_empty() {
             return; // a duplicate
         }

@@ -168,7 +168,7 @@ fn a_silent_peer_is_dead_after_the_timeout_and_not_before() {
 
 #[test]
 fn the_end_of_the_stream_comes_after_the_last_byte() {
-    let now = Instant::now();
+    let mut now = Instant::now();
     let (mut a, mut b) = (
         Reliable::new(small_cfg(), 5, now),
         Reliable::new(small_cfg(), 5, now),
@@ -176,6 +176,9 @@ fn the_end_of_the_stream_comes_after_the_last_byte() {
     a.write(&[IoSlice::new(b"last words")]);
     a.close();
     for _ in 0..4 {
+        // A lone data packet's acknowledgement waits `ack_delay`; the end
+        // of the stream goes once everything before it is acknowledged.
+        now += small_cfg().ack_delay;
         while let Some(p) = a.poll_transmit(now) {
             b.on_packet(&p, now).unwrap();
         }
@@ -253,4 +256,41 @@ fn a_reader_that_does_not_read_holds_the_sender_back() {
         b.ready.len()
     );
     assert!(a.sbuf.len() <= 2 * cfg.window);
+}
+
+#[test]
+fn acknowledgements_ride_on_data_or_wait_a_little() {
+    let cfg = small_cfg();
+    let t0 = Instant::now();
+    let (mut a, mut b) = (Reliable::new(cfg, 5, t0), Reliable::new(cfg, 5, t0));
+    // A ping-pong: each reply carries the acknowledgement, no packet of its own.
+    for round in 0..3 {
+        a.write(&[IoSlice::new(b"ping")]);
+        let p = a.poll_transmit(t0).unwrap();
+        b.on_packet(&p, t0).unwrap();
+        assert!(b.ack_owed(), "round {round}");
+        assert!(b.poll_transmit(t0).is_none(), "a lone ack waits for data");
+        assert_eq!(b.next_timeout(), t0 + cfg.ack_delay);
+        b.write(&[IoSlice::new(b"pong")]);
+        let p = b.poll_transmit(t0).unwrap();
+        assert_eq!(p[2], PacketKind::Data as u8);
+        a.on_packet(&p, t0).unwrap();
+        assert!(!b.ack_owed());
+        assert_eq!(a.snd_una, a.snd_nxt, "the pong acknowledged the ping");
+        a.flush_ack();
+        assert_eq!(a.poll_transmit(t0).unwrap()[2], PacketKind::Ack as u8);
+    }
+    // Nothing to carry it: the acknowledgement goes after `ack_delay`.
+    a.write(&[IoSlice::new(b"one")]);
+    b.on_packet(&a.poll_transmit(t0).unwrap(), t0).unwrap();
+    assert!(b.poll_transmit(t0 + cfg.ack_delay / 2).is_none());
+    let ack = b.poll_transmit(t0 + cfg.ack_delay).unwrap();
+    assert_eq!(ack[2], PacketKind::Ack as u8);
+    // A second unacknowledged packet is acknowledged at once.
+    a.on_packet(&ack, t0).unwrap();
+    a.write(&[IoSlice::new(b"two"), IoSlice::new(&[7u8; 2000])]);
+    b.on_packet(&a.poll_transmit(t0).unwrap(), t0).unwrap();
+    assert!(b.poll_transmit(t0).is_none());
+    b.on_packet(&a.poll_transmit(t0).unwrap(), t0).unwrap();
+    assert_eq!(b.poll_transmit(t0).unwrap()[2], PacketKind::Ack as u8);
 }
