@@ -442,3 +442,32 @@ fn agents_remove_the_jobs_node_local_files() {
         );
     }
 }
+
+/// `--transport shm,udp`: ranks of one host connect through shared memory,
+/// ranks of different hosts over UDP (auto would take TCP there).
+#[test]
+fn shared_memory_within_a_host_and_udp_between_hosts() {
+    let h = hosts_or_skip!(2, "shared_memory_within_a_host_and_udp_between_hosts");
+    let exe = build("whoami.c");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    let more = ["--transport", "shm,udp", "-n", "4"];
+    let mut args = on_hosts(&h, &list, "ip netns exec", &more);
+    args.extend([exe.to_str().unwrap(), "X", "-"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = mpiexec(&args, &[("MPISTAGES_LOG", "debug")], LIMIT);
+    assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
+    // The higher rank of each pair connects and says so in MPI_Init.
+    for (me, peer, kind) in [
+        (1, 0, "shm"),
+        (3, 2, "shm"),
+        (2, 0, "udp"),
+        (2, 1, "udp"),
+        (3, 0, "udp"),
+        (3, 1, "udp"),
+    ] {
+        let line = format!("rank {me}: connected to rank {peer} over {kind} ");
+        assert!(r.stderr.contains(&line), "{line} missing: {}", r.stderr);
+    }
+    assert!(!r.stderr.contains(" over tcp "), "{}", r.stderr);
+    assert_eq!(r.stdout.lines().filter(|l| l.contains(" of 4:")).count(), 4);
+}
