@@ -141,8 +141,11 @@ mod tests {
     fn unlock_releases_the_lock_for_every_copy_of_the_file() {
         let dir = std::env::temp_dir().join(format!("sys-unlock-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("f");
         for explicit in [false, true] {
+            // A file each: a process that another test forks meanwhile
+            // may hold a copy of the first one's locked descriptor until
+            // it execs (seen in CI: the second lock was refused).
+            let path = dir.join(format!("f-{explicit}"));
             let w = std::fs::File::create(&path).unwrap();
             assert!(super::try_lock(w.as_raw_fd(), true).unwrap());
             let copy = w.try_clone().unwrap();
