@@ -6,18 +6,26 @@
 //! Bytes written are cut into segments of at most `mss` bytes, numbered by
 //! their offset in the stream. The receiver acknowledges cumulatively
 //! (every byte below `ack` arrived) with up to four selective ranges of
-//! what arrived beyond; a segment is sent again when the oldest one is
-//! unacknowledged for the retransmission timeout (from the measured round
-//! trip, Jacobson/Karels, doubled on each expiry) or when three
-//! acknowledgements in a row report later data but not it (fast
-//! retransmit). Acknowledgements ride on data going the other way; a
-//! packet of its own acknowledges every second data packet at once, and a
-//! lone one after `ack_delay` or when the owner is about to sleep
-//! (`flush_ack`) — a ping-pong then sends no packet but its data. The sender keeps in flight at most its congestion window
-//! (Reno-like: from 16 segments, doubled per round trip up to a
-//! threshold, then one segment more per window, halved on a fast
-//! retransmit, back to 2 segments on a timeout; at most `window`), and no
-//! more than the receiver says it has room for. A side that hears nothing
+//! what arrived beyond. Losses are found by time, as RACK does (RFC 8985):
+//! every transmission is numbered, and a segment is lost once a segment
+//! sent after it was delivered and the round trip of that one (plus a
+//! quarter of the least round trip, for reordering) has passed since it
+//! was sent — which also finds a lost retransmission. A segment at the
+//! tail, with nothing after it to be delivered, is found by a probe (TLP):
+//! after two round trips without an acknowledgement the last segment goes
+//! again (or new data), and its acknowledgement shows what is missing. The
+//! retransmission timeout (from the measured round trip, Jacobson/Karels,
+//! doubled on each expiry) is the last resort: everything in flight is
+//! lost. Acknowledgements ride on data going the other way; a packet of
+//! its own acknowledges every second data packet at once, and a lone one
+//! after `ack_delay` or when the owner is about to sleep (`flush_ack`) — a
+//! ping-pong then sends no packet but its data. The sender keeps in the
+//! network (sent, neither acknowledged nor known lost) at most its
+//! congestion window (Reno-like: from 16 segments, doubled per round trip
+//! up to a threshold, then one segment more per window; halved once per
+//! round trip with losses, back to 2 segments on a timeout; at most
+//! `window`), and no more than the receiver says it has room for. A side
+//! that hears nothing
 //! for `dead_after` declares the peer dead; an idle side sends a ping
 //! every `keepalive`, so silence means a dead peer or a cut link.
 //!
@@ -79,6 +87,19 @@ impl Default for Config {
     }
 }
 
+/// What loss recovery did on a connection (for the debug log and tests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Segments sent again, in all.
+    pub resent: u64,
+    /// Losses found by a later delivery (RACK).
+    pub detected: u64,
+    /// Tail probes.
+    pub probes: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+}
+
 /// What went wrong with a connection.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StreamError {
@@ -90,12 +111,14 @@ pub enum StreamError {
 
 struct Segment {
     len: usize,
+    /// When it was last sent, and that transmission's number.
     sent_at: Instant,
+    xmit: u64,
     /// Sent more than once: no round-trip sample from it (Karn).
     resent: bool,
     sacked: bool,
-    /// Acknowledgements that reported later data but not this segment.
-    missed: u32,
+    /// Known lost, waiting in `resend`.
+    lost: bool,
 }
 
 pub struct Reliable {
@@ -109,12 +132,38 @@ pub struct Reliable {
     flight: BTreeMap<u64, Segment>,
     /// Segments to send again, by start offset.
     resend: VecDeque<u64>,
+    /// Bytes of `flight` selectively acknowledged, and known lost.
+    sacked_bytes: u64,
+    lost_bytes: u64,
+    /// Transmissions so far (numbers each one).
+    xmits: u64,
+    /// The delivered transmission sent last: its number and round trip.
+    rack: Option<(u64, Duration)>,
+    /// The end of the highest range the peer reported received: what
+    /// lies beyond is unknown (it reports its lowest ranges only).
+    sack_top: u64,
+    /// Losses were found after a segment was sent at this time: the
+    /// earliest another must be declared lost (reordering window).
+    reo_deadline: Option<Instant>,
+    /// A round trip with losses lasts until this byte is acknowledged;
+    /// segments in flight when it began, the transmission count then, and
+    /// losses found during it.
+    recovery_until: Option<u64>,
+    episode_segments: u64,
+    episode_xmits: u64,
+    episode_lost: u64,
+    /// Last time data was sent, and whether a tail probe went since.
+    last_data_sent: Instant,
+    probe_sent: bool,
+    probe_due: bool,
+    stats: Stats,
     peer_room: u64,
     /// Congestion window and slow-start threshold, in bytes.
     cwnd: u64,
     ssthresh: u64,
     srtt: Option<Duration>,
     rttvar: Duration,
+    min_rtt: Option<Duration>,
     rto: Duration,
     fin_queued: bool,
     fin_sent: bool,
@@ -149,11 +198,26 @@ impl Reliable {
             snd_nxt: 0,
             flight: BTreeMap::new(),
             resend: VecDeque::new(),
+            sacked_bytes: 0,
+            lost_bytes: 0,
+            xmits: 0,
+            rack: None,
+            sack_top: 0,
+            reo_deadline: None,
+            recovery_until: None,
+            episode_segments: 0,
+            episode_xmits: 0,
+            episode_lost: 0,
+            last_data_sent: now,
+            probe_sent: false,
+            probe_due: false,
+            stats: Stats::default(),
             peer_room: cfg.recv_buffer as u64,
             cwnd: 16 * cfg.mss as u64,
             ssthresh: cfg.window as u64,
             srtt: None,
             rttvar: Duration::ZERO,
+            min_rtt: None,
             fin_queued: false,
             fin_sent: false,
             rcv_nxt: 0,
@@ -166,6 +230,10 @@ impl Reliable {
             heard: now,
             last_sent: now,
         }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
     }
 
     pub fn conn(&self) -> u64 {
@@ -315,38 +383,46 @@ impl Reliable {
     }
 
     fn next_packet(&mut self, now: Instant) -> Option<Vec<u8>> {
-        while let Some(seq) = self.resend.pop_front() {
-            let Some(seg) = self.flight.get_mut(&seq) else {
-                continue;
-            };
-            if seg.sacked {
-                continue;
+        let mss = self.cfg.mss as u64;
+        let outstanding = self.snd_nxt - self.snd_una;
+        let pipe = outstanding - self.sacked_bytes - self.lost_bytes;
+        let cwnd = self.cwnd.min(self.cfg.window as u64);
+        if pipe < cwnd {
+            while let Some(seq) = self.resend.pop_front() {
+                if self.flight.get(&seq).is_some_and(|s| s.lost) {
+                    return Some(self.resend_segment(seq, now));
+                }
             }
-            seg.sent_at = now;
-            seg.resent = true;
-            let len = seg.len;
-            return Some(self.data_packet(seq, len));
         }
-        let in_flight = self.snd_nxt - self.snd_una;
         let unsent = self.snd_una + self.sbuf.len() as u64 - self.snd_nxt;
-        let limit = (self.cfg.window as u64)
-            .min(self.cwnd)
-            .min(self.peer_room.max(self.cfg.mss as u64));
-        if unsent > 0 && in_flight < limit {
-            let len = (unsent.min(self.cfg.mss as u64)).min(limit - in_flight) as usize;
+        let peer = self.peer_room.max(mss);
+        let probe = std::mem::take(&mut self.probe_due);
+        if unsent > 0 && outstanding < peer && (pipe < cwnd || probe) {
+            let len = unsent.min(mss).min(peer - outstanding) as usize;
             let seq = self.snd_nxt;
+            let xmit = self.next_xmit();
             self.flight.insert(
                 seq,
                 Segment {
                     len,
                     sent_at: now,
+                    xmit,
                     resent: false,
                     sacked: false,
-                    missed: 0,
+                    lost: false,
                 },
             );
             self.snd_nxt += len as u64;
+            self.last_data_sent = now;
             return Some(self.data_packet(seq, len));
+        }
+        if probe {
+            // No new data to probe with: the last segment not known to
+            // have arrived goes again.
+            let last = self.flight.iter().rev().find(|(_, s)| !s.sacked);
+            if let Some(seq) = last.map(|(&k, _)| k) {
+                return Some(self.resend_segment(seq, now));
+            }
         }
         if self.fin_queued && !self.fin_sent && self.all_acked() {
             self.fin_sent = true;
@@ -362,41 +438,172 @@ impl Reliable {
         None
     }
 
-    /// When `on_timeout` must run next (retransmission, a delayed
-    /// acknowledgement, keepalive, death).
+    fn next_xmit(&mut self) -> u64 {
+        self.xmits += 1;
+        self.xmits
+    }
+
+    /// Sends segment `seq` again (a new transmission).
+    fn resend_segment(&mut self, seq: u64, now: Instant) -> Vec<u8> {
+        let xmit = self.next_xmit();
+        self.stats.resent += 1;
+        let seg = self.flight.get_mut(&seq).expect("a segment in flight");
+        if seg.lost {
+            seg.lost = false;
+            self.lost_bytes -= seg.len as u64;
+        }
+        seg.sent_at = now;
+        seg.xmit = xmit;
+        seg.resent = true;
+        let len = seg.len;
+        self.last_data_sent = now;
+        self.data_packet(seq, len)
+    }
+
+    fn mark_lost(&mut self, seq: u64) {
+        let seg = self.flight.get_mut(&seq).expect("a segment in flight");
+        if !seg.lost && !seg.sacked {
+            seg.lost = true;
+            self.lost_bytes += seg.len as u64;
+            self.resend.push_back(seq);
+        }
+    }
+
+    /// `n` segments found lost: the first of a round trip begins an
+    /// episode, judged at its end (`end_episode`).
+    fn on_losses(&mut self, n: u64) {
+        if self.recovery_until.is_none() {
+            let mss = self.cfg.mss as u64;
+            self.recovery_until = Some(self.snd_nxt);
+            self.episode_segments = (self.snd_nxt - self.snd_una).div_ceil(mss);
+            self.episode_xmits = self.xmits;
+            self.episode_lost = 0;
+        }
+        self.episode_lost += n;
+    }
+
+    /// A round trip with losses is over. More than one in eight of the
+    /// segments it had in flight and sent lost is congestion: the window
+    /// halves. Fewer is taken for noise (a corrupted frame, the fault
+    /// injector): halving the window for each such round trip would leave
+    /// a stream that loses 5% of its packets at a few segments per round
+    /// trip (Reno's sqrt(2/p)), and the packets lost are sent again all
+    /// the same.
+    fn end_episode(&mut self) {
+        self.recovery_until = None;
+        let segments = self.episode_segments + (self.xmits - self.episode_xmits);
+        if self.episode_lost * 8 > segments {
+            let mss = self.cfg.mss as u64;
+            self.ssthresh = (self.cwnd / 2).max(2 * mss);
+            self.cwnd = self.ssthresh;
+        }
+    }
+
+    /// RACK: a segment is lost when one sent after it was delivered and
+    /// that one's round trip, plus the reordering window, has passed
+    /// since it was sent; the earliest such moment to come is kept.
+    fn detect_losses(&mut self, now: Instant) {
+        self.reo_deadline = None;
+        let Some((rack_xmit, rack_rtt)) = self.rack else {
+            return;
+        };
+        let reo = self.min_rtt.unwrap_or(rack_rtt) / 4;
+        let mut lost = Vec::new();
+        for (&seq, seg) in self.flight.range(..self.sack_top) {
+            if seg.sacked || seg.lost || seg.xmit >= rack_xmit {
+                continue;
+            }
+            let due = seg.sent_at + rack_rtt + reo;
+            if now >= due {
+                lost.push(seq);
+            } else {
+                self.reo_deadline = Some(self.reo_deadline.map_or(due, |d| d.min(due)));
+            }
+        }
+        if !lost.is_empty() {
+            self.stats.detected += lost.len() as u64;
+            let n = lost.len() as u64;
+            for seq in lost {
+                self.mark_lost(seq);
+            }
+            self.on_losses(n);
+        }
+    }
+
+    /// When a tail probe goes if nothing is heard: two round trips after
+    /// the last data sent (and the peer's acknowledgement delay when a
+    /// lone segment waits for it).
+    fn probe_deadline(&self) -> Option<Instant> {
+        if self.probe_sent || self.flight.is_empty() || !self.resend.is_empty() {
+            return None;
+        }
+        let srtt = self.srtt.unwrap_or(Duration::from_millis(1));
+        let pipe = self.snd_nxt - self.snd_una - self.sacked_bytes - self.lost_bytes;
+        let delack = if pipe <= self.cfg.mss as u64 {
+            self.cfg.ack_delay
+        } else {
+            Duration::ZERO
+        };
+        Some(self.last_data_sent + 2 * srtt + delack)
+    }
+
+    /// The oldest transmission neither acknowledged nor known lost, and
+    /// when its retransmission timeout expires.
+    fn rto_deadline(&self) -> Option<Instant> {
+        self.flight
+            .values()
+            .filter(|s| !s.sacked && !s.lost)
+            .map(|s| s.sent_at)
+            .min()
+            .map(|t| t + self.rto)
+    }
+
+    /// When `on_timeout` must run next (retransmission, loss detection,
+    /// tail probe, a delayed acknowledgement, keepalive, death).
     pub fn next_timeout(&self) -> Instant {
         let mut t = (self.last_sent + self.cfg.keepalive).min(self.heard + self.cfg.dead_after);
-        if let Some(seg) = self.flight.values().find(|s| !s.sacked) {
-            t = t.min(seg.sent_at + self.rto);
-        }
-        if let Some(a) = self.ack_by {
-            t = t.min(a);
+        for d in [
+            self.rto_deadline(),
+            self.reo_deadline,
+            self.probe_deadline(),
+            self.ack_by,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            t = t.min(d);
         }
         t
     }
 
-    /// Timers: the oldest unacknowledged segment is sent again after the
-    /// retransmission timeout (which doubles); a silent peer is dead.
+    /// Timers: losses found by time, a tail probe, the retransmission
+    /// timeout (everything in flight is lost; the timeout doubles); a
+    /// silent peer is dead.
     pub fn on_timeout(&mut self, now: Instant) -> Result<(), StreamError> {
         if now.duration_since(self.heard) >= self.cfg.dead_after {
             return Err(StreamError::Dead);
         }
-        let expired = self
-            .flight
-            .iter()
-            .filter(|(_, s)| !s.sacked && now.duration_since(s.sent_at) >= self.rto)
-            .map(|(&k, _)| k)
-            .collect::<Vec<_>>();
-        if !expired.is_empty() {
+        self.detect_losses(now);
+        if self.rto_deadline().is_some_and(|t| now >= t) {
+            self.stats.timeouts += 1;
             self.rto = (self.rto * 2).min(self.cfg.max_rto);
             let mss = self.cfg.mss as u64;
-            self.ssthresh = (self.cwnd / 2).max(2 * mss);
+            let pipe = self.snd_nxt - self.snd_una - self.sacked_bytes - self.lost_bytes;
+            self.ssthresh = (pipe / 2).max(2 * mss);
             self.cwnd = 2 * mss;
-            for k in expired {
-                if !self.resend.contains(&k) {
-                    self.resend.push_back(k);
-                }
+            // The window is cut already: the episode's end cuts no more.
+            self.recovery_until = Some(self.snd_nxt);
+            self.episode_lost = 0;
+            let all: Vec<u64> = self.flight.keys().copied().collect();
+            for seq in all {
+                self.mark_lost(seq);
             }
+            // A segment lost again must wait for the timeout no more.
+            self.probe_sent = false;
+        } else if self.probe_deadline().is_some_and(|t| now >= t) {
+            self.stats.probes += 1;
+            self.probe_sent = true;
+            self.probe_due = true;
         }
         Ok(())
     }
@@ -466,7 +673,22 @@ impl Reliable {
             )));
         }
         self.peer_room = room;
+        // The delivered transmission sent last (RACK); a retransmission
+        // acknowledged sooner than the least round trip was probably the
+        // original's acknowledgement, and says nothing.
+        let mut newest: Option<(u64, Duration)> = None;
+        let mut delivered = |seg: &Segment, min_rtt: Option<Duration>| {
+            let rtt = now.duration_since(seg.sent_at);
+            if seg.resent && min_rtt.is_some_and(|m| rtt < m) {
+                return;
+            }
+            if newest.is_none_or(|(x, _)| seg.xmit > x) {
+                newest = Some((seg.xmit, rtt));
+            }
+        };
+        let mut progress = false;
         if ack > self.snd_una {
+            progress = true;
             let mut sample = None;
             while let Some((&s, seg)) = self.flight.first_key_value() {
                 if s + seg.len as u64 > ack {
@@ -475,11 +697,25 @@ impl Reliable {
                 if !seg.resent {
                     sample = Some(now.duration_since(seg.sent_at));
                 }
-                self.flight.pop_first();
+                if !seg.sacked {
+                    delivered(seg, self.min_rtt);
+                }
+                let seg = self.flight.pop_first().expect("just seen").1;
+                if seg.sacked {
+                    self.sacked_bytes -= seg.len as u64;
+                }
+                if seg.lost {
+                    self.lost_bytes -= seg.len as u64;
+                }
             }
             let acked = ack - self.snd_una;
             self.sbuf.drain(..acked as usize);
             self.snd_una = ack;
+            if self.recovery_until.is_some_and(|r| ack >= r) {
+                self.end_episode();
+            }
+            // The window grows during an episode too: its end halves it if
+            // the losses were congestion.
             let mss = self.cfg.mss as u64;
             self.cwnd = if self.cwnd < self.ssthresh {
                 self.cwnd + acked
@@ -491,26 +727,37 @@ impl Reliable {
                 self.rtt_sample(r);
             }
         }
-        let top = sack.iter().map(|r| r.1).max().unwrap_or(0);
-        let mut lost = false;
-        for (&s, seg) in self.flight.iter_mut() {
-            let e = s + seg.len as u64;
-            if sack.iter().any(|&(a, b)| a <= s && e <= b) {
-                seg.sacked = true;
-            } else if e <= top && !seg.sacked {
-                seg.missed += 1;
-                // Three reports of later data without this one: lost.
-                if seg.missed == 3 {
-                    self.resend.push_back(s);
-                    lost = true;
+        if !sack.is_empty() {
+            let (low, high) = (sack[0].0, sack.iter().map(|r| r.1).max().unwrap_or(0));
+            self.sack_top = self.sack_top.max(high);
+            let (mut newly, mut not_lost) = (0, 0);
+            for (&k, seg) in self.flight.range_mut(low..high) {
+                let e = k + seg.len as u64;
+                if seg.sacked || !sack.iter().any(|&(a, b)| a <= k && e <= b) {
+                    continue;
                 }
+                seg.sacked = true;
+                newly += seg.len as u64;
+                if seg.lost {
+                    // It arrived after all (late, not lost).
+                    seg.lost = false;
+                    not_lost += seg.len as u64;
+                }
+                delivered(seg, self.min_rtt);
+            }
+            self.sacked_bytes += newly;
+            self.lost_bytes -= not_lost;
+            progress |= newly > 0;
+        }
+        if progress {
+            self.probe_sent = false;
+        }
+        if let Some((x, rtt)) = newest {
+            if self.rack.is_none_or(|(rx, _)| x > rx) {
+                self.rack = Some((x, rtt));
             }
         }
-        if lost {
-            let mss = self.cfg.mss as u64;
-            self.ssthresh = (self.cwnd / 2).max(2 * mss);
-            self.cwnd = self.ssthresh;
-        }
+        self.detect_losses(now);
         Ok(())
     }
 
@@ -526,6 +773,7 @@ impl Reliable {
                 self.srtt = Some((s * 7 + r) / 8);
             }
         }
+        self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         let s = self.srtt.expect("set above");
         self.rto = (s + (self.rttvar * 4).max(Duration::from_micros(500)))
             .clamp(self.cfg.min_rto, self.cfg.max_rto);
