@@ -9,13 +9,14 @@
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each result as it comes, also through a pipe */
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int quick = argc > 1 && !strcmp(argv[1], "quick");
-    int sizes[] = {8, 64, 512, 4096, 32768, 262144, 1 << 20};
-    double *a = malloc(1 << 20), *b = malloc(1 << 20);
-    for (int i = 0; i < (1 << 20) / 8; i++) a[i] = rank + i;
+    int sizes[] = {8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20};
+    double *a = malloc(4 << 20), *b = malloc(4 << 20);
+    for (int i = 0; i < (4 << 20) / 8; i++) a[i] = rank + i;
     for (unsigned k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         int n = sizes[k] / 8;
         int iters = sizes[k] <= 4096 ? (quick ? 300 : 3000) : (quick ? 20 : 200);

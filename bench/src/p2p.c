@@ -1,6 +1,7 @@
 /* Point-to-point benchmarks between ranks 0 and 1, printed as
  * "metric size value" lines:
  *   latency   half round trip of a ping-pong, microseconds
+ *   pingpong_bw  bytes over half a round trip, MB/s, from 1 MiB on
  *   bandwidth streaming window of non-blocking sends, MB/s (1e6 bytes)
  *   persistent / nonpersistent  8-byte ping-pong with and without
  *             persistent requests, microseconds
@@ -185,6 +186,7 @@ static double overlap(char *sbuf, char *rbuf, int n, int rounds, int computing) 
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each result as it comes, also through a pipe */
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -193,14 +195,17 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int quick = argc > 1 && !strcmp(argv[1], "quick");
-    int max = 4 << 20;
+    int max = 64 << 20;
     char *buf = malloc(max), *buf2 = malloc(max);
     memset(buf, 1, max);
     memset(buf2, 2, max);
-    int lat_sizes[] = {0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20};
+    int lat_sizes[] = {0, 8, 64, 512, 4096, 32768, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
     for (unsigned k = 0; k < sizeof lat_sizes / sizeof *lat_sizes; k++) {
         int n = lat_sizes[k];
-        int iters = n <= 4096 ? (quick ? 2000 : 20000) : n <= 262144 ? (quick ? 200 : 2000) : (quick ? 20 : 100);
+        int iters = n <= 4096       ? (quick ? 2000 : 20000)
+                    : n <= 262144   ? (quick ? 200 : 2000)
+                    : n <= 4 << 20  ? (quick ? 20 : 100)
+                                    : (quick ? 4 : 16);
         pingpong(buf, n, iters / 10 + 1);
         double best = 1e30;
         for (int rep = 0; rep < 3; rep++) {
@@ -208,6 +213,8 @@ int main(int argc, char **argv) {
             if (t < best) best = t;
         }
         if (rank == 0) printf("latency %d %.3f\n", n, best);
+        /* Ping-pong bandwidth: one message at a time, each way. */
+        if (rank == 0 && n >= 1 << 20) printf("pingpong_bw %d %.1f\n", n, n / best);
     }
     int bw_sizes[] = {4096, 65536, 1 << 20, 4 << 20};
     for (unsigned k = 0; k < sizeof bw_sizes / sizeof *bw_sizes; k++) {

@@ -320,6 +320,15 @@ impl UdpConn {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
         self.transmit();
+        let st = self.stream.stats();
+        log::debug!(
+            "mpistages: UDP connection to {} ends: {} segments sent again ({} losses found by later deliveries, {} tail probes, {} timeouts)",
+            self.to,
+            st.resent,
+            st.detected,
+            st.probes,
+            st.timeouts
+        );
     }
 }
 
