@@ -471,3 +471,39 @@ fn shared_memory_within_a_host_and_udp_between_hosts() {
     assert!(!r.stderr.contains(" over tcp "), "{}", r.stderr);
     assert_eq!(r.stdout.lines().filter(|l| l.contains(" of 4:")).count(), 4);
 }
+
+/// The LULESH-style proxy (examples/hydro3d.c, 8 ranks over hosts of 3, 2
+/// and 3 slots) loses its second host in each recovery mode: the origin
+/// and total energies are bit for bit those of the failure-free run.
+#[test]
+fn the_proxy_survives_a_lost_host_in_every_mode() {
+    let h = hosts_or_skip!(3, "the_proxy_survives_a_lost_host_in_every_mode");
+    let exe = common::build_example("hydro3d.c");
+    // Spare slots on the surviving hosts for host 1's two ranks.
+    let list = format!("{}:4,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
+    // The energies; the line ends with the run's wall time.
+    let energies = |r: &Run| {
+        let l = r
+            .stdout
+            .lines()
+            .find(|l| l.contains("final origin energy"))
+            .unwrap_or_else(|| panic!("no result:\n{}\n{}", r.stdout, r.stderr));
+        l[..l.rfind(", ").expect("a time at the end")].to_string()
+    };
+    for mode in ["stages", "reinit", "cpr"] {
+        let mut args = on_hosts(&h, &list, "ip netns exec", &["--recovery", mode, "-n", "8"]);
+        args.push(exe.to_str().unwrap().into());
+        args.extend(["-s", "12", "-i", "400", "-k", "20"].map(String::from));
+        let (clean, hurt) = clean_then(&h, &args, |_| kill_host_1(&h));
+        assert!(hurt.ok(), "{mode}:\n{}\n{}", hurt.stdout, hurt.stderr);
+        assert!(
+            hurt.stderr
+                .contains(&format!("host {} is lost", h.names[1])),
+            "{mode}: {}",
+            hurt.stderr
+        );
+        assert_eq!(energies(&clean), energies(&hurt), "{mode}: {}", hurt.stderr);
+        println!("{mode}: {}", energies(&hurt));
+        show_recovery(mode, &hurt);
+    }
+}
