@@ -28,7 +28,9 @@ pub fn run(scheds: &[Schedule], ranks: &mut [Rank], op: Op) {
             [
                 std::mem::take(&mut r.send),
                 std::mem::take(&mut r.recv),
-                vec![0; s.temp_len],
+                // Garbage, as scratch reused from an earlier collective
+                // holds: a schedule must write its temp before reading it.
+                vec![0xA5; s.temp_len],
             ]
         })
         .collect();
