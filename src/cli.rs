@@ -122,7 +122,7 @@ Environment read by the ranks:
                                    user thread drives communication
   MPISTAGES_EAGER_LIMIT=BYTES      messages up to this size go eagerly
                                    (default 65536)
-  MPISTAGES_FRAGMENT=BYTES         rendezvous fragment size (default 262144)
+  MPISTAGES_FRAGMENT=BYTES         rendezvous fragment size (default 1048576)
   MPISTAGES_SHM_RING=BYTES         each shared-memory ring, per direction and
                                    pair of ranks (default 262144)
   MPISTAGES_SHM_CMA=0              no single-copy reads from other ranks'

@@ -54,7 +54,7 @@ fn tcp(
             key,
             generation,
             eager_limit: env_usize("MPISTAGES_EAGER_LIMIT", 64 << 10)?,
-            fragment_size: env_usize("MPISTAGES_FRAGMENT", 256 << 10)?.clamp(4096, 16 << 20),
+            fragment_size: env_usize("MPISTAGES_FRAGMENT", 1 << 20)?.clamp(4096, 16 << 20),
             bind: SocketAddr::new(ip, 0),
             congestion: std::env::var("MPISTAGES_TCP_CC").unwrap_or_else(|_| "reno".into()),
             links: links_from_env()?,
