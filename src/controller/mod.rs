@@ -276,7 +276,7 @@ impl Job {
                 _ => -1,
             };
             if let Some(r) = &self.remote {
-                let beat = until(r.next_beat());
+                let beat = until(r.next_beat(self.opts.heartbeat_timeout));
                 timeout = if timeout < 0 { beat } else { timeout.min(beat) };
             }
             evs.clear();

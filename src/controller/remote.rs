@@ -160,9 +160,16 @@ impl Remotes {
         }))
     }
 
-    /// When the next heartbeat is due.
-    pub(super) fn next_beat(&self) -> Instant {
-        self.next_beat
+    /// When `beat` must run next: the next heartbeat, or the moment a
+    /// host would have been silent for `timeout` (checked then, not at the
+    /// next heartbeat: a host is lost `timeout` after it was last heard).
+    pub(super) fn next_beat(&self, timeout: Duration) -> Instant {
+        self.hosts
+            .iter()
+            .flatten()
+            .filter(|x| !x.lost)
+            .map(|x| x.heard + timeout + Duration::from_millis(1))
+            .fold(self.next_beat, Instant::min)
     }
 }
 
@@ -488,16 +495,17 @@ impl Job {
         }
     }
 
-    /// Heartbeats to every agent; hosts silent past the timeout are lost.
+    /// Heartbeats to every agent when due; hosts silent past the timeout
+    /// are lost.
     pub(super) fn beat(&mut self) {
         let Some(r) = self.remote.as_mut() else {
             return;
         };
-        if Instant::now() < r.next_beat {
-            return;
+        let send = Instant::now() >= r.next_beat;
+        if send {
+            r.next_beat = Instant::now() + Duration::from_millis(HEARTBEAT_MS);
+            self.expire_handshakes();
         }
-        r.next_beat = Instant::now() + Duration::from_millis(HEARTBEAT_MS);
-        self.expire_handshakes();
         let Some(r) = self.remote.as_mut() else {
             return;
         };
@@ -508,7 +516,7 @@ impl Job {
             if x.lost {
                 continue;
             }
-            if x.conn.is_some() && !x.link.send(&ToAgent::Alive) {
+            if send && x.conn.is_some() && !x.link.send(&ToAgent::Alive) {
                 silent.push((h, "its agent cannot be written to".to_string()));
             } else if x.heard.elapsed() > timeout {
                 let what = if x.conn.is_some() {
