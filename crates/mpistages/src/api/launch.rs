@@ -76,9 +76,17 @@ fn links_from_env() -> MpiResult<Links> {
     })
 }
 
-/// `MPISTAGES_SHM_RING`: bytes of each shared-memory ring (a power of two).
+/// `MPISTAGES_SHM_RING`: bytes of each shared-memory ring (a power of two);
+/// by default from the number of ranks on this host.
 fn shm_ring_from_env() -> MpiResult<usize> {
-    let n = env_usize("MPISTAGES_SHM_RING", crate::transport::shm::DEFAULT_RING)?;
+    let local = std::env::var(crate::control::env::LOCAL_SIZE)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let n = env_usize(
+        "MPISTAGES_SHM_RING",
+        crate::transport::shm::default_ring(local),
+    )?;
     if !n.is_power_of_two() || !(4096..=64 << 20).contains(&n) {
         return fail(
             err::ARG,

@@ -201,3 +201,34 @@ fn a_copy_from_a_peer_that_halted_since_is_refused() {
     // An address that is not mapped fails, and is not a panic.
     assert!(b.read_peer_memory(8, &mut got, 2).is_err());
 }
+
+#[test]
+fn the_default_ring_shrinks_on_a_crowded_host() {
+    // 8 MiB of rings per rank at most, from 256 KiB down to 64 KiB.
+    let rings: Vec<usize> = [1, 2, 8, 16, 17, 27, 64, 1000]
+        .iter()
+        .map(|&n| default_ring(n))
+        .collect();
+    let k = 1 << 10;
+    assert_eq!(
+        rings,
+        [
+            256 * k,
+            256 * k,
+            256 * k,
+            256 * k,
+            256 * k,
+            128 * k,
+            64 * k,
+            64 * k
+        ]
+    );
+    for n in 2..100 {
+        let r = default_ring(n);
+        assert!(r.is_power_of_two());
+        assert!(
+            2 * (n - 1) * r <= RING_BUDGET || r == SMALL_RING,
+            "{n}: {r}"
+        );
+    }
+}
