@@ -6,6 +6,9 @@
 //! while user threads poll.
 
 use super::engine::{Engine, EPOLL_EVERY, HANDOFF_DELAY, STANDBY_MS, TOKEN_WAKE};
+
+/// Spin rounds between two looks at the clock.
+const CLOCK_EVERY: u32 = 8;
 use super::state::Core;
 use parking_lot::MutexGuard;
 use std::time::{Duration, Instant};
@@ -132,6 +135,7 @@ impl Engine {
         let mut evs = Vec::new();
         let mut spin_until: Option<Instant> = None;
         let mut spins: u32 = 0;
+        let mut spinning = true;
         loop {
             let before = core.changes;
             let v = f(&mut core);
@@ -143,7 +147,11 @@ impl Engine {
             }
             if !core.polling {
                 let deadline = *spin_until.get_or_insert_with(|| Instant::now() + self.spin);
-                let spinning = Instant::now() < deadline;
+                // The clock is read every few rounds: a read costs as much
+                // as a round of polling shared memory.
+                if spins.is_multiple_of(CLOCK_EVERY) {
+                    spinning = Instant::now() < deadline;
+                }
                 if spinning && self.spin_yield {
                     MutexGuard::unlocked(&mut core, std::thread::yield_now);
                     if core.polling {

@@ -17,7 +17,9 @@ use crate::sys::epoll::{self, Epoll};
 use crate::sys::socket::NoSignal;
 use crate::sys::timerfd::TimerFd;
 use conn::Conn;
-use std::collections::{HashMap, VecDeque};
+// Transfer ids as keys, on every rendezvous fragment: a fast hash.
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -183,8 +185,8 @@ impl Peer {
             rhead: 0,
             rtail: 0,
             rstate: ReadState::Header,
-            targets: HashMap::new(),
-            refs: HashMap::new(),
+            targets: HashMap::default(),
+            refs: HashMap::default(),
         }
     }
 
