@@ -129,6 +129,8 @@ enum ReadState {
     /// byte's offset in the message, `end` the frame's last offset + 1.
     Data {
         rid: u64,
+        /// The frame's generation: its target is `(rid, gen)`.
+        gen: u32,
         pos: u64,
         end: u64,
         len: u64,
@@ -161,7 +163,10 @@ struct Peer {
     rhead: usize,
     rtail: usize,
     rstate: ReadState,
-    targets: HashMap<u64, Target>,
+    /// Rendezvous transfers being received, by transfer id and the
+    /// generation they belong to: after a rollback a transfer may get the
+    /// id of one of the generation before, whose frames may still come.
+    targets: HashMap<(u64, u32), Target>,
     /// Transfers with DATA sent by reference that the peer has not copied
     /// yet (REF_DONE), by the receiver's request id.
     refs: HashMap<u64, Refs>,
@@ -485,7 +490,7 @@ impl Transport for Tcp {
 
     fn expect_data(&mut self, peer: usize, rid: u64, target: RawBuf, total: u64) {
         self.peers[peer].targets.insert(
-            rid,
+            (rid, self.generation),
             Target {
                 buf: target,
                 total,
@@ -640,13 +645,9 @@ impl Transport for Tcp {
     fn cleanup(&mut self, generation: u32) {
         self.generation = generation;
         for p in self.peers.iter_mut() {
-            // A transfer being read keeps its (empty) target until its
-            // frame ends; every byte of it is dropped.
-            let reading = match p.rstate {
-                ReadState::Data { rid, .. } => Some(rid),
-                _ => None,
-            };
-            p.targets.retain(|rid, _| Some(*rid) == reading);
+            // Transfers of other generations are gone; the rest of a frame
+            // of theirs being read is dropped (no target has its key).
+            p.targets.retain(|&(_, g), _| g == generation);
         }
     }
 

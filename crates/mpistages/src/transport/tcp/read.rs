@@ -35,12 +35,13 @@ impl Tcp {
                     p.rhead += HEADER_LEN;
                     match hdr.kind {
                         Kind::Data => {
-                            let Some(t) = p.targets.get(&hdr.rdv) else {
+                            let Some(t) = p.targets.get(&(hdr.rdv, hdr.generation)) else {
                                 if hdr.generation != self.generation {
                                     // Stale data of a transfer a recovery
                                     // cancelled: read past it.
                                     p.rstate = ReadState::Data {
                                         rid: hdr.rdv,
+                                        gen: hdr.generation,
                                         pos: 0,
                                         end: hdr.len as u64,
                                         len: hdr.len as u64,
@@ -61,6 +62,7 @@ impl Tcp {
                             }
                             p.rstate = ReadState::Data {
                                 rid: hdr.rdv,
+                                gen: hdr.generation,
                                 pos: hdr.aux,
                                 end,
                                 len: hdr.len as u64,
@@ -114,15 +116,22 @@ impl Tcp {
                     }
                     out.push(Event::Frame { peer, hdr, payload });
                 }
-                ReadState::Data { rid, pos, end, len } => {
+                ReadState::Data {
+                    rid,
+                    gen,
+                    pos,
+                    end,
+                    len,
+                } => {
                     let n = avail.min((*end - *pos) as usize);
                     if n == 0 {
                         return true;
                     }
                     // No target: stale data being dropped.
-                    let cap = p.targets.get(rid).map_or(0, |t| t.buf.len() as u64);
+                    let key = (*rid, *gen);
+                    let cap = p.targets.get(&key).map_or(0, |t| t.buf.len() as u64);
                     if *pos < cap {
-                        let t = &p.targets[rid];
+                        let t = &p.targets[&key];
                         let k = (cap - *pos).min(n as u64) as usize;
                         let dst = t.buf.sub(*pos as usize, k).expect("bounded by cap");
                         dst.write_at(0, &p.rbuf[p.rhead..p.rhead + k]);
@@ -130,9 +139,9 @@ impl Tcp {
                     p.rhead += n;
                     *pos += n as u64;
                     if *pos == *end {
-                        let (rid, len) = (*rid, *len);
+                        let len = *len;
                         p.rstate = ReadState::Header;
-                        self.frame_done(peer, rid, len, out);
+                        self.frame_done(peer, key, len, out);
                     }
                 }
             }
@@ -152,7 +161,8 @@ impl Tcp {
         let word = |at: usize| u64::from_le_bytes(desc[at..at + 8].try_into().expect("16 bytes"));
         let (addr, len) = (word(0), word(8));
         let p = &mut self.peers[peer];
-        let target = p.targets.get(&hdr.rdv);
+        let key = (hdr.rdv, hdr.generation);
+        let target = p.targets.get(&key);
         if target.is_none() && hdr.generation == self.generation {
             self.reject(
                 peer,
@@ -193,13 +203,13 @@ impl Tcp {
                         "mpistages: rank {}: a transfer from rank {peer} is dropped: its memory is gone ({e})",
                         self.cfg.me
                     );
-                    if let Some(t) = self.peers[peer].targets.get_mut(&hdr.rdv) {
+                    if let Some(t) = self.peers[peer].targets.get_mut(&key) {
                         t.buf = RawBuf::empty();
                         t.spoiled = true;
                     }
                 }
             }
-            self.frame_done(peer, hdr.rdv, len, out);
+            self.frame_done(peer, key, len, out);
         }
         let mut done = Header::new(Kind::RefDone);
         (done.src, done.generation, done.rdv, done.aux) =
@@ -211,17 +221,23 @@ impl Tcp {
 
     /// A DATA frame of `len` bytes is in; the transfer is done when all its
     /// bytes are.
-    pub(super) fn frame_done(&mut self, peer: usize, rid: u64, len: u64, out: &mut Vec<Event>) {
+    pub(super) fn frame_done(
+        &mut self,
+        peer: usize,
+        key: (u64, u32),
+        len: u64,
+        out: &mut Vec<Event>,
+    ) {
         let p = &mut self.peers[peer];
-        let Some(t) = p.targets.get_mut(&rid) else {
+        let Some(t) = p.targets.get_mut(&key) else {
             return;
         };
         t.got += len;
         if t.got >= t.total {
             let spoiled = t.spoiled;
-            p.targets.remove(&rid);
+            p.targets.remove(&key);
             if !spoiled {
-                out.push(Event::DataDone { peer, rid });
+                out.push(Event::DataDone { peer, rid: key.0 });
             }
         }
     }
@@ -279,13 +295,14 @@ impl Tcp {
                         buf.len() - *have,
                     )
                 }
-                ReadState::Data { rid, pos, end, .. }
-                    if staged_empty && {
-                        let cap = targets.get(rid).map_or(0, |t| t.buf.len() as u64);
-                        (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
-                    } =>
+                ReadState::Data {
+                    rid, gen, pos, end, ..
+                } if staged_empty && {
+                    let cap = targets.get(&(*rid, *gen)).map_or(0, |t| t.buf.len() as u64);
+                    (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
+                } =>
                 {
-                    let t = &targets[rid];
+                    let t = &targets[&(*rid, *gen)];
                     let k = (*end).min(t.buf.len() as u64) - *pos;
                     let dst = t.buf.sub(*pos as usize, k as usize).expect("in bounds");
                     // SAFETY: a rendezvous target is written by this
@@ -320,12 +337,21 @@ impl Tcp {
                     match (into, &mut p.rstate) {
                         (Into::Staging, _) => p.rtail += n,
                         (Into::Payload, ReadState::Payload { have, .. }) => *have += n,
-                        (Into::Data, ReadState::Data { rid, pos, end, len }) => {
+                        (
+                            Into::Data,
+                            ReadState::Data {
+                                rid,
+                                gen,
+                                pos,
+                                end,
+                                len,
+                            },
+                        ) => {
                             *pos += n as u64;
                             if *pos == *end {
-                                let (rid, len) = (*rid, *len);
+                                let (key, len) = ((*rid, *gen), *len);
                                 p.rstate = ReadState::Header;
-                                self.frame_done(peer, rid, len, out);
+                                self.frame_done(peer, key, len, out);
                             }
                         }
                         _ => unreachable!("the read state does not change during a read"),
