@@ -125,12 +125,11 @@ enum ReadState {
         buf: Vec<u8>,
         have: usize,
     },
-    /// A DATA frame of `len` bytes for transfer `rid`; `pos` is the next
+    /// A DATA frame of `len` bytes for a transfer; `pos` is the next
     /// byte's offset in the message, `end` the frame's last offset + 1.
     Data {
-        rid: u64,
-        /// The frame's generation: its target is `(rid, gen)`.
-        gen: u32,
+        /// Transfer id and the frame's generation: its target's key.
+        key: (u64, u32),
         pos: u64,
         end: u64,
         len: u64,

@@ -40,8 +40,7 @@ impl Tcp {
                                     // Stale data of a transfer a recovery
                                     // cancelled: read past it.
                                     p.rstate = ReadState::Data {
-                                        rid: hdr.rdv,
-                                        gen: hdr.generation,
+                                        key: (hdr.rdv, hdr.generation),
                                         pos: 0,
                                         end: hdr.len as u64,
                                         len: hdr.len as u64,
@@ -61,8 +60,7 @@ impl Tcp {
                                 return false;
                             }
                             p.rstate = ReadState::Data {
-                                rid: hdr.rdv,
-                                gen: hdr.generation,
+                                key: (hdr.rdv, hdr.generation),
                                 pos: hdr.aux,
                                 end,
                                 len: hdr.len as u64,
@@ -116,19 +114,13 @@ impl Tcp {
                     }
                     out.push(Event::Frame { peer, hdr, payload });
                 }
-                ReadState::Data {
-                    rid,
-                    gen,
-                    pos,
-                    end,
-                    len,
-                } => {
+                ReadState::Data { key, pos, end, len } => {
                     let n = avail.min((*end - *pos) as usize);
                     if n == 0 {
                         return true;
                     }
                     // No target: stale data being dropped.
-                    let key = (*rid, *gen);
+                    let key = *key;
                     let cap = p.targets.get(&key).map_or(0, |t| t.buf.len() as u64);
                     if *pos < cap {
                         let t = &p.targets[&key];
@@ -295,14 +287,13 @@ impl Tcp {
                         buf.len() - *have,
                     )
                 }
-                ReadState::Data {
-                    rid, gen, pos, end, ..
-                } if staged_empty && {
-                    let cap = targets.get(&(*rid, *gen)).map_or(0, |t| t.buf.len() as u64);
-                    (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
-                } =>
+                ReadState::Data { key, pos, end, .. }
+                    if staged_empty && {
+                        let cap = targets.get(key).map_or(0, |t| t.buf.len() as u64);
+                        (*end).min(cap).saturating_sub(*pos) as usize >= DIRECT_READ_MIN
+                    } =>
                 {
-                    let t = &targets[&(*rid, *gen)];
+                    let t = &targets[key];
                     let k = (*end).min(t.buf.len() as u64) - *pos;
                     let dst = t.buf.sub(*pos as usize, k as usize).expect("in bounds");
                     // SAFETY: a rendezvous target is written by this
@@ -337,19 +328,10 @@ impl Tcp {
                     match (into, &mut p.rstate) {
                         (Into::Staging, _) => p.rtail += n,
                         (Into::Payload, ReadState::Payload { have, .. }) => *have += n,
-                        (
-                            Into::Data,
-                            ReadState::Data {
-                                rid,
-                                gen,
-                                pos,
-                                end,
-                                len,
-                            },
-                        ) => {
+                        (Into::Data, ReadState::Data { key, pos, end, len }) => {
                             *pos += n as u64;
                             if *pos == *end {
-                                let (key, len) = ((*rid, *gen), *len);
+                                let (key, len) = (*key, *len);
                                 p.rstate = ReadState::Header;
                                 self.frame_done(peer, key, len, out);
                             }
