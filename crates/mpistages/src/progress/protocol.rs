@@ -523,10 +523,17 @@ impl Core {
     pub(super) fn on_data_done(&mut self, rid: u64) {
         let id = ReqId::from_wire(rid);
         let Some(r) = self.req_mut(id) else { return };
+        // Only a receive waiting for its data completes here. A transfer
+        // halted for a failure still ends (its last bytes are read past,
+        // not stored), and its request, failed with `Halted`, must stay so:
+        // turned inactive it would look complete, its buffer short.
+        if !matches!(r.state, State::Active(Phase::RecvData { .. })) {
+            return;
+        }
         let State::Active(Phase::RecvData { status, staging }) =
             std::mem::replace(&mut r.state, State::Inactive)
         else {
-            return;
+            unreachable!("checked just above")
         };
         if let (Some(bytes), Op::Recv { layout, .. }) = (staging, &r.op) {
             layout.unpack(&bytes);

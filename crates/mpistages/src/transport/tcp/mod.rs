@@ -113,8 +113,9 @@ struct Target {
     buf: RawBuf,
     total: u64,
     got: u64,
-    /// Bytes of it could not be copied from the sender's memory: it never
-    /// completes (see `take_reference`).
+    /// It never completes: bytes of it could not be copied from the
+    /// sender's memory (see `take_reference`), or this rank halted while
+    /// it was under way.
     spoiled: bool,
 }
 
@@ -620,8 +621,11 @@ impl Transport for Tcp {
             } else {
                 p.wire.clear();
             }
+            // Transfers under way are read to their end (the stream goes
+            // on) but never reported done: their requests failed.
             for t in p.targets.values_mut() {
                 t.buf = RawBuf::empty();
+                t.spoiled = true;
             }
             p.refs.clear();
         }

@@ -481,3 +481,56 @@ fn old_frames_of_a_reused_transfer_id_are_dropped_after_a_rollback() {
         "a halted transfer's buffer was written"
     );
 }
+
+/// A transfer under way when this rank halts: the rest of its frames still
+/// comes (the sender wrote them before it heard of the failure) and is read
+/// past, but the transfer is never reported done: its request failed, and
+/// a completion would make it look whole with its tail never written.
+/// (Seen in a loop of tests/c/bulk.c: a survivor's MPI_Waitall returned
+/// success with the last bytes of a 16 MiB receive unwritten.)
+#[test]
+fn a_transfer_halted_midway_is_never_reported_done() {
+    let (mut t, ep) = transport(2);
+    let mut peer = join(&mut t, &ep, 1);
+    let mut out = Vec::new();
+    let n = 6_000usize;
+    let mut target = vec![0u8; n];
+    // SAFETY: (test) the buffer outlives the transport's use of it.
+    let raw = unsafe { RawBuf::new(target.as_mut_ptr(), n) };
+    t.expect_data(1, 5, raw, n as u64);
+    let mut d = Header::new(Kind::Data);
+    (d.src, d.rdv, d.len) = (1, 5, n as u32);
+    let mut frame = d.encode().to_vec();
+    frame.extend_from_slice(&[0xAB; 6000]);
+    trickle(
+        &mut t,
+        &ep,
+        &mut out,
+        &mut peer,
+        &frame[..HEADER_LEN + 2000],
+    );
+    t.halt(1);
+    trickle(
+        &mut t,
+        &ep,
+        &mut out,
+        &mut peer,
+        &frame[HEADER_LEN + 2000..],
+    );
+    // The stream goes on: a frame after it is read as usual.
+    let mut ack = Header::new(Kind::Ack);
+    (ack.seq, ack.src) = (1, 1);
+    peer.write_all(&ack.encode()).unwrap();
+    drive(&mut t, &ep, &mut out, |o| {
+        o.iter().any(|e| matches!(e, Event::Frame { .. }))
+    });
+    assert!(
+        !out.iter().any(|e| matches!(e, Event::DataDone { .. })),
+        "a halted transfer was reported done: {out:?}"
+    );
+    assert!(target[..2000].iter().all(|&b| b == 0xAB));
+    assert!(
+        target[2000..].iter().all(|&b| b == 0),
+        "written after the halt"
+    );
+}
