@@ -55,6 +55,11 @@ pub struct Broken(pub String);
 pub struct Ring {
     base: *mut u8,
     cap: usize,
+    /// Producer: the consumer's `tail` as last loaded. The room it leaves
+    /// can only have grown since, so a write that fits in it does not
+    /// load `tail` again (a cache line the consumer owns: a miss per
+    /// message in a ping-pong).
+    seen_tail: std::cell::Cell<u64>,
 }
 
 // SAFETY: a Ring is a pointer into a shared mapping that outlives it (the
@@ -70,7 +75,11 @@ impl Ring {
     pub unsafe fn new(base: *mut u8, cap: usize) -> Ring {
         assert!(cap.is_power_of_two() && cap >= 64);
         assert_eq!(base as usize % 64, 0);
-        Ring { base, cap }
+        Ring {
+            base,
+            cap,
+            seen_tail: std::cell::Cell::new(0),
+        }
     }
 
     pub fn capacity(&self) -> usize {
@@ -111,7 +120,13 @@ impl Ring {
     /// doorbell.
     pub fn write(&self, bufs: &[IoSlice]) -> Result<(usize, bool), Broken> {
         let head = self.word(HEAD).load(Ordering::Relaxed);
-        let tail = self.word(TAIL).load(Ordering::Acquire);
+        let want: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut tail = self.seen_tail.get();
+        let cached_used = head.wrapping_sub(tail);
+        if cached_used > self.cap as u64 || self.cap - (cached_used as usize) < want {
+            tail = self.word(TAIL).load(Ordering::Acquire);
+            self.seen_tail.set(tail);
+        }
         let mut room = self.cap - self.used(head, tail)?;
         let mut pos = head;
         for b in bufs {
