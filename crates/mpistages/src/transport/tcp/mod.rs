@@ -540,20 +540,21 @@ impl Transport for Tcp {
             return false;
         }
         // Shared memory costs a few loads to look at: always. Sockets cost
-        // a system call each: only a few.
+        // a system call each: only a few (else epoll, every few rounds).
         self.poll_memory(out);
-        let tcp = self
+        let socket = |c: &Option<Conn>| matches!(c, Some(Conn::Tcp(_) | Conn::Udp(_)));
+        let n_socks = self
             .live
             .iter()
-            .filter(|&&p| matches!(self.peers[p].stream, Some(Conn::Tcp(_))))
+            .filter(|&&p| socket(&self.peers[p].stream))
             .count();
-        if tcp > POLL_READS_MAX_PEERS {
+        if n_socks > POLL_READS_MAX_PEERS {
             return false;
         }
         let mut socks = [0; POLL_READS_MAX_PEERS];
         let mut n = 0;
         for &p in &self.live {
-            if matches!(self.peers[p].stream, Some(Conn::Tcp(_))) {
+            if socket(&self.peers[p].stream) {
                 socks[n] = p;
                 n += 1;
             }
