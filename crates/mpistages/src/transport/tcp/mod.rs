@@ -239,13 +239,37 @@ pub struct Tcp {
     handshakes: Vec<Option<Handshake>>,
 }
 
+/// The TCP listener, and with `udp` the UDP socket on the same port
+/// (peers open UDP connections at the address they know). The kernel picks
+/// the port (`bind` with port 0) free for TCP only: a UDP socket of
+/// another process, such as an ephemeral one of a UDP connection, may hold
+/// it. Then another port is tried.
+fn bind_listeners(bind: SocketAddr, udp: bool) -> io::Result<(TcpListener, Option<UdpSocket>)> {
+    const TRIES: usize = 32;
+    for _ in 0..TRIES {
+        let listener = TcpListener::bind(bind)?;
+        if !udp {
+            return Ok((listener, None));
+        }
+        match UdpSocket::bind(listener.local_addr()?) {
+            Ok(u) => return Ok((listener, Some(u))),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse && bind.port() == 0 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("no port free for both TCP and UDP in {TRIES} tries"),
+    ))
+}
+
 fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
 
 impl Tcp {
     pub fn new(cfg: TcpConfig, epoll: Arc<Epoll>) -> io::Result<Tcp> {
-        let listener = TcpListener::bind(cfg.bind)?;
+        let (listener, udp_listener) = bind_listeners(cfg.bind, cfg.links.udp)?;
         listener.set_nonblocking(true)?;
         epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
         // Taken by a process of this rank that is still ending (a replaced
@@ -263,9 +287,8 @@ impl Tcp {
             },
             false => None,
         };
-        let (udp_listener, udp_timer) = match cfg.links.udp {
-            true => {
-                let u = UdpSocket::bind(listener.local_addr()?)?;
+        let (udp_listener, udp_timer) = match udp_listener {
+            Some(u) => {
                 u.set_nonblocking(true)?;
                 crate::sys::set_socket_buffers(u.as_raw_fd(), 4 << 20);
                 epoll.add(u.as_raw_fd(), epoll::READABLE, TOKEN_UDP_LISTENER)?;
@@ -273,7 +296,7 @@ impl Tcp {
                 epoll.add(t.as_raw_fd(), epoll::READABLE, TOKEN_UDP_TIMER)?;
                 (Some(u), Some(t))
             }
-            false => (None, None),
+            None => (None, None),
         };
         let limits = Limits {
             max_payload: cfg.eager_limit.max(cfg.fragment_size).max(4096) as u32,

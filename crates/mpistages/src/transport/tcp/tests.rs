@@ -534,3 +534,27 @@ fn a_transfer_halted_midway_is_never_reported_done() {
         "written after the halt"
     );
 }
+
+/// The UDP socket shares the TCP listener's port. With the port left to
+/// the kernel, a UDP socket already there is no error (another port is
+/// found, as when a UDP connection's ephemeral socket took the number the
+/// kernel gave the listener: seen once in CI, "Address already in use" in
+/// MPI_Init); with a port asked for, it is one.
+#[test]
+fn the_udp_socket_takes_the_listeners_port_or_the_pair_moves() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let (l, u) = bind_listeners(any, true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    assert_eq!(u.unwrap().local_addr().unwrap().port(), port);
+    // Hold UDP sockets on many ports the kernel may hand out next.
+    let held: Vec<UdpSocket> = (0..64).filter_map(|_| UdpSocket::bind(any).ok()).collect();
+    for _ in 0..16 {
+        let (l, u) = bind_listeners(any, true).unwrap();
+        assert_eq!(u.unwrap().local_addr().unwrap(), l.local_addr().unwrap());
+    }
+    let taken = held[0].local_addr().unwrap();
+    let err = bind_listeners(taken, true).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    let (_, none) = bind_listeners(any, false).unwrap();
+    assert!(none.is_none());
+}
