@@ -148,22 +148,38 @@ fn routed_files_restore_with_the_default_levels() {
     recovers("route", None, &[KILL]);
 }
 
+/// A lost node (the failed rank's node-local copies deleted, and the
+/// partner copies it held there) in every mode: the failed rank restores
+/// from the copy its partner holds. Under cpr every process is relaunched,
+/// so the partner's copy must have outlived its process: it is on the
+/// partner's node-local storage, not only in its memory.
 #[test]
-fn lost_node_restores_from_partner() {
-    let s = Scratch::new("storage-node-partner");
-    let spec = format!("mem,tmpfs:{},partner", s.path());
-    let r = recovers("protect", Some(&spec), &[&format!("{KILL},damage=node")]);
-    assert!(
-        r.stderr.contains("node-local checkpoint file(s) of rank 2"),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr.contains("restores epoch 5 from partner"),
-        "{}",
-        r.stderr
-    );
-    assert_no_job_dirs(&s.0);
+fn lost_node_restores_from_partner_in_every_mode() {
+    for mode in ["stages", "reinit", "cpr"] {
+        let s = Scratch::new(&format!("storage-node-partner-{mode}"));
+        let spec = format!("mem,tmpfs:{},partner", s.path());
+        let kill = format!("{KILL},damage=node");
+        let r = stencil_job(mode, "protect", Some(&spec), &[&kill], &[]);
+        let what = format!("{mode}: {:?}\n{}", r.status, r.stderr);
+        assert!(r.ok(), "{what}");
+        assert!(r.stderr.contains(" done: "), "no recovery: {what}");
+        assert_eq!(checksum(&r), reference(), "{what}");
+        assert!(
+            r.stderr.contains("node-local checkpoint file(s) of rank 2"),
+            "{what}"
+        );
+        let who = if mode == "cpr" {
+            "relaunched job: rank 2"
+        } else {
+            "rank 2 (replacement)"
+        };
+        assert!(
+            r.stderr
+                .contains(&format!("{who} restores epoch 5 from partner")),
+            "{what}"
+        );
+        assert_no_job_dirs(&s.0);
+    }
 }
 
 #[test]

@@ -288,10 +288,12 @@ pub fn restore(
             copy.epoch
         );
     }
-    // A relaunched job says it once, not once per rank.
-    if replacement && (m.mode != RecoveryMode::Cpr || m.rank == 0) {
+    // A relaunched job says it once, not once per rank, and for each rank
+    // whose own copies were lost (it restores from its partner).
+    let from_partner = copy.level == "partner";
+    if replacement && (m.mode != RecoveryMode::Cpr || m.rank == 0 || from_partner) {
         let who = if m.mode == RecoveryMode::Cpr {
-            "relaunched job: rank 0".to_string()
+            format!("relaunched job: rank {}", m.rank)
         } else {
             format!("rank {} (replacement)", m.rank)
         };

@@ -169,6 +169,48 @@ impl DirLevel {
         Ok(())
     }
 
+    /// Where `holder` keeps, on this level, the copy of `epoch` it holds
+    /// for the rank it is partner of (as received: the bytes of that
+    /// rank's checkpoint file, which say whose they are).
+    pub fn held_path(&self, epoch: u64, holder: u32) -> PathBuf {
+        self.epoch_dir(epoch).join(format!("held-by-{holder}.ckpt"))
+    }
+
+    /// Writes a held copy (under a temporary name first: a copy under the
+    /// final name is whole).
+    pub fn write_held(&self, epoch: u64, holder: u32, bytes: &[u8]) -> io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(self.epoch_dir(epoch))?;
+        let path = self.held_path(epoch, holder);
+        let tmp = path.with_extension("part");
+        std::fs::write(&tmp, bytes)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })
+    }
+
+    /// The held copy of `epoch`, if this level has it.
+    pub fn read_held(&self, epoch: u64, holder: u32) -> Option<Vec<u8>> {
+        std::fs::read(self.held_path(epoch, holder)).ok()
+    }
+
+    /// Removes `holder`'s held copies of epochs before `first_kept` (and
+    /// the epoch directories they leave empty); how many.
+    pub fn remove_held_before(&self, holder: u32, first_kept: u64) -> usize {
+        let mut n = 0;
+        for e in self.epochs().unwrap_or_default() {
+            if e < first_kept && std::fs::remove_file(self.held_path(e, holder)).is_ok() {
+                n += 1;
+                let _ = std::fs::remove_dir(self.epoch_dir(e));
+            }
+        }
+        n
+    }
+
     /// Epochs present here that `committed` makes old (older than the
     /// newest `keep` committed ones), ascending.
     fn old_epochs(&self, committed: u64) -> io::Result<Vec<u64>> {

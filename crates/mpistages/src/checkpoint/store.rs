@@ -30,13 +30,17 @@ impl MemLevel {
 /// The partner level as seen from one process (as in SCR's partner
 /// scheme, each process keeps its own copy and one of another rank): the
 /// copy of this rank that live ranks roll back from, and the encoded
-/// checkpoints it holds *for* another rank. This rank's copy at its partner
-/// lives in another process; the MPI layer moves copies over the transport
+/// checkpoints it holds *for* another rank — in memory, and in the first
+/// node-local directory level when there is one, where they outlive this
+/// process (a relaunch of the whole job under cpr, a second failure that
+/// takes this process). This rank's copy at its partner lives in another
+/// process; the MPI layer moves copies over the transport
 /// (`api::recovery`).
 #[derive(Default)]
 pub struct PartnerLevel {
     own: MemLevel,
     held: BTreeMap<u64, Arc<Vec<u8>>>,
+    files: Option<DirLevel>,
 }
 
 /// One configured level and the copies it holds.
@@ -144,7 +148,13 @@ impl Store {
                 ),
                 Level::Partner => (
                     "partner".to_string(),
-                    Backend::Partner(PartnerLevel::default()),
+                    Backend::Partner(PartnerLevel {
+                        files: cfg.levels.iter().find_map(|l| match l {
+                            Level::Tmpfs(d) => Some(DirLevel::new(d, false, cfg.keep)),
+                            _ => None,
+                        }),
+                        ..PartnerLevel::default()
+                    }),
                 ),
             });
         }
@@ -190,20 +200,39 @@ impl Store {
         format::encode(&self.who(epoch, generation), sections, self.compression)
     }
 
-    /// Keeps a copy of `epoch` for the rank this one is partner of.
-    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) {
+    /// Keeps a copy of `epoch` for the rank this one is partner of, in
+    /// memory and on node-local storage. A copy that could not be written
+    /// there comes back as a warning (the one in memory still serves).
+    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) -> Option<String> {
+        let rank = self.rank;
         for (_, l) in &mut self.levels {
             if let Backend::Partner(p) = l {
+                let written = p.files.as_ref().map(|d| {
+                    d.write_held(epoch, rank, &bytes).map_err(|e| {
+                        format!(
+                            "partner copy of epoch {epoch} on {}: {e}",
+                            d.held_path(epoch, rank).display()
+                        )
+                    })
+                });
                 p.held.insert(epoch, Arc::new(bytes));
-                return;
+                return written.and_then(Result::err);
             }
         }
+        None
     }
 
-    /// The copy of `epoch` held for the partner's client, if any.
+    /// The copy of `epoch` held for the partner's client, if any: in
+    /// memory, or on node-local storage (written by an earlier process of
+    /// this rank, before a relaunch).
     pub fn held(&self, epoch: u64) -> Option<Arc<Vec<u8>>> {
         self.levels.iter().find_map(|(_, l)| match l {
-            Backend::Partner(p) => p.held.get(&epoch).cloned(),
+            Backend::Partner(p) => p.held.get(&epoch).cloned().or_else(|| {
+                p.files
+                    .as_ref()
+                    .and_then(|d| d.read_held(epoch, self.rank))
+                    .map(Arc::new)
+            }),
             _ => None,
         })
     }
@@ -247,7 +276,7 @@ impl Store {
     }
 
     /// Fault injection (a lost node): deletes this rank's copies on
-    /// node-local directory levels.
+    /// node-local directory levels, and the partner copies it holds there.
     pub fn lose_node_local(&self) -> std::io::Result<String> {
         let mut n = 0;
         for (_, l) in &self.levels {
@@ -258,6 +287,9 @@ impl Store {
                         n += 1;
                     }
                 }
+            }
+            if let Backend::Partner(PartnerLevel { files: Some(d), .. }) = l {
+                n += d.remove_held_before(self.rank, u64::MAX);
             }
         }
         Ok(format!(
@@ -447,7 +479,10 @@ impl Store {
                 Backend::Mem(m) => dropped.extend(m.drop_before((epoch + 1).saturating_sub(keep))),
                 Backend::Partner(p) => {
                     dropped.extend(p.own.drop_before((epoch + 1).saturating_sub(keep)));
-                    p.held.retain(|&e, _| e + keep > epoch)
+                    p.held.retain(|&e, _| e + keep > epoch);
+                    if let Some(d) = &p.files {
+                        d.remove_held_before(rank, (epoch + 1).saturating_sub(keep));
+                    }
                 }
                 // Removing files costs time (freeing a tmpfs file's pages,
                 // or worse): the level's thread does it, not the application;

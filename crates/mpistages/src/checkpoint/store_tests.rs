@@ -206,3 +206,32 @@ fn failures_of_the_first_level_are_errors_others_warnings() {
     assert_eq!(pfs.errors.len(), 1, "{flushed:?}");
     assert_eq!(pfs.flushed, None);
 }
+
+/// A partner copy is held in memory and in the node-local directory: a
+/// new process of the holder (a relaunch) finds it there; commits remove
+/// the epochs no longer kept; a lost node takes the copies held on it.
+#[test]
+fn held_partner_copies_outlive_the_holders_process() {
+    let s = Scratch::new("store-held");
+    let spec = format!("mem,tmpfs:{},partner,keep=2", s.0.display());
+    let cfg = config::parse(&spec).unwrap();
+    // Rank 1 holds rank 0's copies.
+    let (client, mut holder) = (Store::new(&cfg, 5, 0, 4), Store::new(&cfg, 5, 1, 4));
+    for e in 1..=3 {
+        holder.write(e, 0, &state(e)).unwrap();
+        assert_eq!(holder.hold(e, client.encode(e, 0, &state(e))), None);
+        holder.commit(e, None);
+    }
+    let dir = DirLevel::new(s.0.clone(), false, 2);
+    assert!(!dir.held_path(1, 1).exists(), "epoch 1 is no longer kept");
+    assert!(dir.held_path(2, 1).exists() && dir.held_path(3, 1).exists());
+    // A relaunched holder has nothing in memory and reads the file.
+    let relaunched = Store::new(&cfg, 5, 1, 4);
+    let bytes = relaunched.held(3).expect("found on node-local storage");
+    assert_eq!(*client.from_partner(3, &bytes).unwrap(), *state(3));
+    assert!(relaunched.held(1).is_none());
+    // Rank 2's held copies are not rank 1's.
+    assert!(Store::new(&cfg, 5, 2, 4).held(3).is_none());
+    relaunched.lose_node_local().unwrap();
+    assert!(relaunched.held(3).is_none() && !dir.held_path(2, 1).exists());
+}

@@ -249,7 +249,9 @@ impl Stages {
 
     /// Keeps the copy of `epoch` received from the rank this one is partner of.
     pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) {
-        self.store.hold(epoch, bytes)
+        if let Some(w) = self.store.hold(epoch, bytes) {
+            log::warn!("mpistages: warning: {w}");
+        }
     }
 
     /// The held copy of the newest epoch at most `epoch`, with its epoch.
