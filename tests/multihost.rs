@@ -348,6 +348,34 @@ fn partner_copies_outlive_their_host() {
     assert_eq!(checksum(&clean), checksum(&hurt), "{}", hurt.stderr);
 }
 
+/// Partner copies held on node-local storage: every host has its own
+/// /dev/shm, and host 1 (ranks 2 and 3) is lost. In every mode, cpr
+/// included — where every process is relaunched and the copies the
+/// partners held in memory are gone — ranks 2 and 3 restore from the
+/// copies their partners on host 0 wrote to host 0's /dev/shm.
+#[test]
+fn partner_copies_on_node_local_storage_outlive_a_relaunch() {
+    let h = hosts_or_skip!(3, "partner_copies_on_node_local_storage_outlive_a_relaunch");
+    let ckpt = "mem,tmpfs:/dev/shm/mpistages,partner";
+    for mode in ["stages", "reinit", "cpr"] {
+        let (clean, hurt) = lose_host_1_of_2_in(&h, &own_shm_launcher(), ckpt, mode);
+        assert!(hurt.ok(), "{mode}: {}\n{}", hurt.stdout, hurt.stderr);
+        assert_eq!(checksum(&clean), checksum(&hurt), "{mode}: {}", hurt.stderr);
+        for r in [2, 3] {
+            assert!(
+                hurt.stderr
+                    .lines()
+                    .any(|l| l.contains(&format!("rank {r} "))
+                        && l.contains("restores epoch")
+                        && l.contains("from partner")),
+                "{mode}, rank {r}: {}",
+                hurt.stderr
+            );
+        }
+        show_recovery(mode, &hurt);
+    }
+}
+
 /// The launcher that gives each host its own /dev/shm.
 fn own_shm_launcher() -> String {
     format!("{}/tests/netns-host", env!("CARGO_MANIFEST_DIR"))
@@ -357,13 +385,18 @@ fn own_shm_launcher() -> String {
 /// `ckpt`, agents started by `launcher`: failure-free, then with host 1
 /// killed mid-run.
 fn lose_host_1_of_2(h: &Hosts, launcher: &str, ckpt: &str) -> (Run, Run) {
+    lose_host_1_of_2_in(h, launcher, ckpt, "stages")
+}
+
+/// `lose_host_1_of_2` in recovery mode `mode`.
+fn lose_host_1_of_2_in(h: &Hosts, launcher: &str, ckpt: &str, mode: &str) -> (Run, Run) {
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     let spare = format!("{}:2", h.names[2]);
     let more = [
         "--spare-hosts",
         &spare,
         "--recovery",
-        "stages",
+        mode,
         "--ckpt",
         ckpt,
         "-n",
