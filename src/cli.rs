@@ -87,6 +87,12 @@ options for the whole job (before the first program):
                        mem,tmpfs:/dev/shm/mpistages,partner,pfs:DIR@every=4,
                        keep=2,zstd:3 (default: mem,tmpfs:/dev/shm/mpistages,
                        keep=2, no compression)
+  --restart DIR        start the job from the newest checkpoint epoch that
+                       every rank has in DIR, a pfs level's directory of an
+                       earlier run of it that ended (a crash of the whole
+                       job); DIR must be a pfs level of --ckpt, and the job
+                       needs a recovery mode (its program restores where
+                       MPIX_Get_fault_epoch says, as after a cpr relaunch)
   --inject SPEC        kill a rank with SIGKILL at a reproducible point
                        (repeatable; all times count from the job's start):
                          rank=R,after=SECS        SECS seconds into the job
@@ -167,6 +173,8 @@ pub struct Options {
     pub spares: usize,
     pub inject: Vec<Inject>,
     pub ckpt: Option<String>,
+    /// `--restart DIR`: the pfs directory of an ended run to start from.
+    pub restart: Option<std::path::PathBuf>,
     /// `--host`/`--hostfile`: the hosts and their slots (None: this host,
     /// as many ranks as asked).
     pub hosts: Option<Vec<Host>>,
@@ -304,6 +312,7 @@ struct Global {
     spares: Option<usize>,
     inject: Vec<Inject>,
     ckpt: Option<String>,
+    restart: Option<std::path::PathBuf>,
     hosts: Option<Vec<Host>>,
     spare_hosts: Vec<Host>,
     policy: Policy,
@@ -389,6 +398,7 @@ impl Global {
                 mpistages::checkpoint::config::parse(&v).map_err(|e| format!("--ckpt: {e}"))?;
                 self.ckpt = Some(v);
             }
+            "--restart" => self.restart = Some(v.into()),
             "-H" | "--host" | "-host" | "--hosts" | "-hosts" => {
                 let more = hosts::parse_host_list(&v)?;
                 self.hosts.get_or_insert_with(Vec::new).extend(more);
@@ -484,6 +494,14 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
         ));
     }
     let recovery = g.recovery.unwrap_or(RecoveryMode::None);
+    if g.restart.is_some() && recovery == RecoveryMode::None {
+        return Err(
+            "--restart needs a recovery mode (--recovery cpr, stages or reinit): the \
+             restarted program restores its data where MPIX_Get_fault_epoch says, as after a \
+             relaunch"
+                .into(),
+        );
+    }
     let spares = match g.spares {
         Some(n) if n > 0 && !recovery.replaces_rank() => {
             return Err(format!(
@@ -563,6 +581,7 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
         spares,
         inject: g.inject,
         ckpt: g.ckpt,
+        restart: g.restart,
         hosts: g.hosts,
         spare_hosts,
         policy: g.policy,

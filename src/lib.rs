@@ -19,6 +19,7 @@ pub mod controller;
 pub mod hosts;
 pub mod leftovers;
 pub mod remote_agent;
+pub mod restart;
 pub mod slurm;
 pub mod spares;
 pub mod wrapper;

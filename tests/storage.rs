@@ -477,3 +477,105 @@ fn a_second_failure_before_the_first_checkpoint_recovers() {
     );
     assert_eq!(checksum(&r), reference());
 }
+
+/// A job that ended on a failure (no recovery mode: the whole job is
+/// lost, as in a crash) starts again with `mpiexec --restart DIR` from the
+/// newest epoch every rank has on its pfs level, in each recovery mode,
+/// and finishes with the failure-free result. Misuse is refused with a
+/// message: no recovery mode, DIR not a pfs level of the job, nothing in
+/// DIR, checkpoints of another number of ranks.
+#[test]
+fn a_crashed_job_restarts_from_its_pfs_checkpoints() {
+    for mode in ["cpr", "stages", "reinit"] {
+        let s = Scratch::new(&format!("storage-restart-{mode}"));
+        let pfs = format!("{}/pfs", s.path());
+        let spec = format!("mem,tmpfs:{0}/local,pfs:{pfs}", s.path());
+        let crash = stencil_job("none", "protect", Some(&spec), &[KILL], &[]);
+        assert!(!crash.ok(), "{mode}: the job must end on the kill");
+        let exe = build_example("stencil2d.c");
+        let mut a = vec!["-n", "4", "--recovery", mode, "--restart", &pfs];
+        a.extend(["--ckpt", &spec, exe.to_str().unwrap()]);
+        a.extend(GRID);
+        a.push("protect");
+        let r = mpiexec(&a, &[], LIMIT);
+        let what = format!("{mode}: {:?}\n{}", r.status, r.stderr);
+        assert!(r.ok(), "{what}");
+        // Epoch 5 is committed when rank 2 dies; the flushes to pfs run in
+        // the background and may be an epoch or two behind on some rank:
+        // then the restart takes the newest epoch every rank has there.
+        let from: u64 = r
+            .stderr
+            .split("restarting from epoch ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{what}"));
+        assert!((1..=5).contains(&from), "{what}");
+        assert!(
+            r.stderr
+                .contains(&format!("restart done: every rank restored epoch {from}")),
+            "{what}"
+        );
+        assert_eq!(checksum(&r), reference(), "{what}");
+        assert_no_job_dirs(&s.0.join("local"));
+        if mode != "cpr" {
+            continue;
+        }
+        // Misuse: each a clear message and no job.
+        let exe = exe.to_str().unwrap();
+        let refused = |args: &[&str], says: &str| {
+            let r = mpiexec(args, &[], LIMIT);
+            assert!(!r.ok() && r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        };
+        refused(
+            &["-n", "4", "--restart", &pfs, "--ckpt", &spec, exe],
+            "--restart needs a recovery mode",
+        );
+        let other = format!("mem,pfs:{}/elsewhere", s.path());
+        refused(
+            &[
+                "-n",
+                "4",
+                "--recovery",
+                "cpr",
+                "--restart",
+                &pfs,
+                "--ckpt",
+                &other,
+                exe,
+            ],
+            "must include pfs:",
+        );
+        let empty = format!("{}/empty", s.path());
+        let spec_empty = format!("mem,pfs:{empty}");
+        std::fs::create_dir_all(&empty).unwrap();
+        refused(
+            &[
+                "-n",
+                "4",
+                "--recovery",
+                "cpr",
+                "--restart",
+                &empty,
+                "--ckpt",
+                &spec_empty,
+                exe,
+            ],
+            "no checkpoint epoch there",
+        );
+        refused(
+            &[
+                "-n",
+                "2",
+                "--recovery",
+                "cpr",
+                "--restart",
+                &pfs,
+                "--ckpt",
+                &spec,
+                exe,
+            ],
+            "start it with -n 4",
+        );
+    }
+}

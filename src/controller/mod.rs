@@ -131,6 +131,9 @@ struct Job {
     spares: Spares,
     /// Hosts other than this machine, when the job has any.
     remote: Option<remote::Remotes>,
+    /// `--restart`: where the job starts from (its ranks read those files
+    /// under the identity of the job that wrote them).
+    restart: Option<crate::restart::Found>,
 }
 
 pub fn main() -> ! {
@@ -192,14 +195,27 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         .clone()
         .or_else(|| std::env::var(mpistages_control::env::CKPT).ok())
         .unwrap_or_default();
+    let restart = match &opts.restart {
+        Some(dir) => match crate::restart::prepare(dir, &spec, opts.ranks) {
+            Ok(found) => Some(found),
+            Err(e) => {
+                eprintln!("mpiexec: {e}");
+                return Ok(1);
+            }
+        },
+        None => None,
+    };
     let files = JobFiles::new(&spec, &launch.job_id);
     files.sweep_dead_jobs();
     files.claim();
-    let rec = recoveries::Recoveries::new(
+    let mut rec = recoveries::Recoveries::new(
         opts.ranks,
         !opts.recovery.replaces_rank(),
         opts.max_restarts,
     );
+    if let Some(found) = &restart {
+        rec.restart_from(found.epoch, Instant::now());
+    }
     let mut job = Job {
         key: launch.key.clone(),
         ranks: (0..opts.ranks).map(|_| RankState::default()).collect(),
@@ -219,6 +235,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         rec,
         spares: Spares::default(),
         remote,
+        restart,
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
@@ -360,6 +377,12 @@ impl Job {
             .or_else(|| std::env::var(mpistages_control::env::CKPT).ok());
         if let Some(c) = ckpt {
             env.push((mpistages_control::env::CKPT, c));
+        }
+        if let Some(f) = &self.restart {
+            env.push((
+                mpistages_control::env::RESTART_FROM,
+                format!("{}:{}", f.job, f.epoch),
+            ));
         }
         env
     }

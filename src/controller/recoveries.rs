@@ -122,6 +122,31 @@ impl Recoveries {
         }
     }
 
+    /// `mpiexec --restart`: the job starts as a relaunched one, every rank
+    /// restoring `epoch` (recovery number 0, reported as the restart).
+    pub fn restart_from(&mut self, epoch: u64, now: Instant) {
+        // As a relaunch: generation 1, so that every rank waits for the
+        // resume (at generation 0 a rank counts as resumed from the start).
+        self.generation = 1;
+        self.committed = epoch;
+        for p in &mut self.progress {
+            p.epoch = epoch;
+        }
+        self.recovering = Some(Recovering {
+            number: 0,
+            failed: (0..self.said.len()).collect(),
+            epoch,
+            start: now,
+            detected: now,
+            propagated: Some(now),
+            // Started with the job (not a relaunch waiting for the old
+            // processes to be gone).
+            spawned: Some(now),
+            restored: None,
+            resumed: None,
+        });
+    }
+
     pub fn generation(&self) -> u32 {
         self.generation
     }

@@ -204,6 +204,14 @@ impl Job {
             - Instant::now()
                 .saturating_duration_since(rec.start)
                 .as_secs_f64();
+        if rec.number == 0 {
+            eprintln!(
+                "mpiexec: restart done: every rank restored epoch {epoch}, generation {generation}; \
+                 {} ms after the start",
+                ms(rec.resumed)
+            );
+            return;
+        }
         let what = if self.opts.recovery.replaces_rank() {
             format!("ranks {:?} replaced", rec.failed)
         } else {

@@ -32,6 +32,10 @@ pub mod env {
     pub const RESTART_EPOCH: &str = "MPISTAGES_RESTART_EPOCH";
     /// The checkpoint configuration (see `checkpoint::config`).
     pub const CKPT: &str = "MPISTAGES_CKPT";
+    /// `JOB:EPOCH`: this job restarts a job that ended (`mpiexec
+    /// --restart`); its checkpoints up to EPOCH on durable levels carry
+    /// that job's id.
+    pub const RESTART_FROM: &str = "MPISTAGES_RESTART_FROM";
     /// Set in a spare process: it waits in `MPI_Init` until mpiexec makes
     /// it the replacement of a failed rank (and tells it the rank, the
     /// generation, the epoch and the injections that the variables above

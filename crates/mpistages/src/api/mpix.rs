@@ -163,6 +163,13 @@ pub(super) fn rejoin_and_restore(
         };
         let r = stages::rejoin(&m.engine, client, &mut newest)
             .map_err(|_| MpiError::new(err::OTHER, "mpiexec is gone; the job is over"))?;
+        log::debug!(
+            "mpistages: rank {}: rejoined at epoch {} (agreed {:?}), holding {:?}",
+            m.rank,
+            r.epoch,
+            r.agreed,
+            held.as_ref().map(|h| h.epoch)
+        );
         let copy = match (&held, r.agreed) {
             (Some(h), Some(e)) if h.epoch == e => Some(h.clone()),
             _ => None,

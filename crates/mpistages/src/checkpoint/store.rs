@@ -64,6 +64,9 @@ pub struct Store {
     size: u32,
     keep: usize,
     compression: Compression,
+    /// `mpiexec --restart`: (job, epoch) — this job's epochs up to `epoch`
+    /// on durable levels were written by that earlier job, under its id.
+    restart: Option<(u64, u64)>,
     /// The in-memory copy of an epoch the memory levels dropped, kept to
     /// be overwritten by the next checkpoint: memory that was just freed
     /// and allocated again costs a page fault per page at every checkpoint.
@@ -165,8 +168,26 @@ impl Store {
             size,
             keep: cfg.keep.max(1),
             compression: cfg.compression,
+            restart: None,
             spare: None,
         }
+    }
+
+    /// This job restarts `job`, whose files hold its epochs up to `epoch`.
+    pub fn set_restart(&mut self, job: u64, epoch: u64) {
+        self.restart = Some((job, epoch));
+    }
+
+    /// Whose file of `epoch` a durable level holds: this job's, or for an
+    /// epoch from before a restart, the restarted job's.
+    fn who_on_durable(&self, epoch: u64) -> Identity {
+        let mut who = self.who(epoch, 0);
+        if let Some((job, upto)) = self.restart {
+            if epoch <= upto {
+                who.job = job;
+            }
+        }
+        who
     }
 
     fn who(&self, epoch: u64, generation: u32) -> Identity {
@@ -517,10 +538,14 @@ impl Store {
                     .get(&epoch)
                     .cloned()
                     .ok_or_else(|| "no copy".to_string()),
-                Backend::Dir(f) | Backend::Durable { flusher: f, .. } => (f.level())
+                Backend::Dir(f) => (f.level())
                     .read(&self.who(epoch, 0))
                     .map(|c| Arc::new(c.sections))
-                    .map_err(|e| e.to_string()),
+                    .map_err(why_not),
+                Backend::Durable { flusher: f, .. } => (f.level())
+                    .read(&self.who_on_durable(epoch))
+                    .map(|c| Arc::new(c.sections))
+                    .map_err(why_not),
             };
             match got {
                 Ok(sections) => {
@@ -535,6 +560,16 @@ impl Store {
             }
         }
         None
+    }
+}
+
+/// Why a level's file did not serve: "no copy" when there is none (not
+/// worth a warning: a new job, or a node that was lost, has none), else
+/// what is wrong with it.
+fn why_not(e: CkptError) -> String {
+    match e {
+        CkptError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => "no copy".into(),
+        e => e.to_string(),
     }
 }
 

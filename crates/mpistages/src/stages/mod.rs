@@ -103,7 +103,19 @@ impl Stages {
             }
         }
         let job = job_id.parse::<u64>().unwrap_or(0);
-        let store = Store::new(&cfg, job, rank as u32, size as u32);
+        let mut store = Store::new(&cfg, job, rank as u32, size as u32);
+        if let Ok(v) = std::env::var(crate::control::env::RESTART_FROM) {
+            let (old, epoch) = v
+                .split_once(':')
+                .and_then(|(j, e)| Some((j.parse().ok()?, e.parse().ok()?)))
+                .ok_or_else(|| {
+                    StagesError::Config(format!(
+                        "{}='{v}' is not JOB:EPOCH",
+                        crate::control::env::RESTART_FROM
+                    ))
+                })?;
+            store.set_restart(old, epoch);
+        }
         let partner = store.has_partner() && size > 1;
         if store.has_partner() && size == 1 && rank == 0 {
             log::warn!(
