@@ -531,51 +531,26 @@ fn a_crashed_job_restarts_from_its_pfs_checkpoints() {
             &["-n", "4", "--restart", &pfs, "--ckpt", &spec, exe],
             "--restart needs a recovery mode",
         );
-        let other = format!("mem,pfs:{}/elsewhere", s.path());
-        refused(
-            &[
-                "-n",
-                "4",
-                "--recovery",
-                "cpr",
-                "--restart",
-                &pfs,
-                "--ckpt",
-                &other,
-                exe,
-            ],
-            "must include pfs:",
-        );
         let empty = format!("{}/empty", s.path());
-        let spec_empty = format!("mem,pfs:{empty}");
         std::fs::create_dir_all(&empty).unwrap();
-        refused(
-            &[
-                "-n",
+        let cases = [
+            (
                 "4",
-                "--recovery",
-                "cpr",
-                "--restart",
-                &empty,
-                "--ckpt",
-                &spec_empty,
-                exe,
-            ],
-            "no checkpoint epoch there",
-        );
-        refused(
-            &[
-                "-n",
-                "2",
-                "--recovery",
-                "cpr",
-                "--restart",
                 &pfs,
-                "--ckpt",
-                &spec,
-                exe,
-            ],
-            "start it with -n 4",
-        );
+                format!("mem,pfs:{}/elsewhere", s.path()),
+                "must include pfs:",
+            ),
+            (
+                "4",
+                &empty,
+                format!("mem,pfs:{empty}"),
+                "no checkpoint epoch there",
+            ),
+            ("2", &pfs, spec.clone(), "start it with -n 4"),
+        ];
+        for (n, dir, ckpt, says) in &cases {
+            let restart = ["-n", n, "--recovery", "cpr", "--restart", dir];
+            refused(&[&restart[..], &["--ckpt", ckpt, exe]].concat(), says);
+        }
     }
 }
