@@ -178,9 +178,10 @@ impl Store {
         self.restart = Some((job, epoch));
     }
 
-    /// Whose file of `epoch` a durable level holds: this job's, or for an
-    /// epoch from before a restart, the restarted job's.
-    fn who_on_durable(&self, epoch: u64) -> Identity {
+    /// Whose file of `epoch` a directory level holds: this job's, or for
+    /// an epoch from before a restart, the restarted job's (only a durable
+    /// level has those: node-local ones are this job's own).
+    fn who_of_file(&self, epoch: u64) -> Identity {
         let mut who = self.who(epoch, 0);
         if let Some((job, upto)) = self.restart {
             if epoch <= upto {
@@ -538,12 +539,8 @@ impl Store {
                     .get(&epoch)
                     .cloned()
                     .ok_or_else(|| "no copy".to_string()),
-                Backend::Dir(f) => (f.level())
-                    .read(&self.who(epoch, 0))
-                    .map(|c| Arc::new(c.sections))
-                    .map_err(why_not),
-                Backend::Durable { flusher: f, .. } => (f.level())
-                    .read(&self.who_on_durable(epoch))
+                Backend::Dir(f) | Backend::Durable { flusher: f, .. } => (f.level())
+                    .read(&self.who_of_file(epoch))
                     .map(|c| Arc::new(c.sections))
                     .map_err(why_not),
             };

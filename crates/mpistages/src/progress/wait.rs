@@ -6,12 +6,12 @@
 //! while user threads poll.
 
 use super::engine::{Engine, EPOLL_EVERY, HANDOFF_DELAY, STANDBY_MS, TOKEN_WAKE};
-
-/// Spin rounds between two looks at the clock.
-const CLOCK_EVERY: u32 = 8;
 use super::state::Core;
 use parking_lot::MutexGuard;
 use std::time::{Duration, Instant};
+
+/// Spin rounds between two looks at the clock.
+const CLOCK_EVERY: u32 = 8;
 
 impl Engine {
     /// The progress thread drives communication unless user threads are

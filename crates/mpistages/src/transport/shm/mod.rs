@@ -38,11 +38,8 @@ const RING_BUDGET: usize = 8 << 20;
 /// single copy and need no large ring.
 pub fn default_ring(local: usize) -> usize {
     let per_ring = RING_BUDGET / (2 * local.saturating_sub(1).max(1));
-    let pow2 = if per_ring.is_power_of_two() {
-        per_ring
-    } else {
-        per_ring.next_power_of_two() / 2
-    };
+    // The largest power of two within it.
+    let pow2 = per_ring.checked_ilog2().map_or(0, |b| 1 << b);
     pow2.clamp(SMALL_RING, DEFAULT_RING)
 }
 const MIN_RING: usize = 4 << 10;

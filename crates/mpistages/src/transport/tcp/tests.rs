@@ -420,6 +420,18 @@ fn a_halt_leaves_no_gap_in_the_sequence() {
     assert_eq!((got.kind, got.seq), (Kind::Ack, 1));
 }
 
+/// Registers `buf` as where rank 1's transfer `rid` lands (all of it).
+fn expect_into(t: &mut Tcp, rid: u64, buf: &mut [u8]) {
+    // SAFETY: (test) every such buffer outlives the transport's use of it.
+    let raw = unsafe { RawBuf::new(buf.as_mut_ptr(), buf.len()) };
+    t.expect_data(1, rid, raw, buf.len() as u64);
+}
+
+/// `buf` holds `byte` before `upto` and nothing (zeros) from there on.
+fn written_up_to(buf: &[u8], upto: usize, byte: u8) -> bool {
+    buf[..upto].iter().all(|&b| b == byte) && buf[upto..].iter().all(|&b| b == 0)
+}
+
 /// A DATA frame of generation 0 is half read when the job rolls back; in
 /// generation 1 a new transfer gets the same id (the request slab starts
 /// again). The rest of the old frame, and a whole old frame after it, must
@@ -433,9 +445,7 @@ fn old_frames_of_a_reused_transfer_id_are_dropped_after_a_rollback() {
     let mut out = Vec::new();
     let n = 8_000usize;
     let mut old_target = vec![0u8; n];
-    // SAFETY: (test) the buffer outlives the transport's use of it.
-    let raw = unsafe { RawBuf::new(old_target.as_mut_ptr(), n) };
-    t.expect_data(1, 5, raw, n as u64);
+    expect_into(&mut t, 5, &mut old_target);
     let data_frame = |seq: u64, generation: u32, off: usize, bytes: &[u8]| {
         let mut d = Header::new(Kind::Data);
         (d.seq, d.src, d.rdv, d.generation) = (seq, 1, 5, generation);
@@ -452,9 +462,7 @@ fn old_frames_of_a_reused_transfer_id_are_dropped_after_a_rollback() {
     t.halt(1);
     t.cleanup(1);
     let mut target = vec![0u8; n];
-    // SAFETY: (test) as above.
-    let raw = unsafe { RawBuf::new(target.as_mut_ptr(), n) };
-    t.expect_data(1, 5, raw, n as u64);
+    expect_into(&mut t, 5, &mut target);
     // The rest of the old frame, a whole old one, then the new data.
     trickle(&mut t, &ep, &mut out, &mut peer, &old[HEADER_LEN + 3000..]);
     let old2 = data_frame(1, 0, 6000, &[0xEE; 2000]);
@@ -475,9 +483,8 @@ fn old_frames_of_a_reused_transfer_id_are_dropped_after_a_rollback() {
     });
     assert_eq!(target, new_data);
     // What came before the halt was written; nothing after it.
-    assert!(old_target[..3000].iter().all(|&b| b == 0xEE));
     assert!(
-        old_target[3000..].iter().all(|&b| b == 0),
+        written_up_to(&old_target, 3000, 0xEE),
         "a halted transfer's buffer was written"
     );
 }
@@ -495,9 +502,7 @@ fn a_transfer_halted_midway_is_never_reported_done() {
     let mut out = Vec::new();
     let n = 6_000usize;
     let mut target = vec![0u8; n];
-    // SAFETY: (test) the buffer outlives the transport's use of it.
-    let raw = unsafe { RawBuf::new(target.as_mut_ptr(), n) };
-    t.expect_data(1, 5, raw, n as u64);
+    expect_into(&mut t, 5, &mut target);
     let mut d = Header::new(Kind::Data);
     (d.src, d.rdv, d.len) = (1, 5, n as u32);
     let mut frame = d.encode().to_vec();
@@ -528,11 +533,7 @@ fn a_transfer_halted_midway_is_never_reported_done() {
         !out.iter().any(|e| matches!(e, Event::DataDone { .. })),
         "a halted transfer was reported done: {out:?}"
     );
-    assert!(target[..2000].iter().all(|&b| b == 0xAB));
-    assert!(
-        target[2000..].iter().all(|&b| b == 0),
-        "written after the halt"
-    );
+    assert!(written_up_to(&target, 2000, 0xAB), "written after the halt");
 }
 
 /// The UDP socket shares the TCP listener's port. With the port left to
