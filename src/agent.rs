@@ -26,6 +26,8 @@ pub struct Launch {
     /// `env::PARTNER_SHIFT`, fixed at the start (replacements moved to
     /// another host keep the job's partner pairs).
     pub partner_shift: usize,
+    /// `env::RANK_HOSTS`, fixed at the start like `partner_shift`.
+    pub rank_hosts_at_start: String,
     pub size: usize,
     pub control: String,
     pub key: String,
@@ -236,6 +238,7 @@ impl Launch {
             (env::KEY.into(), self.key.clone()),
             (env::JOB_ID.into(), self.job_id.clone()),
             (env::PARTNER_SHIFT.into(), self.partner_shift.to_string()),
+            (env::RANK_HOSTS.into(), self.rank_hosts_at_start.clone()),
         ];
         env.extend(self.env.iter().chain(&app.env).cloned());
         let mut cpu = None;

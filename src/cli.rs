@@ -104,8 +104,10 @@ options for the whole job (before the first program):
                          rank=R,writing=E         while rank R writes epoch E
                        With checkpoint=, writing= or call=, add
                        damage=node (the rank's node-local copies are
-                       deleted: a lost node) or damage=corrupt (bytes of
-                       its newest node-local copy are flipped).
+                       deleted: a lost node), damage=corrupt (bytes of
+                       its newest node-local copy are flipped) or
+                       damage=parity (bytes of the newest partner copy or
+                       parity it holds for other ranks are flipped).
                        Each spec fires once (not again in the replacement).
                        A spec that never fires is reported at the end.
   -h, --help           this text

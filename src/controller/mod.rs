@@ -184,6 +184,10 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         cpus: process::allowed_cpus(),
         rank_host: opts.placement.clone(),
         partner_shift: crate::hosts::partner_shift(&opts.placement),
+        rank_hosts_at_start: (opts.placement.iter())
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         size: opts.ranks,
         control: sock.to_string_lossy().into_owned(),
         key: hex(&k),

@@ -14,6 +14,8 @@
 //! also harms the rank's node-local checkpoint copies as it dies:
 //! - `damage=node`: they are deleted (the loss of the rank's node);
 //! - `damage=corrupt`: bytes of its newest copy are flipped.
+//! - `damage=parity`: bytes of the newest copy or parity it holds for
+//!   other ranks (partner, xor, rs levels) are flipped.
 
 use std::time::Duration;
 
@@ -34,6 +36,8 @@ pub enum Damage {
     Node,
     /// Bytes of the newest copy flipped.
     Corrupt,
+    /// Bytes of the newest copy or parity held for others flipped.
+    Parity,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +61,7 @@ impl std::fmt::Display for Inject {
             Damage::None => Ok(()),
             Damage::Node => write!(f, ",damage=node"),
             Damage::Corrupt => write!(f, ",damage=corrupt"),
+            Damage::Parity => write!(f, ",damage=parity"),
         }
     }
 }
@@ -101,7 +106,8 @@ pub fn parse(spec: &str) -> Result<Inject, String> {
                 damage = match v {
                     "node" => Damage::Node,
                     "corrupt" => Damage::Corrupt,
-                    _ => return Err(bad(format!("damage is node or corrupt, not '{v}'"))),
+                    "parity" => Damage::Parity,
+                    _ => return Err(bad(format!("damage is node, corrupt or parity, not '{v}'"))),
                 };
                 continue;
             }
@@ -167,6 +173,7 @@ pub fn encode_for_rank(specs: &[(usize, &Inject)]) -> String {
                 Damage::None => "",
                 Damage::Node => "@node",
                 Damage::Corrupt => "@corrupt",
+                Damage::Parity => "@parity",
             };
             Some(format!("{i}={when}{damage}"))
         })
@@ -184,6 +191,7 @@ pub fn decode_for_rank(s: &str) -> Vec<RankInject> {
         let (t, damage) = match t.rsplit_once('@') {
             Some((t, "node")) => (t, Damage::Node),
             Some((t, "corrupt")) => (t, Damage::Corrupt),
+            Some((t, "parity")) => (t, Damage::Parity),
             Some(_) => continue,
             None => (t, Damage::None),
         };

@@ -45,4 +45,8 @@ pub mod env {
     /// same for every process of the job, chosen by mpiexec so that
     /// partners run on different hosts (default 1).
     pub const PARTNER_SHIFT: &str = "MPISTAGES_PARTNER_SHIFT";
+    /// The host index of every rank as placed at the start, comma
+    /// separated: redundancy sets (`xor:K`, `rs:K+M`) take their members
+    /// from different hosts.
+    pub const RANK_HOSTS: &str = "MPISTAGES_RANK_HOSTS";
 }

@@ -16,6 +16,7 @@ pub mod op;
 pub mod p2p;
 pub mod protect;
 pub mod recovery;
+pub mod redundancy;
 pub mod reinit;
 pub mod state;
 pub mod usermem;

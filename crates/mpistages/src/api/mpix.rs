@@ -85,8 +85,9 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         written.map_err(|e| not_written(m, st.epoch + 1, e))?
     };
     if let Some(copy) = copy {
-        let held = recovery::exchange_partner_copies(m, &copy)?;
-        m.stages().hold(epoch, held);
+        if let Some(held) = recovery::protect_copy(m, epoch, &copy)? {
+            m.stages().hold(epoch, held);
+        }
     }
     let (committed, durable) = m.engine.committed();
     let mut st = m.stages();
@@ -148,11 +149,12 @@ pub(super) fn rejoin_and_restore(
     // their way to it; when every rank holds the same epoch, mpiexec says
     // so at the resume and no agreement among the ranks is needed.
     let mut held: Option<Restored> = None;
-    let partner = m.stages().partner();
+    let partner = m.stages().redundancy().is_some();
     loop {
         let mut newest = |epoch: u64| {
             if epoch == 0 || partner {
-                // Partner copies are fetched over the transport, once it runs.
+                // Copies and shards from other ranks come over the
+                // transport, once it runs.
                 held = None;
                 return None;
             }
@@ -296,8 +298,11 @@ pub fn restore(
         );
     }
     // A relaunched job says it once, not once per rank, and for each rank
-    // whose own copies were lost (it restores from its partner).
-    let from_partner = copy.level == "partner";
+    // whose own copies were lost (it restores from its partner or set).
+    let from_partner = m
+        .stages()
+        .redundancy()
+        .is_some_and(|r| copy.level == r.to_string());
     if replacement && (m.mode != RecoveryMode::Cpr || m.rank == 0 || from_partner) {
         let who = if m.mode == RecoveryMode::Cpr {
             format!("relaunched job: rank {}", m.rank)

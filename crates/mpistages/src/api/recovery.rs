@@ -3,7 +3,7 @@
 //! - the partner level: at `MPIX_Checkpoint_write` every rank sends its
 //!   checkpoint to its partner (the next rank) and keeps the one of the
 //!   previous rank; at a restore a rank without a valid local copy asks its
-//!   partner for it;
+//!   partner for it (the `xor` and `rs` levels: `api::redundancy`);
 //! - the epoch to restore: every rank restores the same epoch, the newest
 //!   one each rank holds a valid copy of (normally the committed epoch; an
 //!   older one when a copy turned out corrupt or missing everywhere).
@@ -12,7 +12,9 @@ use super::consts::err;
 use super::error::request_error;
 use super::error::{fail, MpiError, MpiResult};
 use super::group::Group;
+use super::redundancy;
 use super::{Comm, Mpi};
+use crate::checkpoint::erasure::Redundancy;
 use crate::checkpoint::store::Restored;
 use crate::progress::request::Bytes;
 use crate::progress::{Op, ReqId, SendMode, Src};
@@ -107,50 +109,101 @@ impl<'a> Exchange<'a> {
     }
 }
 
-/// Sends a length-prefixed message to `to` and receives one from `from`.
-fn swap(m: &Mpi, to: usize, out: &[u8], from: usize) -> MpiResult<Vec<u8>> {
-    let out_len = (out.len() as u64).to_le_bytes();
-    let mut in_len = [0u8; 8];
-    let mut x = Exchange::new(m);
-    // SAFETY: every buffer is a local that outlives `x.finish()` below.
+/// Largest message the exchanges accept: a length beyond it is damage.
+const MAX_MESSAGE: u64 = 1 << 44;
+
+/// Sends each of `out` (destination, bytes) and receives one message from
+/// each rank of `from`, all at once; messages are length-prefixed, so
+/// nobody needs to know a length in advance. Returns the received
+/// messages in the order of `from`. Every request is waited for, also on
+/// an error (a failed peer), before this returns. A rank appears at most
+/// once in `out` and once in `from` (a second message of the same pair
+/// could match the first one's length receive).
+pub(super) fn exchange(m: &Mpi, out: &[(usize, &[u8])], from: &[usize]) -> MpiResult<Vec<Vec<u8>>> {
+    debug_assert!(distinct(out.iter().map(|o| o.0)) && distinct(from.iter().copied()));
+    let out_lens: Vec<[u8; 8]> = out
+        .iter()
+        .map(|(_, b)| (b.len() as u64).to_le_bytes())
+        .collect();
+    let mut in_lens = vec![[0u8; 8]; from.len()];
+    let mut sends = Exchange::new(m);
+    let mut lens = Exchange::new(m);
+    // SAFETY: every buffer outlives the `finish` of its exchange below.
     unsafe {
-        x.send(to, &out_len);
-        x.send(to, out);
-        x.recv(from, &mut in_len);
+        for ((to, bytes), len) in out.iter().zip(&out_lens) {
+            sends.send(*to, len);
+            sends.send(*to, bytes);
+        }
+        for (f, len) in from.iter().zip(in_lens.iter_mut()) {
+            lens.recv(*f, len);
+        }
     }
-    // The length first: the payload's buffer is sized from it.
-    let first = m.engine.wait(x.reqs.pop().expect("the receive was posted"));
-    let n = match &first.error {
-        Some(e) => Err(request_error(e)),
-        None => usize::try_from(u64::from_le_bytes(in_len))
-            .ok()
-            .filter(|&n| n <= isize::MAX as usize)
-            .ok_or_else(|| MpiError::new(err::INTERN, "partner message of impossible size")),
-    };
-    let n = match n {
-        Ok(n) => n,
+    // The lengths first: the payloads' buffers are sized from them.
+    let sized = lens.finish().and_then(|()| {
+        in_lens
+            .iter()
+            .map(|l| {
+                let n = u64::from_le_bytes(*l);
+                usize::try_from(n)
+                    .ok()
+                    .filter(|_| n <= MAX_MESSAGE)
+                    .map(|n| vec![0u8; n])
+                    .ok_or_else(|| {
+                        MpiError::new(err::INTERN, "recovery message of impossible size")
+                    })
+            })
+            .collect::<MpiResult<Vec<Vec<u8>>>>()
+    });
+    let mut data = match sized {
+        Ok(d) => d,
         Err(e) => {
-            // The sends still read `out_len` and `out`: wait for them.
-            let _ = x.finish();
+            // The sends still read `out_lens` and `out`: wait for them.
+            let _ = sends.finish();
             return Err(e);
         }
     };
-    let mut data = vec![0u8; n];
-    let mut y = Exchange::new(m);
-    // SAFETY: `data` outlives `y.finish()`.
-    unsafe { y.recv(from, &mut data) };
-    let r = y.finish();
-    x.finish()?;
+    let mut payloads = Exchange::new(m);
+    // SAFETY: `data` outlives `payloads.finish()`.
+    unsafe {
+        for (f, d) in from.iter().zip(data.iter_mut()) {
+            payloads.recv(*f, d);
+        }
+    }
+    let r = payloads.finish();
+    sends.finish()?;
     r?;
     Ok(data)
 }
 
-/// The partner copy at `MPIX_Checkpoint_write`: sends `copy` (this rank's
-/// epoch as file bytes) to the partner and returns the copy of the previous
-/// rank, to hold.
-pub fn exchange_partner_copies(m: &Mpi, copy: &[u8]) -> MpiResult<Vec<u8>> {
-    let (partner, client) = partner_of(m);
-    swap(m, partner, copy, client)
+fn distinct(it: impl Iterator<Item = usize>) -> bool {
+    let mut seen = std::collections::BTreeSet::new();
+    it.into_iter().all(|x| seen.insert(x))
+}
+
+/// Sends a length-prefixed message to `to` and receives one from `from`.
+fn swap(m: &Mpi, to: usize, out: &[u8], from: usize) -> MpiResult<Vec<u8>> {
+    let mut got = exchange(m, &[(to, out)], &[from])?;
+    Ok(got.pop().expect("one message was received"))
+}
+
+/// The redundancy level at `MPIX_Checkpoint_write` of `epoch`: sends
+/// `copy` (this rank's epoch as file bytes) to the partner, or its chunks
+/// to its set, and returns what this rank holds for others (the copy of
+/// the previous rank, or parity), if anything.
+pub fn protect_copy(m: &Mpi, epoch: u64, copy: &[u8]) -> MpiResult<Option<Vec<u8>>> {
+    // (The guard of `m.stages()` must not live through the match.)
+    let redundancy = m.stages().redundancy();
+    match redundancy {
+        None => Ok(None),
+        Some(Redundancy::Partner) => {
+            let (partner, client) = partner_of(m);
+            swap(m, partner, copy, client).map(Some)
+        }
+        Some(r) => match redundancy::layout(m, r) {
+            Some(layout) => redundancy::encode_set(m, layout, epoch, copy).map(Some),
+            None => Ok(None),
+        },
+    }
 }
 
 /// Asks the partner for this rank's newest copy of an epoch at most `want`
@@ -197,10 +250,14 @@ fn ask_partner(m: &Mpi, want: u64) -> MpiResult<Option<Restored>> {
 /// Minimum and maximum of `v` over all ranks.
 pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
     // (v, !v) reduced with min gives (min, !max).
-    let mut inp = [0u8; 16];
-    inp[..8].copy_from_slice(&v.to_le_bytes());
-    inp[8..].copy_from_slice(&(!v).to_le_bytes());
-    let mut out = [0u8; 16];
+    let [min, not_max] = min_each(m, c, [v, !v])?;
+    Ok((min, !not_max))
+}
+
+/// The minimum of each of `v` over all ranks.
+fn min_each<const N: usize>(m: &Mpi, c: &Comm, v: [u64; N]) -> MpiResult<[u64; N]> {
+    let mut inp: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut out = vec![0u8; 8 * N];
     let red: &crate::coll::Reducer = &|src: &[u8], dst: &mut [u8], count: usize| {
         for i in 0..count {
             let r = i * 8..i * 8 + 8;
@@ -209,11 +266,11 @@ pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
             dst[r].copy_from_slice(&a.min(b).to_le_bytes());
         }
     };
-    // SAFETY: both arrays live on this stack frame until the blocking call returns.
+    // SAFETY: both buffers live on this frame until the blocking call returns.
     let (s, r) = unsafe {
         (
-            RawBuf::new(inp.as_mut_ptr(), 16),
-            RawBuf::new(out.as_mut_ptr(), 16),
+            RawBuf::new(inp.as_mut_ptr(), 8 * N),
+            RawBuf::new(out.as_mut_ptr(), 8 * N),
         )
     };
     crate::coll::allreduce(
@@ -221,15 +278,15 @@ pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
         s,
         r,
         &crate::coll::Reduction {
-            count: 2,
+            count: N,
             elem: 8,
             op: red,
             commutative: true,
         },
     )?;
-    let min = u64::from_le_bytes(out[..8].try_into().expect("8 bytes"));
-    let max = !u64::from_le_bytes(out[8..].try_into().expect("8 bytes"));
-    Ok((min, max))
+    Ok(std::array::from_fn(|i| {
+        u64::from_le_bytes(out[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+    }))
 }
 
 /// Finds, with every other rank, the newest epoch at most `committed` that
@@ -237,25 +294,42 @@ pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
 /// job of one process decides alone.
 pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
     let together = m.size > 1;
-    let partner = together && m.stages().partner();
+    let redundancy = m.stages().redundancy().filter(|_| together);
     let c = internal_comm(m);
     let mut want = committed;
     loop {
         let local = m.stages().newest_local(want);
+        let missing = local.as_ref().is_none_or(|r| r.epoch < want);
+        let from_others = match redundancy {
+            None => None,
+            Some(Redundancy::Partner) => ask_partner(m, if missing { want } else { 0 })?,
+            Some(r) => match redundancy::layout(m, r) {
+                Some(layout) => redundancy::rebuild_from_set(m, layout, want, local.as_ref())?,
+                None => None,
+            },
+        };
         let mut best = local;
-        if partner {
-            let missing = best.as_ref().is_none_or(|r| r.epoch < want);
-            if let Some(p) = ask_partner(m, if missing { want } else { 0 })? {
-                if best.as_ref().is_none_or(|r| r.epoch < p.epoch) {
-                    best = Some(p);
-                }
+        if let Some(p) = from_others {
+            if best.as_ref().is_none_or(|r| r.epoch < p.epoch) {
+                best = Some(p);
             }
         }
-        let mine = best.as_ref().map_or(0, |r| r.epoch);
-        let (min, max) = if together {
-            min_max(m, &c, mine)?
+        // A rank of an erasure-coded set that could not get `want` back
+        // may still rebuild an older epoch its set keeps parity of: it
+        // proposes the one before, to be tried by everyone (the parity of
+        // an epoch can be damaged where that of the one before is not).
+        let guess = best.is_none()
+            && redundancy.is_some_and(|r| r != Redundancy::Partner)
+            && want > 1
+            && want + m.stages().keep() > committed + 1;
+        let mine = best
+            .as_ref()
+            .map_or(if guess { want - 1 } else { 0 }, |r| r.epoch);
+        let (min, max, guessing) = if together {
+            let [min, not_max, not_guessing] = min_each(m, &c, [mine, !mine, u64::from(!guess)])?;
+            (min, !not_max, not_guessing == 0)
         } else {
-            (mine, mine)
+            (mine, mine, guess)
         };
         if min == 0 {
             let whose = if mine == 0 {
@@ -271,8 +345,8 @@ pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
                 ),
             );
         }
-        if min == max {
-            return Ok(best.expect("min > 0, so this rank has a copy"));
+        if min == max && !guessing {
+            return Ok(best.expect("min > 0 and no guess, so this rank has a copy"));
         }
         want = min;
     }

@@ -1,7 +1,9 @@
 //! `MPISTAGES_CKPT` / `mpiexec --ckpt`: which storage levels checkpoints
 //! go to, how many committed epochs each keeps, and compression. Example:
 //! `mem,tmpfs:/dev/shm/mpistages,partner,pfs:/scratch/run1@every=4,keep=3,zstd:3`
+//! (`xor:K` or `rs:K+M` in place of `partner` for erasure-coded sets).
 
+use super::erasure::Redundancy;
 use super::format::Compression;
 use std::path::PathBuf;
 
@@ -11,8 +13,9 @@ pub enum Level {
     Mem,
     /// Node-local directory (survives a process failure).
     Tmpfs(PathBuf),
-    /// A copy held by another rank (survives the loss of a node).
-    Partner,
+    /// A copy, or parity, held by other ranks (survives the loss of a
+    /// node): `partner`, `xor:K` or `rs:K+M`.
+    Redundant(Redundancy),
     /// Durable directory, flushed in the background every `every` checkpoints.
     Pfs { dir: PathBuf, every: u32 },
 }
@@ -65,6 +68,29 @@ fn positive(what: &str, v: &str) -> Result<u64, String> {
     }
 }
 
+/// `xor:K` (K ≥ 2) or `rs:K+M` (K, M ≥ 1).
+fn redundancy(name: &str, arg: Option<&str>) -> Result<Redundancy, String> {
+    let arg = arg.unwrap_or("");
+    let num = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| (1..=128).contains(&n))
+    };
+    match name {
+        "xor" => match num(arg) {
+            Some(k) if k >= 2 => Ok(Redundancy::Xor { k }),
+            _ => Err(format!("xor:K needs a set size K of 2..128 ranks, not '{arg}'")),
+        },
+        _ => match arg.split_once('+').map(|(k, m)| (num(k), num(m))) {
+            Some((Some(k), Some(m))) => Ok(Redundancy::Rs { k, m }),
+            _ => Err(format!(
+                "rs:K+M needs K data and M parity ranks per set (1..128 each, e.g. rs:4+2), not '{arg}'"
+            )),
+        },
+    }
+}
+
 /// Parses the configuration string; an empty string gives the default.
 pub fn parse(spec: &str) -> Result<Config, String> {
     let mut cfg = Config {
@@ -88,7 +114,8 @@ pub fn parse(spec: &str) -> Result<Config, String> {
         };
         let level = match name {
             "mem" => Some(Level::Mem),
-            "partner" => Some(Level::Partner),
+            "partner" => Some(Level::Redundant(Redundancy::Partner)),
+            "xor" | "rs" => Some(Level::Redundant(redundancy(name, arg)?)),
             "tmpfs" => Some(Level::Tmpfs(dir("tmpfs")?)),
             "pfs" => {
                 let raw = dir("pfs")?;
@@ -120,7 +147,7 @@ pub fn parse(spec: &str) -> Result<Config, String> {
             "" => return Err("empty item in the checkpoint configuration".into()),
             other => {
                 return Err(format!(
-                    "unknown checkpoint level or option '{other}' (levels: mem, tmpfs:DIR, partner, pfs:DIR[@every=N]; options: keep=N, zstd[:LEVEL], off)"
+                    "unknown checkpoint level or option '{other}' (levels: mem, tmpfs:DIR, partner or xor:K or rs:K+M, pfs:DIR[@every=N]; options: keep=N, zstd[:LEVEL], off)"
                 ))
             }
         };
@@ -130,7 +157,13 @@ pub fn parse(spec: &str) -> Result<Config, String> {
                 .iter()
                 .any(|x| std::mem::discriminant(x) == std::mem::discriminant(&l))
             {
-                return Err(format!("level '{name}' is given twice"));
+                return Err(match l {
+                    Level::Redundant(_) => {
+                        "partner, xor:K and rs:K+M protect against the same loss: give one of them"
+                            .into()
+                    }
+                    _ => format!("level '{name}' is given twice"),
+                });
             }
             cfg.levels.push(l);
         }
@@ -155,7 +188,7 @@ mod tests {
             vec![
                 Level::Mem,
                 Level::Tmpfs("/dev/shm/mpistages".into()),
-                Level::Partner,
+                Level::Redundant(Redundancy::Partner),
                 Level::Pfs {
                     dir: "/scratch/run1".into(),
                     every: 4
@@ -163,6 +196,14 @@ mod tests {
             ]
         );
         assert_eq!((c.keep, c.compression), (3, Compression::Zstd(5)));
+        assert_eq!(
+            parse("mem,xor:4").unwrap().levels[1],
+            Level::Redundant(Redundancy::Xor { k: 4 })
+        );
+        assert_eq!(
+            parse("mem,rs:4+2").unwrap().levels[1],
+            Level::Redundant(Redundancy::Rs { k: 4, m: 2 })
+        );
         assert_eq!(parse("").unwrap(), Config::default());
         assert_eq!(
             parse("pfs:/x").unwrap().levels,
@@ -184,6 +225,11 @@ mod tests {
             ("disk:/x", "unknown"),
             ("keep=2", "no storage level"),
             ("mem,,tmpfs:/x", "empty item"),
+            ("mem,xor", "set size"),
+            ("mem,xor:1", "set size"),
+            ("mem,rs:4", "rs:K+M"),
+            ("mem,rs:4+0", "rs:K+M"),
+            ("mem,partner,xor:4", "give one of them"),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod dirlevel;
+pub mod erasure;
 pub mod flush;
 pub mod format;
 pub mod inspect;

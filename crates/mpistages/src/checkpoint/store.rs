@@ -6,6 +6,7 @@
 
 use super::config::{Config, Level};
 use super::dirlevel::DirLevel;
+use super::erasure::Redundancy;
 use super::flush::{FlushStatus, Flusher};
 use super::format::{self, AsSection, CkptError, Compression, Identity, Section, SectionData};
 use std::collections::BTreeMap;
@@ -27,17 +28,17 @@ impl MemLevel {
     }
 }
 
-/// The partner level as seen from one process (as in SCR's partner
-/// scheme, each process keeps its own copy and one of another rank): the
-/// copy of this rank that live ranks roll back from, and the encoded
-/// checkpoints it holds *for* another rank — in memory, and in the first
-/// node-local directory level when there is one, where they outlive this
+/// The redundancy level (`partner`, `xor:K`, `rs:K+M`) as seen from one
+/// process (as in SCR's schemes, each process keeps its own copy): the
+/// copy of this rank that live ranks roll back from, and what it holds
+/// *for* other ranks — a partner's whole checkpoint, or parity of its
+/// set's checkpoints (`erasure::parity`) — in memory, and in the first
+/// node-local directory level when there is one, where it outlives this
 /// process (a relaunch of the whole job under cpr, a second failure that
-/// takes this process). This rank's copy at its partner lives in another
-/// process; the MPI layer moves copies over the transport
-/// (`api::recovery`).
-#[derive(Default)]
+/// takes this process). The MPI layer moves copies and shards over the
+/// transport (`api::recovery`, `api::redundancy`).
 pub struct PartnerLevel {
+    scheme: Redundancy,
     own: MemLevel,
     held: BTreeMap<u64, Arc<Vec<u8>>>,
     files: Option<DirLevel>,
@@ -149,14 +150,16 @@ impl Store {
                         every: (*every).max(1) as u64,
                     },
                 ),
-                Level::Partner => (
-                    "partner".to_string(),
+                Level::Redundant(scheme) => (
+                    scheme.to_string(),
                     Backend::Partner(PartnerLevel {
+                        scheme: *scheme,
+                        own: MemLevel::default(),
+                        held: BTreeMap::new(),
                         files: cfg.levels.iter().find_map(|l| match l {
                             Level::Tmpfs(d) => Some(DirLevel::new(d, false, cfg.keep)),
                             _ => None,
                         }),
-                        ..PartnerLevel::default()
                     }),
                 ),
             });
@@ -208,16 +211,28 @@ impl Store {
             .any(|(_, l)| !matches!(l, Backend::Mem(_)))
     }
 
-    /// Whether a partner level is configured (the MPI layer then exchanges
-    /// copies with the partner ranks).
-    pub fn has_partner(&self) -> bool {
-        self.levels
-            .iter()
-            .any(|(_, l)| matches!(l, Backend::Partner(_)))
+    /// The redundancy level configured, if any (the MPI layer then moves
+    /// copies or shards between ranks).
+    pub fn redundancy(&self) -> Option<Redundancy> {
+        self.levels.iter().find_map(|(_, l)| match l {
+            Backend::Partner(p) => Some(p.scheme),
+            _ => None,
+        })
+    }
+
+    /// Committed epochs each level keeps.
+    pub fn keep(&self) -> usize {
+        self.keep
+    }
+
+    /// The job's id (parity records carry it).
+    pub fn job(&self) -> u64 {
+        self.job
     }
 
     /// This rank's checkpoint of `epoch` as the bytes of a checkpoint file,
-    /// for its partner to hold.
+    /// for its partner to hold (or, at generation 0, the bytes that parity
+    /// covers: any process holding the sections makes the same).
     pub fn encode<S: AsSection>(&self, epoch: u64, generation: u32, sections: &[S]) -> Vec<u8> {
         format::encode(&self.who(epoch, generation), sections, self.compression)
     }
@@ -320,6 +335,26 @@ impl Store {
         ))
     }
 
+    /// Fault injection: flips bytes in the newest copy or parity this rank
+    /// holds for others on node-local storage (the process dies next, and
+    /// its replacement reads the file).
+    pub fn corrupt_newest_held(&self) -> std::io::Result<String> {
+        let files = self.levels.iter().find_map(|(_, l)| match l {
+            Backend::Partner(PartnerLevel { files: Some(d), .. }) => Some(d),
+            _ => None,
+        });
+        let newest = files.and_then(|d| {
+            (d.epochs().ok()?.into_iter().rev())
+                .map(|e| d.held_path(e, self.rank))
+                .find(|p| p.exists())
+        });
+        let p = newest.ok_or_else(|| {
+            std::io::Error::other("no copy or parity held for other ranks on node-local storage")
+        })?;
+        flip_bytes(&p)?;
+        Ok(format!("flipped bytes in {}", p.display()))
+    }
+
     /// Fault injection: flips bytes in the middle of this rank's newest
     /// copy on each node-local directory level.
     pub fn corrupt_newest_node_local(&self) -> std::io::Result<String> {
@@ -334,20 +369,7 @@ impl Store {
                 .find(|&e| d.path(e, self.rank).exists());
             if let Some(e) = newest {
                 let p = d.path(e, self.rank);
-                let at = |e: std::io::Error| {
-                    std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
-                };
-                let mut b = std::fs::read(&p).map_err(at)?;
-                let (mid, end) = (b.len() / 2, (b.len() / 2 + 8).min(b.len()));
-                for x in &mut b[mid..end] {
-                    *x ^= 0x5A;
-                }
-                // A new file renamed over the old one, as every writer does:
-                // a process holding the old one mapped keeps its bytes.
-                let tmp = p.with_extension("damaged");
-                std::fs::write(&tmp, b)
-                    .and_then(|()| std::fs::rename(&tmp, &p))
-                    .map_err(at)?;
+                flip_bytes(&p)?;
                 done.push(p.display().to_string());
             }
         }
@@ -558,6 +580,22 @@ impl Store {
         }
         None
     }
+}
+
+/// Flips 8 bytes in the middle of file `p` (fault injection).
+fn flip_bytes(p: &std::path::Path) -> std::io::Result<()> {
+    let at = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", p.display()));
+    let mut b = std::fs::read(p).map_err(at)?;
+    let (mid, end) = (b.len() / 2, (b.len() / 2 + 8).min(b.len()));
+    for x in &mut b[mid..end] {
+        *x ^= 0x5A;
+    }
+    // A new file renamed over the old one, as every writer does: a
+    // process holding the old one mapped keeps its bytes.
+    let tmp = p.with_extension("damaged");
+    std::fs::write(&tmp, b)
+        .and_then(|()| std::fs::rename(&tmp, p))
+        .map_err(at)
 }
 
 /// Why a level's file did not serve: "no copy" when there is none (not

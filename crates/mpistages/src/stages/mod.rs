@@ -21,6 +21,7 @@ pub mod files;
 pub mod state;
 
 use crate::checkpoint::config::{self, Config, Level};
+use crate::checkpoint::erasure::Redundancy;
 use crate::checkpoint::flush::FlushStatus;
 use crate::checkpoint::format::{AsSection, Kind, Section, SectionRef};
 use crate::checkpoint::store::{Restored, Store, WriteError};
@@ -80,8 +81,9 @@ pub struct Stages {
     pub files: RoutedFiles,
     /// The sections of the fault epoch, once read or written.
     restored: Option<(u64, Arc<Vec<Section>>)>,
-    /// Partner copies are exchanged (a partner level and more than one rank).
-    partner: bool,
+    /// Copies or shards are exchanged with other ranks (a partner, xor or
+    /// rs level, and more than one rank).
+    redundancy: Option<Redundancy>,
     /// Not started by mpiexec: nobody else removes the files directory.
     singleton: bool,
     /// Invalid copies already reported (a restore may look twice).
@@ -116,20 +118,33 @@ impl Stages {
                 })?;
             store.set_restart(old, epoch);
         }
-        let partner = store.has_partner() && size > 1;
-        if store.has_partner() && size == 1 && rank == 0 {
+        // A set must hold data and parity: more ranks than parity shards.
+        let least = |r: Redundancy| r.set_shape().map_or(2, |(_, m)| m + 1);
+        let redundancy = store.redundancy().filter(|&r| size >= least(r));
+        if let (Some(r), None, 0) = (store.redundancy(), redundancy, rank) {
             log::warn!(
-                "mpistages: warning: the partner level needs at least two ranks; it is ignored"
+                "mpistages: warning: the {r} level needs at least {} ranks; it is ignored",
+                least(r)
             );
         }
-        Ok(Stages::with(store, RoutedFiles::new(files), partner, false))
+        Ok(Stages::with(
+            store,
+            RoutedFiles::new(files),
+            redundancy,
+            false,
+        ))
     }
 
-    fn with(store: Store, files: RoutedFiles, partner: bool, singleton: bool) -> Stages {
+    fn with(
+        store: Store,
+        files: RoutedFiles,
+        redundancy: Option<Redundancy>,
+        singleton: bool,
+    ) -> Stages {
         Stages {
             files,
             restored: None,
-            partner,
+            redundancy,
             singleton,
             reported: Default::default(),
             epoch: 0,
@@ -153,7 +168,7 @@ impl Stages {
         Stages::with(
             Store::new(&cfg, 0, 0, 1),
             RoutedFiles::new(files),
-            false,
+            None,
             true,
         )
     }
@@ -210,8 +225,9 @@ impl Stages {
     /// next epoch on every local level. The epoch counts as written once the
     /// first level has it; `report` then tells mpiexec (after the partner
     /// copy, if any, is across).
-    /// Returns the epoch and, with a partner level, the checkpoint's bytes
-    /// for the partner.
+    /// Returns the epoch and, with a redundancy level, the checkpoint's
+    /// bytes for the partner (or, for parity, as any holder of the
+    /// sections makes them again: generation 0).
     pub fn write(
         &mut self,
         state: &MpiState,
@@ -237,9 +253,14 @@ impl Stages {
         }
         let flushes = self.store.flush_status();
         self.report_flush_errors(flushes);
-        let partner = self
-            .partner
-            .then(|| self.store.encode(epoch, generation, &sections));
+        let partner = self.redundancy.map(|r| {
+            let generation = if r == Redundancy::Partner {
+                generation
+            } else {
+                0
+            };
+            self.store.encode(epoch, generation, &sections)
+        });
         self.epoch = epoch;
         self.files.clear();
         Ok((epoch, partner))
@@ -254,9 +275,24 @@ impl Stages {
         }
     }
 
-    /// Whether checkpoints are copied to a partner rank.
-    pub fn partner(&self) -> bool {
-        self.partner
+    /// How checkpoints are protected by other ranks, if they are.
+    pub fn redundancy(&self) -> Option<Redundancy> {
+        self.redundancy
+    }
+
+    /// Committed epochs each level keeps.
+    pub fn keep(&self) -> u64 {
+        self.store.keep() as u64
+    }
+
+    /// The job's id, as checkpoints and parity record it.
+    pub fn job(&self) -> u64 {
+        self.store.job()
+    }
+
+    /// The bytes parity of `r`'s epoch covers (see `write`).
+    pub fn parity_bytes(&self, r: &Restored) -> Vec<u8> {
+        self.store.encode(r.epoch, 0, &r.sections[..])
     }
 
     /// Keeps the copy of `epoch` received from the rank this one is partner of.
@@ -264,6 +300,11 @@ impl Stages {
         if let Some(w) = self.store.hold(epoch, bytes) {
             log::warn!("mpistages: warning: {w}");
         }
+    }
+
+    /// What this rank holds of `epoch` for other ranks (a copy, or parity).
+    pub fn held(&self, epoch: u64) -> Option<Arc<Vec<u8>>> {
+        self.store.held(epoch)
     }
 
     /// The held copy of the newest epoch at most `epoch`, with its epoch.
@@ -274,15 +315,17 @@ impl Stages {
             .find_map(|e| self.store.held(e).map(|b| (e, b)))
     }
 
-    /// Verifies this rank's copy of `epoch` that came back from its partner.
+    /// Verifies this rank's copy of `epoch` that came back from its partner
+    /// or was rebuilt from its set's parity.
     pub fn from_partner(&self, epoch: u64, bytes: &[u8]) -> Result<Restored, StagesError> {
+        let level = self.redundancy.map_or("partner".into(), |r| r.to_string());
         let sections = self
             .store
             .from_partner(epoch, bytes)
-            .map_err(|e| StagesError::Malformed(format!("the partner's copy: {e}")))?;
+            .map_err(|e| StagesError::Malformed(format!("the {level} copy: {e}")))?;
         Ok(Restored {
             epoch,
-            level: "partner".into(),
+            level,
             sections: Arc::new(sections),
             skipped: Vec::new(),
         })
@@ -416,6 +459,7 @@ impl Stages {
             Damage::None => return,
             Damage::Node => self.store.lose_node_local(),
             Damage::Corrupt => self.store.corrupt_newest_node_local(),
+            Damage::Parity => self.store.corrupt_newest_held(),
         };
         match r {
             Ok(what) => log::info!("mpistages: injected damage: {what}"),

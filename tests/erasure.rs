@@ -1,0 +1,163 @@
+//! Erasure-coded redundancy sets end to end (`--ckpt ...,xor:K` and
+//! `rs:K+M`): ranks of the stencil lose their node-local checkpoints and
+//! die (`damage=node`), and their checkpoints are rebuilt from the rest of
+//! their set, in every recovery mode, with the failure-free checksum; more
+//! losses than the code covers fall back to `pfs` or end the job saying
+//! why; damaged parity is detected. On one host (a lost node is simulated
+//! by deleting the rank's files); `tests/multihost.rs` loses real hosts.
+
+mod common;
+use common::{build_example, checksum, mpiexec, Run, Scratch};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// The stencil on an n×n grid at `ranks`, 100 iterations, a checkpoint
+/// every 10, under `mode` with levels `ckpt` and injections.
+fn stencil(ranks: usize, grid: usize, mode: &str, ckpt: Option<&str>, injects: &[String]) -> Run {
+    let exe = build_example("stencil2d.c");
+    let (ranks, grid) = (ranks.to_string(), grid.to_string());
+    let mut a = vec!["-n", &ranks, "--recovery", mode];
+    if let Some(c) = ckpt {
+        a.extend(["--ckpt", c]);
+    }
+    for i in injects {
+        a.extend(["--inject", i]);
+    }
+    a.push(exe.to_str().unwrap());
+    a.extend([grid.as_str(), "100", "10", "protect"]);
+    mpiexec(&a, &[], LIMIT)
+}
+
+/// Rank r loses its node (its node-local files, the parity it holds)
+/// when it enters its 55th MPI_Allreduce: epoch 5 is committed.
+fn lose(r: usize) -> String {
+    format!("rank={r},call=MPI_Allreduce:55,damage=node")
+}
+
+/// Runs the failure-free job once per shape, for the checksum.
+fn reference(ranks: usize, grid: usize) -> String {
+    let r = stencil(ranks, grid, "stages", None, &[]);
+    assert!(r.ok(), "failure-free run failed:\n{}", r.stderr);
+    checksum(&r)
+}
+
+/// The job recovered with the failure-free result, and each of `ranks`
+/// said it restored epoch 5 rebuilt from `scheme`.
+fn rebuilt(r: &Run, want: &str, mode: &str, scheme: &str, ranks: &[usize]) {
+    let what = format!("{mode} {scheme}: {:?}\n{}", r.status, r.stderr);
+    assert!(r.ok(), "{what}");
+    assert!(r.stderr.contains(" done: "), "no recovery: {what}");
+    assert_eq!(checksum(r), want, "{what}");
+    for x in ranks {
+        assert!(
+            r.stderr
+                .contains(&format!("rank {x}: epoch 5 rebuilt from {scheme} parity")),
+            "rank {x}: {what}"
+        );
+        let who = if mode == "cpr" {
+            format!("relaunched job: rank {x} ")
+        } else {
+            format!("rank {x} (replacement) ")
+        };
+        assert!(
+            r.stderr
+                .contains(&format!("{who}restores epoch 5 from {scheme}")),
+            "rank {x}: {what}"
+        );
+    }
+}
+
+/// xor:4 at 8 ranks (two sets of 4): one lost member in each set is
+/// rebuilt from the other three, in every mode. (Under cpr the relaunch
+/// can overtake the second rank's injection, so one rank is lost there.)
+#[test]
+fn xor_sets_rebuild_one_lost_member_each_in_every_mode() {
+    let want = reference(8, 64);
+    for mode in ["stages", "reinit", "cpr"] {
+        let s = Scratch::new(&format!("erasure-xor-{mode}"));
+        let spec = format!("mem,tmpfs:{},xor:4", s.path());
+        let lost: &[usize] = if mode == "cpr" { &[6] } else { &[1, 6] };
+        let injects: Vec<String> = lost.iter().map(|&r| lose(r)).collect();
+        let r = stencil(8, 64, mode, Some(&spec), &injects);
+        rebuilt(&r, &want, mode, "xor:4", lost);
+    }
+}
+
+/// rs:4+2 at 6 ranks (one set): two lost members are rebuilt from the
+/// other four, in every mode (one under cpr, as above).
+#[test]
+fn reed_solomon_sets_rebuild_two_lost_members_in_every_mode() {
+    let want = reference(6, 48);
+    for mode in ["stages", "reinit", "cpr"] {
+        let s = Scratch::new(&format!("erasure-rs-{mode}"));
+        let spec = format!("mem,tmpfs:{},rs:4+2", s.path());
+        let lost: &[usize] = if mode == "cpr" { &[4] } else { &[1, 4] };
+        let injects: Vec<String> = lost.iter().map(|&r| lose(r)).collect();
+        let r = stencil(6, 48, mode, Some(&spec), &injects);
+        rebuilt(&r, &want, mode, "rs:4+2", lost);
+    }
+}
+
+/// Two lost members of one xor:4 set: no rebuild. With a pfs level both
+/// restore from it; without, the job ends and says why.
+#[test]
+fn more_losses_than_the_code_covers_fall_back_to_pfs_or_end_clearly() {
+    let want = reference(4, 64);
+    let injects = [lose(1), lose(2)];
+    let s = Scratch::new("erasure-too-many");
+    let spec = format!("mem,tmpfs:{0}/local,xor:4,pfs:{0}/durable", s.path());
+    let r = stencil(4, 64, "stages", Some(&spec), &injects);
+    let what = format!("{:?}\n{}", r.status, r.stderr);
+    assert!(r.ok(), "{what}");
+    assert_eq!(checksum(&r), want, "{what}");
+    for x in [1, 2] {
+        assert!(
+            r.stderr.lines().any(
+                |l| l.contains(&format!("rank {x} (replacement) restores epoch"))
+                    && l.contains("from pfs")
+            ),
+            "{what}"
+        );
+    }
+    let spec = format!("mem,tmpfs:{},xor:4", s.path());
+    let r = stencil(4, 64, "stages", Some(&spec), &injects);
+    let what = format!("{:?}\n{}", r.status, r.stderr);
+    assert!(!r.ok(), "{what}");
+    assert!(
+        r.stderr.contains("epoch 5 cannot be rebuilt from xor:4: 2 of 4 members of its redundancy set have no copy (ranks [1, 2])"),
+        "{what}"
+    );
+    assert!(
+        r.stderr.contains("no valid checkpoint is left to restore"),
+        "{what}"
+    );
+}
+
+/// Rank 1's parity file is damaged as it dies (its replacement reads the
+/// file) while rank 2 loses its node: the damage is detected, so epoch 5
+/// cannot be rebuilt for rank 2, and every rank goes back to epoch 4,
+/// which rank 2 rebuilds from the parity of epoch 4.
+#[test]
+fn damaged_parity_is_detected() {
+    let want = reference(4, 64);
+    let s = Scratch::new("erasure-parity");
+    let spec = format!("mem,tmpfs:{},xor:4", s.path());
+    let injects = [
+        "rank=1,call=MPI_Allreduce:55,damage=parity".to_string(),
+        lose(2),
+    ];
+    let r = stencil(4, 64, "stages", Some(&spec), &injects);
+    let what = format!("{:?}\n{}", r.status, r.stderr);
+    assert!(r.ok(), "{what}");
+    assert_eq!(checksum(&r), want, "{what}");
+    for line in [
+        "rank 1: xor:4 parity of epoch 5 skipped: parity checksum mismatch",
+        "rank 2: epoch 5 cannot be rebuilt from xor:4",
+        "restoring epoch 4 instead",
+        "rank 2: epoch 4 rebuilt from xor:4 parity",
+        "rank 2 (replacement) restores epoch 4 from xor:4",
+    ] {
+        assert!(r.stderr.contains(line), "{line}: {what}");
+    }
+}
