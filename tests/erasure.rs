@@ -161,3 +161,75 @@ fn damaged_parity_is_detected() {
         assert!(r.stderr.contains(line), "{line}: {what}");
     }
 }
+
+/// `mpistages-ckpt` on the parity a running job holds: the scheme, the
+/// set and what it covers; a flipped byte makes `verify` fail. (The
+/// job's node-local directory goes with the job, so a copy is taken
+/// while it runs.)
+#[test]
+fn the_checkpoint_tool_shows_parity_and_its_scheme() {
+    let s = Scratch::new("erasure-tool");
+    let spec = format!("mem,tmpfs:{}/local,xor:4", s.path());
+    let exe = build_example("stencil2d.c");
+    let child = common::command(common::bin("mpiexec"))
+        .args(["-n", "4", "--ckpt", &spec, exe.to_str().unwrap()])
+        .args(["128", "20000", "10", "protect"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let copy = s.0.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    let deadline = std::time::Instant::now() + LIMIT;
+    // Copies rank 0's held parity of some epoch (epochs come and go).
+    let took = loop {
+        assert!(std::time::Instant::now() < deadline, "no parity appeared");
+        let held = std::fs::read_dir(s.0.join("local"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .flat_map(|job| {
+                std::fs::read_dir(job.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
+            .map(|epoch| epoch.path().join("held-by-0.ckpt"))
+            .find_map(|p| std::fs::read(&p).ok().map(|b| (p, b)));
+        if let Some((p, bytes)) = held {
+            let to = copy.join(p.file_name().unwrap());
+            std::fs::write(&to, bytes).unwrap();
+            break to;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let r = common::finish(child, "mpiexec", LIMIT);
+    assert!(r.ok(), "{}", r.stderr);
+    let tool = |cmd: &str| {
+        let o = common::command(common::bin("mpistages-ckpt"))
+            .args([cmd, copy.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (code, out) = tool("verify");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("xor:4 parity held by rank 0: job ")
+            && out.contains("set of ranks [0, 1, 2, 3]")
+            && out.contains("stripe/shard 0/0")
+            && out.trim_end().ends_with("1 files, 0 corrupt"),
+        "{out}"
+    );
+    let mut bytes = std::fs::read(&took).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&took, bytes).unwrap();
+    let (code, out) = tool("verify");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("CORRUPT: parity checksum mismatch"), "{out}");
+}

@@ -376,6 +376,48 @@ fn partner_copies_on_node_local_storage_outlive_a_relaunch() {
     }
 }
 
+/// Erasure-coded sets over hosts: 8 ranks on 4 hosts (each its own
+/// /dev/shm), a spare host, and host 1 (ranks 2 and 3) lost. Under xor:4
+/// the sets are {0,2,4,6} and {1,3,5,7}, one member per host, so each set
+/// loses one member; under rs:4+2 the one set of 8 loses two. In stages
+/// and cpr (every process relaunched: only node-local parity is left),
+/// ranks 2 and 3 are rebuilt from the parity on the surviving hosts.
+#[test]
+fn erasure_coded_sets_outlive_a_lost_host() {
+    let h = hosts_or_skip!(5, "erasure_coded_sets_outlive_a_lost_host");
+    let list: Vec<String> = h.names[..4].iter().map(|n| format!("{n}:2")).collect();
+    let spare = format!("{}:2", h.names[4]);
+    for (scheme, mode) in [("xor:4", "stages"), ("xor:4", "cpr"), ("rs:4+2", "stages")] {
+        let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,{scheme}");
+        let more = [
+            "--spare-hosts",
+            &spare,
+            "--recovery",
+            mode,
+            "--ckpt",
+            &ckpt,
+            "-n",
+            "8",
+        ];
+        let args = stencil(on_hosts(&h, &list.join(","), &own_shm_launcher(), &more));
+        let (clean, hurt) = clean_then(&h, &args, |_| kill_host_1(&h));
+        let what = format!("{scheme} {mode}: {}\n{}", hurt.stdout, hurt.stderr);
+        assert!(hurt.ok(), "{what}");
+        assert_eq!(checksum(&clean), checksum(&hurt), "{what}");
+        assert!(!hurt.stderr.contains("members on one host"), "{what}");
+        for r in [2, 3] {
+            assert!(
+                hurt.stderr
+                    .lines()
+                    .any(|l| l.contains(&format!("rank {r}: epoch "))
+                        && l.contains(&format!("rebuilt from {scheme} parity"))),
+                "rank {r}: {what}"
+            );
+        }
+        show_recovery(&format!("{scheme} {mode}"), &hurt);
+    }
+}
+
 /// The launcher that gives each host its own /dev/shm.
 fn own_shm_launcher() -> String {
     format!("{}/tests/netns-host", env!("CARGO_MANIFEST_DIR"))

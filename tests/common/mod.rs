@@ -20,6 +20,7 @@ pub fn bin(name: &str) -> PathBuf {
         "mpifort" => PathBuf::from(env!("CARGO_BIN_EXE_mpifort")),
         "mpistages-bench" => PathBuf::from(env!("CARGO_BIN_EXE_mpistages-bench")),
         "mpistages-agent" => PathBuf::from(env!("CARGO_BIN_EXE_mpistages-agent")),
+        "mpistages-ckpt" => PathBuf::from(env!("CARGO_BIN_EXE_mpistages-ckpt")),
         _ => panic!("unknown binary {name}"),
     }
 }

@@ -44,21 +44,22 @@ fn rank_hosts(size: usize) -> Vec<usize> {
         .unwrap_or_else(|| vec![0; size])
 }
 
-/// Says once when a set has two members on one host (fewer hosts than a
-/// set has members): losing that host loses more than one member.
+/// Says once when a set has more members on one host than the code
+/// covers (fewer hosts than the set needs): losing that host loses them.
 fn warn_shared_hosts(r: Redundancy, sets: &[Vec<u32>], hosts: &[usize]) {
-    let distinct_hosts = hosts
-        .iter()
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
-    if distinct_hosts < 2 {
+    let covers = r.set_shape().map_or(1, |(_, m)| m);
+    if hosts.iter().all(|&h| h == hosts[0]) {
         return;
     }
     for s in sets {
-        let on: std::collections::BTreeSet<usize> = s.iter().map(|&x| hosts[x as usize]).collect();
-        if on.len() < s.len() {
+        let mut on: std::collections::BTreeMap<usize, usize> = Default::default();
+        for &x in s {
+            *on.entry(hosts[x as usize]).or_default() += 1;
+        }
+        let most = on.values().copied().max().unwrap_or(0);
+        if most > covers {
             log::warn!(
-                "mpistages: warning: {r}: the redundancy set of ranks {s:?} spans {} hosts for {} members: a lost host can take more than one member",
+                "mpistages: warning: {r}: the redundancy set of ranks {s:?} has {most} members on one host ({} hosts for {} members): losing that host loses more than {r} rebuilds",
                 on.len(),
                 s.len()
             );

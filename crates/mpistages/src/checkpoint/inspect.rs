@@ -2,6 +2,7 @@
 //! goes wrong. PATH is a checkpoint file or a directory searched (two levels
 //! deep, e.g. `DIR/epoch-N/rank-R.ckpt`) for `*.ckpt` files.
 
+use super::erasure::parity::{self, Parity};
 use super::format;
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,9 @@ pub const USAGE: &str = "\
 usage: mpistages-ckpt ls|verify|show PATH
 
   ls      one line per checkpoint file: job, rank, epoch, sections, sizes,
-          compression ratio and whether every checksum holds
+          compression ratio and whether every checksum holds; for what a
+          rank holds for others (held-by-R.ckpt), the partner copy or the
+          parity of its redundancy set (xor:K, rs:K+M) and what it covers
   verify  like ls, but exits with status 1 if any file is corrupt
   show    every section of every file (kind, id or name, sizes)
 
@@ -47,6 +50,28 @@ pub fn find(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// One line on a parity file: scheme, set, what it holds and covers.
+fn describe(p: &Parity) -> String {
+    let t = &p.table;
+    let stripes: Vec<String> = p
+        .shards
+        .iter()
+        .map(|(row, i, _)| format!("{row}/{i}"))
+        .collect();
+    let covered: u64 = t.lengths.iter().sum();
+    format!(
+        "{} parity held by rank {}: job {} epoch {}  set of ranks {:?}  stripe/shard {}  {} bytes of parity for {} bytes of checkpoints",
+        p.scheme(),
+        p.holder,
+        p.job,
+        p.epoch,
+        t.members,
+        stripes.join(","),
+        p.shards.len() as u64 * t.chunk,
+        covered
+    )
+}
+
 /// Runs the tool; returns the process exit status.
 pub fn run(args: &[String], out: &mut dyn std::io::Write) -> i32 {
     let (Some(cmd), Some(path), None) = (args.first(), args.get(1), args.get(2)) else {
@@ -70,6 +95,31 @@ pub fn run(args: &[String], out: &mut dyn std::io::Write) -> i32 {
     }
     let mut bad = 0;
     for f in &files {
+        let bytes = std::fs::read(f).unwrap_or_default();
+        if bytes.starts_with(parity::MAGIC) {
+            match Parity::parse(&bytes) {
+                Ok(p) => {
+                    let _ = writeln!(out, "{}  {}  ok", f.display(), describe(&p));
+                }
+                Err(e) => {
+                    bad += 1;
+                    let _ = writeln!(out, "{}  CORRUPT: {e}", f.display());
+                }
+            }
+            continue;
+        }
+        let holder = f
+            .file_name()
+            .and_then(|n| {
+                n.to_string_lossy()
+                    .strip_prefix("held-by-")?
+                    .strip_suffix(".ckpt")?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .map_or(String::new(), |h| {
+                format!("partner copy held by rank {h}: ")
+            });
         match format::read(f, None) {
             Ok(ck) => {
                 let raw: u64 = ck.sections.iter().map(|s| s.data.len() as u64).sum();
@@ -80,7 +130,7 @@ pub fn run(args: &[String], out: &mut dyn std::io::Write) -> i32 {
                 };
                 let _ = writeln!(
                     out,
-                    "{}  job {} rank {}/{} epoch {} gen {}  {} sections  {} bytes ({} stored, {:.2}x)  ok",
+                    "{}  {holder}job {} rank {}/{} epoch {} gen {}  {} sections  {} bytes ({} stored, {:.2}x)  ok",
                     f.display(),
                     ck.who.job,
                     ck.who.rank,

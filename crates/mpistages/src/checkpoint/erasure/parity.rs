@@ -71,6 +71,28 @@ impl Parity {
     /// Parses and checks held bytes: they must be whole, undamaged, and
     /// the parity `holder` holds of `epoch` in `job`.
     pub fn decode(bytes: &[u8], job: u64, epoch: u64, holder: u32) -> Result<Parity, String> {
+        let p = Parity::parse(bytes)?;
+        if (p.job, p.epoch, p.holder) != (job, epoch, holder) {
+            return Err(format!(
+                "parity of job {}, epoch {}, held by rank {} (wanted job {job}, epoch {epoch}, rank {holder})",
+                p.job, p.epoch, p.holder
+            ));
+        }
+        Ok(p)
+    }
+
+    /// The scheme as `--ckpt` names it.
+    pub fn scheme(&self) -> String {
+        let n = self.table.members.len() as u32;
+        if self.rs {
+            format!("rs:{}+{}", n - self.m, self.m)
+        } else {
+            format!("xor:{n}")
+        }
+    }
+
+    /// Parses and checks parity bytes, whoever's they are.
+    pub fn parse(bytes: &[u8]) -> Result<Parity, String> {
         if bytes.len() < 8 || &bytes[..8] != MAGIC {
             return Err("not a parity file".into());
         }
@@ -89,13 +111,8 @@ impl Parity {
             1 => true,
             s => return Err(format!("unknown parity scheme {s}")),
         };
-        let (pjob, pepoch, pholder, m, chunk, n) =
+        let (job, epoch, holder, m, chunk, n) =
             (r.u64()?, r.u64()?, r.u32()?, r.u32()?, r.u64()?, r.u32()?);
-        if (pjob, pepoch, pholder) != (job, epoch, holder) {
-            return Err(format!(
-                "parity of job {pjob}, epoch {pepoch}, held by rank {pholder} (wanted job {job}, epoch {epoch}, rank {holder})"
-            ));
-        }
         if n > MAX_MEMBERS || m == 0 || m >= n || chunk == 0 || !chunk.is_multiple_of(64) {
             return Err(format!(
                 "impossible parity shape: {n} members, {m} parity shards, chunks of {chunk} bytes"
