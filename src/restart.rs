@@ -72,10 +72,12 @@ pub fn find(dir: &Path, ranks: usize, passed: &mut Vec<String>) -> Result<Found,
         let mut job = None;
         for rank in 0..ranks {
             let path = level.path(epoch, rank as u32);
-            let who = match std::fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| format::verify(&b).map_err(|e| e.to_string()))
-            {
+            // A differential checkpoint counts only with its whole chain.
+            let read = format::read(&path, None).and_then(|ck| match ck.diff.is_empty() {
+                true => Ok(ck.who),
+                false => level.read(&ck.who).map(|c| c.who),
+            });
+            let who = match read.map_err(|e| e.to_string()) {
                 Ok(who) => who,
                 Err(why) => {
                     passed.push(format!("epoch {epoch}: {}: {why}", path.display()));

@@ -45,6 +45,10 @@ pub mod env {
     /// same for every process of the job, chosen by mpiexec so that
     /// partners run on different hosts (default 1).
     pub const PARTNER_SHIFT: &str = "MPISTAGES_PARTNER_SHIFT";
+    /// Set (to anything): at `MPI_Finalize` each rank says what its
+    /// checkpoint files held and took per directory level (how much
+    /// `diff` and `zstd` saved).
+    pub const CKPT_REPORT: &str = "MPISTAGES_CKPT_REPORT";
     /// The host index of every rank as placed at the start, comma
     /// separated: redundancy sets (`xor:K`, `rs:K+M`) take their members
     /// from different hosts.

@@ -473,7 +473,8 @@ pub fn finalize() -> MpiResult<()> {
         r => r?,
     };
     m.engine.shutdown();
-    m.stages().finalize((durable > 0).then_some(durable));
+    m.stages()
+        .finalize((durable > 0).then_some(durable), m.rank);
     if let Some(srun) = &m.srun {
         if let Err(e) = srun.lock().unwrap_or_else(|p| p.into_inner()).finalize() {
             log::warn!("mpistages: rank {}: PMI-2 finalize: {e}", m.rank);

@@ -26,6 +26,9 @@ pub struct Config {
     /// Committed epochs kept per level.
     pub keep: usize,
     pub compression: Compression,
+    /// Differential checkpoints on directory levels, a full one at least
+    /// every this many epochs (`diff[:N]`).
+    pub diff: Option<u32>,
 }
 
 pub const DEFAULT_TMPFS: &str = "/dev/shm/mpistages";
@@ -57,6 +60,7 @@ impl Default for Config {
             levels: vec![Level::Mem, Level::Tmpfs(PathBuf::from(DEFAULT_TMPFS))],
             keep: 2,
             compression: Compression::Off,
+            diff: None,
         }
     }
 }
@@ -144,10 +148,18 @@ pub fn parse(spec: &str) -> Result<Config, String> {
                 cfg.compression = Compression::Off;
                 None
             }
+            "diff" => {
+                let every = match arg {
+                    None => super::diff::DEFAULT_EVERY,
+                    Some(n) => positive("diff:", n)?.min(u32::MAX as u64) as u32,
+                };
+                cfg.diff = Some(every);
+                None
+            }
             "" => return Err("empty item in the checkpoint configuration".into()),
             other => {
                 return Err(format!(
-                    "unknown checkpoint level or option '{other}' (levels: mem, tmpfs:DIR, partner or xor:K or rs:K+M, pfs:DIR[@every=N]; options: keep=N, zstd[:LEVEL], off)"
+                    "unknown checkpoint level or option '{other}' (levels: mem, tmpfs:DIR, partner or xor:K or rs:K+M, pfs:DIR[@every=N]; options: keep=N, zstd[:LEVEL], off, diff[:N])"
                 ))
             }
         };
@@ -196,6 +208,8 @@ mod tests {
             ]
         );
         assert_eq!((c.keep, c.compression), (3, Compression::Zstd(5)));
+        assert_eq!(parse("mem,diff").unwrap().diff, Some(8));
+        assert_eq!(parse("mem,diff:3").unwrap().diff, Some(3));
         assert_eq!(
             parse("mem,xor:4").unwrap().levels[1],
             Level::Redundant(Redundancy::Xor { k: 4 })
@@ -230,6 +244,7 @@ mod tests {
             ("mem,rs:4", "rs:K+M"),
             ("mem,rs:4+0", "rs:K+M"),
             ("mem,partner,xor:4", "give one of them"),
+            ("mem,diff:0", "positive"),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

@@ -7,6 +7,7 @@
 //! old one cost several times the copy itself; on a disk, the blocks of
 //! the old file need not be freed (and discarded) and new ones allocated.
 
+use super::diff::{self, Plan};
 use super::format::{self, AsSection, Checkpoint, CkptError, Compression, Identity, WriteStats};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,9 @@ pub struct DirLevel {
     durable: bool,
     /// Committed epochs kept.
     keep: usize,
+    /// Epochs kept before the oldest kept one, that differential
+    /// checkpoints may be based on (`diff::Differ::reach`).
+    reach: u64,
 }
 
 impl DirLevel {
@@ -25,7 +29,15 @@ impl DirLevel {
             root: root.into(),
             durable,
             keep: keep.max(1),
+            reach: 0,
         }
+    }
+
+    /// Keeps `reach` more epochs before the oldest kept one (the chains of
+    /// differential checkpoints).
+    pub fn with_reach(mut self, reach: u64) -> DirLevel {
+        self.reach = reach;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -87,24 +99,83 @@ impl DirLevel {
         sections: &[S],
         compression: Compression,
     ) -> io::Result<WriteStats> {
+        self.write_diff(who, sections, compression, None)
+    }
+
+    /// `write`, differential on the epoch `diff` names where it says so.
+    pub fn write_diff<S: AsSection>(
+        &self,
+        who: &Identity,
+        sections: &[S],
+        compression: Compression,
+        diff: Option<&Plan>,
+    ) -> io::Result<WriteStats> {
         use std::os::unix::fs::DirBuilderExt;
         let dir = self.epoch_dir(who.epoch);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        format::write(
+        format::write_diff(
             &self.path(who.epoch, who.rank),
             who,
             sections,
             compression,
             self.durable,
             &self.parked(who.rank),
+            diff,
         )
     }
 
+    /// This rank's checkpoint of `who.epoch`, whole: a differential one is
+    /// completed from the chain of epochs it is based on, each file
+    /// verified; a missing or damaged link is an error naming it.
     pub fn read(&self, who: &Identity) -> Result<Checkpoint, CkptError> {
-        format::read(&self.path(who.epoch, who.rank), Some(who))
+        let mut ck = format::read(&self.path(who.epoch, who.rank), Some(who))?;
+        let mut chain = Vec::new();
+        let mut epoch = who.epoch;
+        while !ck.diff.is_empty() {
+            let base = diff_base(&ck, epoch)?;
+            if chain.len() >= diff::MAX_CHAIN {
+                return Err(CkptError::Corrupt(
+                    "chain of differential checkpoints too long".into(),
+                ));
+            }
+            let at = Identity {
+                epoch: base,
+                ..*who
+            };
+            let next = format::read(&self.path(base, who.rank), Some(&at)).map_err(|e| {
+                CkptError::Corrupt(format!(
+                    "epoch {epoch} is differential on epoch {base}, which cannot be read: {e}"
+                ))
+            })?;
+            chain.push(std::mem::replace(&mut ck, next));
+            epoch = base;
+        }
+        // `ck` is whole; apply the differences from the oldest on.
+        while let Some(mut top) = chain.pop() {
+            for &i in &top.diff {
+                let s = &top.sections[i];
+                let under = ck
+                    .sections
+                    .iter()
+                    .find(|b| (b.kind, b.id, &b.name) == (s.kind, s.id, &s.name))
+                    .ok_or_else(|| {
+                        CkptError::Corrupt(format!(
+                            "differential section {i} of epoch {} has no base section",
+                            top.who.epoch
+                        ))
+                    })?;
+                let whole = diff::apply(&under.data, &s.data, under.data.len() as u64)
+                    .map_err(|e| CkptError::Corrupt(format!("epoch {}: {e}", top.who.epoch)))?;
+                top.sections[i].data = whole.into();
+            }
+            top.diff.clear();
+            top.stored_bytes += ck.stored_bytes;
+            ck = top;
+        }
+        Ok(ck)
     }
 
     /// Epochs present in this level (for any rank), ascending.
@@ -214,11 +285,27 @@ impl DirLevel {
     /// Epochs present here that `committed` makes old (older than the
     /// newest `keep` committed ones), ascending.
     fn old_epochs(&self, committed: u64) -> io::Result<Vec<u64>> {
-        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1);
+        let oldest_kept = committed.saturating_sub(self.keep as u64 - 1 + self.reach);
         let mut old = self.epochs()?;
         old.retain(|&e| e < oldest_kept);
         Ok(old)
     }
+}
+
+/// The one base epoch of a checkpoint's differential sections, older
+/// than its own.
+fn diff_base(ck: &Checkpoint, epoch: u64) -> Result<u64, CkptError> {
+    let mut base = None;
+    for &i in &ck.diff {
+        let b = diff::base_of(&ck.sections[i].data).map_err(CkptError::Corrupt)?;
+        if b >= epoch || base.is_some_and(|x| x != b) {
+            return Err(CkptError::Corrupt(format!(
+                "epoch {epoch} names base epoch {b} (sections disagree or it is not older)"
+            )));
+        }
+        base = Some(b);
+    }
+    base.ok_or_else(|| CkptError::Corrupt("no differential section".into()))
 }
 
 #[cfg(test)]

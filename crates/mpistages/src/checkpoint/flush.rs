@@ -394,22 +394,24 @@ impl Flusher {
         self.shared.lock().status.clone()
     }
 
-    /// `status().flushed`, without copying the error lists.
     /// Writes a checkpoint to this level at once (no faster level holds a
-    /// copy to flush from); once written it counts as flushed.
+    /// copy to flush from), differential where `diff` says; once written
+    /// it counts as flushed.
     pub fn write_now<S: super::format::AsSection>(
         &self,
         who: &super::format::Identity,
         sections: &[S],
         compression: super::format::Compression,
-    ) -> std::io::Result<()> {
-        self.level.write(who, sections, compression)?;
+        diff: Option<&super::diff::Plan>,
+    ) -> std::io::Result<super::format::WriteStats> {
+        let stats = self.level.write_diff(who, sections, compression, diff)?;
         let mut st = self.shared.lock();
         let f = &mut st.status.flushed;
         *f = Some(f.map_or(who.epoch, |f| f.max(who.epoch)));
-        Ok(())
+        Ok(stats)
     }
 
+    /// `status().flushed`, without copying the error lists.
     pub fn flushed(&self) -> Option<u64> {
         self.shared.lock().status.flushed
     }

@@ -128,9 +128,18 @@ pub fn run(args: &[String], out: &mut dyn std::io::Write) -> i32 {
                 } else {
                     raw as f64 / ck.stored_bytes as f64
                 };
+                let diff = match ck.diff.first() {
+                    Some(&i) => format!(
+                        "  differential on epoch {} ({} of {} sections)",
+                        super::diff::base_of(&ck.sections[i].data).unwrap_or(0),
+                        ck.diff.len(),
+                        ck.sections.len()
+                    ),
+                    None => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "{}  {holder}job {} rank {}/{} epoch {} gen {}  {} sections  {} bytes ({} stored, {:.2}x)  ok",
+                    "{}  {holder}job {} rank {}/{} epoch {} gen {}  {} sections  {} bytes ({} stored, {:.2}x){diff}  ok",
                     f.display(),
                     ck.who.job,
                     ck.who.rank,

@@ -7,6 +7,7 @@
 //! them between ranks is the MPI layer's (`api::recovery`).
 
 pub mod config;
+pub mod diff;
 pub mod dirlevel;
 pub mod erasure;
 pub mod flush;

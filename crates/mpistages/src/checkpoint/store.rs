@@ -5,10 +5,13 @@
 //! each copy was skipped. Nothing invalid is ever returned.
 
 use super::config::{Config, Level};
+use super::diff::{Differ, Plan};
 use super::dirlevel::DirLevel;
 use super::erasure::Redundancy;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{self, AsSection, CkptError, Compression, Identity, Section, SectionData};
+use super::format::{
+    self, AsSection, CkptError, Compression, Identity, Section, SectionData, WriteStats,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -72,6 +75,29 @@ pub struct Store {
     /// be overwritten by the next checkpoint: memory that was just freed
     /// and allocated again costs a page fault per page at every checkpoint.
     spare: Option<Vec<Section>>,
+    /// Differential checkpoints (`diff`): the hashes of the last epoch.
+    differ: Option<Differ>,
+    /// Per level (by index), the last epoch written there: a directory
+    /// level writes a differential checkpoint only on the epoch before.
+    last: Vec<Option<u64>>,
+    /// Per level (by index), what its files held and took.
+    written: Vec<Written>,
+}
+
+/// What a directory level's checkpoint files held and took, over a job.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Written {
+    pub files: u64,
+    /// Files that were full (not differential).
+    pub full: u64,
+    /// Bytes of the sections checkpointed.
+    pub raw: u64,
+    /// Bytes stored for them (compressed, or only the changed blocks).
+    pub stored: u64,
+}
+
+fn plan_used(diff: Option<&Plan>) -> bool {
+    diff.is_some_and(|d| d.changed.iter().any(Option::is_some))
 }
 
 /// Where a restore came from, and what was skipped on the way.
@@ -136,17 +162,20 @@ impl Store {
     /// Levels from the configuration.
     pub fn new(cfg: &Config, job: u64, rank: u32, size: u32) -> Store {
         let mut levels = Vec::new();
+        let reach = cfg.diff.map_or(0, Differ::reach);
         for l in &cfg.levels {
             levels.push(match l {
                 Level::Mem => ("mem".to_string(), Backend::Mem(MemLevel::default())),
                 Level::Tmpfs(d) => (
                     format!("tmpfs:{}", d.display()),
-                    Backend::Dir(Flusher::new(DirLevel::new(d, false, cfg.keep))),
+                    Backend::Dir(Flusher::new(
+                        DirLevel::new(d, false, cfg.keep).with_reach(reach),
+                    )),
                 ),
                 Level::Pfs { dir, every } => (
                     format!("pfs:{}", dir.display()),
                     Backend::Durable {
-                        flusher: Flusher::new(DirLevel::new(dir, true, cfg.keep)),
+                        flusher: Flusher::new(DirLevel::new(dir, true, cfg.keep).with_reach(reach)),
                         every: (*every).max(1) as u64,
                     },
                 ),
@@ -165,7 +194,10 @@ impl Store {
             });
         }
         Store {
+            last: vec![None; levels.len()],
+            written: vec![Written::default(); levels.len()],
             levels,
+            differ: cfg.diff.map(Differ::new),
             job,
             rank,
             size,
@@ -218,6 +250,16 @@ impl Store {
             Backend::Partner(p) => Some(p.scheme),
             _ => None,
         })
+    }
+
+    /// What each directory level's files held and took so far, by name.
+    pub fn written(&self) -> Vec<(String, Written)> {
+        self.levels
+            .iter()
+            .zip(&self.written)
+            .filter(|(_, w)| w.files > 0)
+            .map(|((name, _), w)| (name.clone(), *w))
+            .collect()
     }
 
     /// Committed epochs each level keeps.
@@ -398,24 +440,30 @@ impl Store {
         let compression = self.compression;
         let rank = self.rank;
         let mut warnings = Vec::new();
-        // The newest node-local copy written so far, for background flushes.
-        let mut local_copy: Option<std::path::PathBuf> = None;
+        let plan = self.diff_plan(epoch, sections);
+        // The newest node-local copy written so far, for background
+        // flushes, and whether it is differential.
+        let mut local_copy: Option<(std::path::PathBuf, bool, WriteStats)> = None;
         for (i, (name, level)) in self.levels.iter_mut().enumerate() {
-            let r = match level {
+            // A level writes a difference only on the epoch before.
+            let on_last = epoch > 1 && self.last[i] == Some(epoch - 1);
+            let diff = plan.as_ref().filter(|_| on_last);
+            // What a directory level wrote (for `report`).
+            let r: Result<Option<WriteStats>, _> = match level {
                 Backend::Mem(m) => {
                     m.epochs.insert(epoch, owned_copy());
-                    Ok(())
+                    Ok(None)
                 }
                 Backend::Partner(p) => {
                     p.own.epochs.insert(epoch, owned_copy());
-                    Ok(())
+                    Ok(None)
                 }
                 Backend::Dir(f) => {
                     let path = f.level().path(epoch, rank);
-                    match f.level().write(&who, sections, compression) {
-                        Ok(_) => {
-                            local_copy = Some(path);
-                            Ok(())
+                    match f.level().write_diff(&who, sections, compression, diff) {
+                        Ok(stats) => {
+                            local_copy = Some((path, diff.is_some(), stats));
+                            Ok(Some(stats))
                         }
                         Err(e) => Err((e, Some(path))),
                     }
@@ -425,16 +473,27 @@ impl Store {
                         continue;
                     }
                     match &local_copy {
-                        Some(from) => {
+                        // A differential file is copied only where its
+                        // base is (a level written every epoch).
+                        Some((from, is_diff, stats)) if !is_diff || diff.is_some() => {
                             flusher.submit(epoch, rank, from.clone(), true);
-                            Ok(())
+                            Ok(Some(*stats))
                         }
-                        None => flusher
-                            .write_now(&who, sections, compression)
+                        _ => flusher
+                            .write_now(&who, sections, compression, diff)
+                            .map(Some)
                             .map_err(|e| (e, Some(flusher.level().path(epoch, rank)))),
                     }
                 }
             };
+            self.last[i] = Some(epoch).filter(|_| r.is_ok());
+            if let Ok(Some(w)) = &r {
+                let t = &mut self.written[i];
+                t.files += 1;
+                t.full += u64::from(!plan_used(diff));
+                t.raw += w.raw_bytes;
+                t.stored += w.stored_bytes;
+            }
             if let Err((e, path)) = r {
                 let at = path.map_or(String::new(), |p| format!(" ({})", p.display()));
                 let msg = format!("checkpoint epoch {epoch} on {name}{at}: {e}");
@@ -451,9 +510,35 @@ impl Store {
         Ok(warnings)
     }
 
+    /// With `diff`: which blocks of `sections` changed since the epoch
+    /// before, or none for a full checkpoint. An epoch a durable level
+    /// copies from node-local storage without writing every epoch is full.
+    fn diff_plan<S: AsSection>(&mut self, epoch: u64, sections: &[S]) -> Option<Plan> {
+        let differ = self.differ.as_mut()?;
+        let has_local = self
+            .levels
+            .iter()
+            .any(|(_, l)| matches!(l, Backend::Dir(_)));
+        let full = has_local
+            && self.levels.iter().any(|(_, l)| {
+                matches!(l, Backend::Durable { every, .. } if *every > 1 && epoch.is_multiple_of(*every))
+            });
+        let keyed = sections.iter().map(|s| {
+            let s = s.section();
+            ((s.kind as u16, s.id, s.name.to_string()), s.data)
+        });
+        differ.next(epoch, keyed, full)
+    }
+
     /// The job rolled back to `epoch`: copies of later epochs on durable
     /// levels belong to the abandoned run and no longer count as durable.
-    pub fn rolled_back(&self, epoch: u64) {
+    /// The next checkpoint is full (the one it would be a difference
+    /// from is abandoned).
+    pub fn rolled_back(&mut self, epoch: u64) {
+        if let Some(d) = &mut self.differ {
+            d.forget();
+        }
+        self.last.iter_mut().for_each(|l| *l = None);
         for (_, l) in &self.levels {
             if let Backend::Durable { flusher, .. } = l {
                 flusher.rolled_back(epoch);

@@ -235,3 +235,78 @@ fn held_partner_copies_outlive_the_holders_process() {
     relaunched.lose_node_local().unwrap();
     assert!(relaunched.held(3).is_none() && !dir.held_path(2, 1).exists());
 }
+
+/// Sections of an iterative code whose first region changes in one block
+/// per epoch and whose second never changes.
+fn partly_changing(epoch: u64) -> Vec<Section> {
+    let mut a: Vec<u8> = (0..10 * crate::checkpoint::diff::BLOCK)
+        .map(|i| (i % 253) as u8)
+        .collect();
+    for e in 1..=epoch as usize {
+        a[(e % 10) * crate::checkpoint::diff::BLOCK + e] = e as u8;
+    }
+    vec![
+        Section {
+            kind: Kind::Protected,
+            id: 1,
+            name: String::new(),
+            data: a.into(),
+        },
+        Section {
+            kind: Kind::Protected,
+            id: 2,
+            name: String::new(),
+            data: vec![7u8; 3 * crate::checkpoint::diff::BLOCK + 5].into(),
+        },
+    ]
+}
+
+/// `diff:3` on tmpfs and pfs: epochs 1, 4, 7 are full, the others hold
+/// one changed block; every epoch reads back whole from both levels
+/// through its chain; commits keep the chain's bases; a missing base is
+/// an error naming it, and after a rollback the next epoch is full.
+#[test]
+fn differential_checkpoints_write_changed_blocks_and_restore_through_their_chain() {
+    let s = Scratch::new("store-diff");
+    let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=1,diff:3", s.0.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
+    let block = crate::checkpoint::diff::BLOCK as u64;
+    let whole = (13 * block + 5) as f64;
+    for e in 1..=8 {
+        store.write(e, 0, &partly_changing(e)).unwrap();
+        store.wait_flushed();
+        let file = std::fs::metadata(store.first_file(e).unwrap())
+            .unwrap()
+            .len() as f64;
+        if [1, 4, 7].contains(&e) {
+            assert!(file > whole, "epoch {e} is full: {file}");
+        } else {
+            assert!(file < 1.2 * block as f64, "epoch {e} is one block: {file}");
+        }
+        store.commit(e, store.durable());
+        for level in ["tmpfs", "pfs"] {
+            let d = DirLevel::new(s.0.join(level).as_path(), false, 1);
+            let ck = d.read(&store.who(e, 0)).unwrap();
+            assert_eq!(ck.sections, partly_changing(e), "{level} epoch {e}");
+            assert!(ck.diff.is_empty());
+        }
+    }
+    store.wait_flushed();
+    // keep=1 at commit 8: epoch 8 and the two before it (a chain of
+    // diff:3 reaches back two epochs at most; here 7 is its full base).
+    let d = DirLevel::new(s.0.join("tmpfs").as_path(), false, 1);
+    assert_eq!(d.epochs().unwrap(), vec![6, 7, 8]);
+    std::fs::remove_file(d.path(7, 1)).unwrap();
+    let e = d.read(&store.who(8, 0)).unwrap_err().to_string();
+    assert!(
+        e.contains("differential on epoch 7, which cannot be read"),
+        "{e}"
+    );
+    // A rollback: the next epoch is full.
+    store.rolled_back(6);
+    store.write(7, 0, &partly_changing(7)).unwrap();
+    let file = std::fs::metadata(store.first_file(7).unwrap())
+        .unwrap()
+        .len() as f64;
+    assert!(file > whole, "full after a rollback: {file}");
+}

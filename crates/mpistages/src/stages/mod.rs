@@ -193,7 +193,19 @@ impl Stages {
 
     /// The job ends: `durable` is the newest epoch every rank has on its
     /// pfs level, so the older ones beyond `keep` can go there too.
-    pub fn finalize(&mut self, durable: Option<u64>) {
+    pub fn finalize(&mut self, durable: Option<u64>, rank: usize) {
+        if std::env::var_os(crate::control::env::CKPT_REPORT).is_some() {
+            for (level, w) in self.store.written() {
+                log::info!(
+                    "mpistages: rank {rank}: {level}: {} checkpoint files ({} full), {} bytes checkpointed, {} bytes stored ({:.1} %)",
+                    w.files,
+                    w.full,
+                    w.raw,
+                    w.stored,
+                    100.0 * w.stored as f64 / w.raw.max(1) as f64
+                );
+            }
+        }
         self.apply_committed(self.committed, durable);
         let removals = self.store.wait_flushed();
         self.report_flush_errors(removals);

@@ -10,6 +10,9 @@ pub struct Checkpoint {
     pub sections: Vec<Section>,
     /// Bytes of section data as stored in the file (after compression).
     pub stored_bytes: u64,
+    /// Sections that hold only changed blocks on a base epoch (their data
+    /// is the `checkpoint::diff` payload until the chain is applied).
+    pub diff: Vec<usize>,
 }
 
 fn u16_at(b: &[u8], i: usize) -> u16 {
@@ -117,6 +120,7 @@ fn walk<'a>(
         let codec = match u16_at(bytes, e + 2) {
             0 => Codec::None,
             1 => Codec::Zstd,
+            2 => Codec::Diff,
             c => {
                 return Err(CkptError::Corrupt(format!(
                     "section {index} has an unknown codec {c}"
@@ -187,9 +191,13 @@ fn parse_with(
 ) -> Result<Checkpoint, CkptError> {
     let mut sections = Vec::new();
     let mut stored_bytes = 0;
+    let mut diff = Vec::new();
     let who = walk(bytes, expect, |s| {
         let data = match s.codec {
-            Codec::None => {
+            Codec::None | Codec::Diff => {
+                if s.codec == Codec::Diff {
+                    diff.push(s.index);
+                }
                 let start = s.raw.as_ptr() as usize - bytes.as_ptr() as usize;
                 hold(s.raw, start..start + s.raw.len())
             }
@@ -222,6 +230,7 @@ fn parse_with(
         who,
         sections,
         stored_bytes,
+        diff,
     })
 }
 

@@ -18,14 +18,26 @@ struct Prepared<'a> {
     crc: u32,
 }
 
-/// Compresses each section where that shrinks it (`zstd`), without
-/// checksumming yet: the file writer checksums while it writes.
-fn prepare<'a, S: AsSection>(sections: &'a [S], compression: Compression) -> Vec<Prepared<'a>> {
+/// Compresses each section where that shrinks it (`zstd`), or keeps only
+/// its changed blocks where `diff` says so, without checksumming yet: the
+/// file writer checksums while it writes.
+fn prepare<'a, S: AsSection>(
+    sections: &'a [S],
+    compression: Compression,
+    diff: Option<&crate::checkpoint::diff::Plan>,
+) -> Vec<Prepared<'a>> {
     sections
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let s = s.section();
+            let changed = diff.and_then(|d| Some((d.base, d.changed.get(i)?.as_ref()?)));
             let (codec, stored) = match compression {
+                _ if changed.is_some() => {
+                    let (base, changed) = changed.expect("checked");
+                    let payload = crate::checkpoint::diff::encode(base, s.data, changed);
+                    (Codec::Diff, std::borrow::Cow::Owned(payload))
+                }
                 Compression::Zstd(level) if !s.data.is_empty() => {
                     match zstd::bulk::compress(s.data, level) {
                         Ok(c) if c.len() < s.data.len() => {
@@ -82,7 +94,7 @@ fn header(who: &Identity, prepared: &[Prepared]) -> Vec<u8> {
 
 /// The bytes of a checkpoint file, in memory (for the partner level).
 pub fn encode<S: AsSection>(who: &Identity, sections: &[S], compression: Compression) -> Vec<u8> {
-    let mut prepared = prepare(sections, compression);
+    let mut prepared = prepare(sections, compression, None);
     for p in &mut prepared {
         p.crc = crc32fast::hash(&p.stored);
     }
@@ -120,7 +132,21 @@ pub fn write<S: AsSection>(
     sync: bool,
     reuse: &[PathBuf],
 ) -> io::Result<WriteStats> {
-    let mut prepared = prepare(sections, compression);
+    write_diff(path, who, sections, compression, sync, reuse, None)
+}
+
+/// `write`, with the sections `diff` names written as their changed
+/// blocks only (a differential checkpoint on `diff.base`).
+pub fn write_diff<S: AsSection>(
+    path: &Path,
+    who: &Identity,
+    sections: &[S],
+    compression: Compression,
+    sync: bool,
+    reuse: &[PathBuf],
+    diff: Option<&crate::checkpoint::diff::Plan>,
+) -> io::Result<WriteStats> {
+    let mut prepared = prepare(sections, compression, diff);
     let tmp = temp_name(path);
     let result = (|| -> io::Result<WriteStats> {
         let f = match take_for_reuse(reuse, &tmp) {

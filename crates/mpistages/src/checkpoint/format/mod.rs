@@ -14,7 +14,7 @@
 //!  48 table_crc u32 (CRC32 of header bytes 0..48 and the whole table)
 //!  52 reserved u32 (0)
 //! section table entry (40 bytes + name, padded to 8)
-//!   0 kind u16   2 codec u16   4 name_len u32   8 id u64
+//!   0 kind u16   2 codec u16 (0 none, 1 zstd, 2 diff)   4 name_len u32   8 id u64
 //!  16 length u64 (as used)  24 stored u64 (on disk)  32 crc u32  36 reserved u32
 //! then the sections' stored bytes, in table order, each padded to 8
 //! ```
@@ -60,6 +60,8 @@ impl Kind {
 pub enum Codec {
     None = 0,
     Zstd = 1,
+    /// The changed blocks of the section on a base epoch (`checkpoint::diff`).
+    Diff = 2,
 }
 
 /// Who a checkpoint belongs to; a file for another job, rank or epoch is
