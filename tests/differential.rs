@@ -56,9 +56,9 @@ fn reference() -> String {
 /// ranks' reports (`MPISTAGES_CKPT_REPORT`) for level `level` (tmpfs, pfs).
 fn written(r: &Run, level: &str) -> (u64, u64, u64, u64) {
     let mut t = (0, 0, 0, 0);
-    let ours = |l: &&str| l.contains(&format!(": {level}:")) && l.contains(" checkpoint files (");
+    let ours = |l: &&str| l.contains(&format!(": {level}:")) && l.contains(" checkpoints (");
     for l in r.stderr.lines().filter(ours) {
-        // "... : 20 checkpoint files (3 full), 18053640 bytes checkpointed, 4967064 bytes stored (27.5 %)"
+        // "... : 20 checkpoints (3 full), 18053640 bytes checkpointed, 4967064 bytes stored (27.5 %)"
         let (_, counts) = l.rsplit_once(": ").unwrap();
         let w: Vec<&str> = counts.split_whitespace().collect();
         let num = |i: usize| -> u64 {
@@ -66,7 +66,7 @@ fn written(r: &Run, level: &str) -> (u64, u64, u64, u64) {
                 .parse()
                 .unwrap_or_else(|_| panic!("{l}"))
         };
-        t = (t.0 + num(0), t.1 + num(3), t.2 + num(5), t.3 + num(8));
+        t = (t.0 + num(0), t.1 + num(2), t.2 + num(4), t.3 + num(7));
     }
     t
 }

@@ -85,8 +85,13 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         written.map_err(|e| not_written(m, st.epoch + 1, e))?
     };
     if let Some(copy) = copy {
-        if let Some(held) = recovery::protect_copy(m, epoch, &copy)? {
-            m.stages().hold(epoch, held);
+        match recovery::protect_copy(m, epoch, &copy)? {
+            Some(recovery::Held::Copy(held)) => m.stages().hold(epoch, held, copy.len()),
+            // The parity is computed while the application goes on.
+            Some(recovery::Held::Chunks(c)) => {
+                m.stages().hold_later(epoch, copy.len(), move || c.parity())
+            }
+            None => {}
         }
     }
     let (committed, durable) = m.engine.committed();

@@ -186,21 +186,29 @@ fn swap(m: &Mpi, to: usize, out: &[u8], from: usize) -> MpiResult<Vec<u8>> {
     Ok(got.pop().expect("one message was received"))
 }
 
+/// What a rank holds for others after a checkpoint: a partner's copy, or
+/// the chunks its parity is computed from.
+pub enum Held {
+    Copy(Vec<u8>),
+    Chunks(redundancy::Chunks),
+}
+
 /// The redundancy level at `MPIX_Checkpoint_write` of `epoch`: sends
 /// `copy` (this rank's epoch as file bytes) to the partner, or its chunks
-/// to its set, and returns what this rank holds for others (the copy of
-/// the previous rank, or parity), if anything.
-pub fn protect_copy(m: &Mpi, epoch: u64, copy: &[u8]) -> MpiResult<Option<Vec<u8>>> {
+/// to its set, and returns what this rank holds for others, if anything.
+pub fn protect_copy(m: &Mpi, epoch: u64, copy: &[u8]) -> MpiResult<Option<Held>> {
     // (The guard of `m.stages()` must not live through the match.)
     let redundancy = m.stages().redundancy();
     match redundancy {
         None => Ok(None),
         Some(Redundancy::Partner) => {
             let (partner, client) = partner_of(m);
-            swap(m, partner, copy, client).map(Some)
+            swap(m, partner, copy, client).map(|c| Some(Held::Copy(c)))
         }
         Some(r) => match redundancy::layout(m, r) {
-            Some(layout) => redundancy::encode_set(m, layout, epoch, copy).map(Some),
+            Some(layout) => {
+                redundancy::encode_set(m, layout, epoch, copy).map(|c| Some(Held::Chunks(c)))
+            }
             None => Ok(None),
         },
     }

@@ -76,15 +76,14 @@ fn code(layout: &Layout) -> Code {
 }
 
 /// `MPIX_Checkpoint_write`: sends the chunks of this rank's checkpoint
-/// (`bytes`) to the members holding parity of their stripes, receives the
-/// chunks of the stripes this rank holds parity of, and returns that
-/// parity (with the set's table) as the bytes to hold.
-pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResult<Vec<u8>> {
+/// (`bytes`) to the members holding parity of their stripes and receives
+/// the chunks of the stripes this rank holds parity of. The parity itself
+/// is computed later, off the application's thread (`Chunks::parity`).
+pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResult<Chunks> {
     let me = layout.index_of(m.rank as u32).expect("this rank's set");
     let n = layout.n();
     let others: Vec<usize> = (0..n).filter(|&j| j != me).collect();
-    let rank = |j: usize| layout.members[j] as usize;
-    let from: Vec<usize> = others.iter().map(|&j| rank(j)).collect();
+    let from: Vec<usize> = others.iter().map(|&j| layout.members[j] as usize).collect();
     // Everyone's length: chunks are cut to the longest checkpoint.
     let len = (bytes.len() as u64).to_le_bytes();
     let out: Vec<(usize, &[u8])> = from.iter().map(|&r| (r, &len[..])).collect();
@@ -97,11 +96,10 @@ pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResu
     let c = layout.chunk_len(lengths.iter().copied().max().unwrap_or(0));
     let cu = usize::try_from(c).map_err(|_| bad("checkpoint too large"))?;
     // To member h: this rank's chunk in each stripe h holds parity of.
-    let held_rows = |h: usize| (0..layout.m).map(move |p| ((h + n - p) % n, p));
     let chunks: Vec<Vec<u8>> = others
         .iter()
         .map(|&h| {
-            let mine = held_rows(h).filter_map(|(row, _)| layout.role(row, me).ok());
+            let mine = held_rows(layout, h).filter_map(|(row, _)| layout.role(row, me).ok());
             mine.flat_map(|i| chunk(bytes, cu, i)).collect()
         })
         .collect();
@@ -111,41 +109,78 @@ pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResu
         .zip(chunks.iter().map(|c| &c[..]))
         .collect();
     let got = exchange(m, &out, &from)?;
-    // The parity of each stripe this rank holds, from the data shards.
-    let code = code(layout);
-    let mut shards = Vec::with_capacity(layout.m);
-    for (row, p) in held_rows(me) {
-        let mut data = Vec::with_capacity(layout.d());
-        for i in 0..layout.d() {
-            let j = layout.data_member(row, i);
-            let k = others.iter().position(|&o| o == j).expect("another member");
-            // Member j sent its chunks of my stripes in stripe order.
-            let at = held_rows(me)
-                .take_while(|&(r, _)| r != row)
-                .filter(|&(r, _)| layout.role(r, j).is_ok())
-                .count();
-            let shard = got[k]
-                .get(at * cu..(at + 1) * cu)
-                .ok_or_else(|| bad("a set member sent too few chunks"))?;
-            data.push(shard);
-        }
-        let parity = code.parity(&data).map_err(|e| bad(&e))?;
-        shards.push((row as u32, p as u32, parity[p].clone()));
-    }
-    Ok(Parity {
+    Ok(Chunks {
+        layout: layout.clone(),
+        me,
+        got,
         job: m.stages().job(),
         epoch,
-        holder: m.rank as u32,
-        rs: layout.m > 1,
-        m: layout.m as u32,
-        table: Table {
-            members: layout.members.clone(),
-            lengths,
-            chunk: c,
-        },
-        shards,
+        lengths,
+        chunk: c,
+    })
+}
+
+/// The stripes member `h` holds parity of, with the parity shard index.
+fn held_rows(layout: &Layout, h: usize) -> impl Iterator<Item = (usize, usize)> {
+    let n = layout.n();
+    (0..layout.m).map(move |p| ((h + n - p) % n, p))
+}
+
+/// The data shards of the stripes a member holds parity of, as received
+/// from the other members (`got[k]` from its k-th other member, its
+/// chunks in stripe order).
+pub struct Chunks {
+    layout: Layout,
+    me: usize,
+    got: Vec<Vec<u8>>,
+    job: u64,
+    epoch: u64,
+    lengths: Vec<u64>,
+    chunk: u64,
+}
+
+impl Chunks {
+    /// The parity of each stripe this member holds, with the set's table,
+    /// as the bytes to hold (pure: runs on a thread of its own).
+    pub fn parity(self) -> Result<Vec<u8>, String> {
+        let l = &self.layout;
+        let cu = self.chunk as usize;
+        let code = code(l);
+        let others: Vec<usize> = (0..l.n()).filter(|&j| j != self.me).collect();
+        let mut shards = Vec::with_capacity(l.m);
+        for (row, p) in held_rows(l, self.me) {
+            let mut data = Vec::with_capacity(l.d());
+            for i in 0..l.d() {
+                let j = l.data_member(row, i);
+                let k = others.iter().position(|&o| o == j).expect("another member");
+                // Member j sent its chunks of my stripes in stripe order.
+                let at = held_rows(l, self.me)
+                    .take_while(|&(r, _)| r != row)
+                    .filter(|&(r, _)| l.role(r, j).is_ok())
+                    .count();
+                let shard = self.got[k]
+                    .get(at * cu..(at + 1) * cu)
+                    .ok_or("a set member sent too few chunks")?;
+                data.push(shard);
+            }
+            let parity = code.parity(&data)?;
+            shards.push((row as u32, p as u32, parity[p].clone()));
+        }
+        Ok(Parity {
+            job: self.job,
+            epoch: self.epoch,
+            holder: l.members[self.me],
+            rs: l.m > 1,
+            m: l.m as u32,
+            table: Table {
+                members: l.members.clone(),
+                lengths: self.lengths,
+                chunk: self.chunk,
+            },
+            shards,
+        }
+        .encode())
     }
-    .encode())
 }
 
 fn bad(what: &str) -> super::error::MpiError {
@@ -309,7 +344,7 @@ pub fn rebuild_from_set(
 
 /// The parity this rank holds of `epoch`, checked; damage is said.
 fn held_parity(m: &Mpi, epoch: u64, scheme: &str) -> Option<Parity> {
-    let st = m.stages();
+    let mut st = m.stages();
     let bytes = st.held(epoch)?;
     match Parity::decode(&bytes, st.job(), epoch, m.rank as u32) {
         Ok(p) => Some(p),

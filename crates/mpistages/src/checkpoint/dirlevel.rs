@@ -12,6 +12,7 @@ use super::format::{self, AsSection, Checkpoint, CkptError, Compression, Identit
 use std::io;
 use std::path::{Path, PathBuf};
 
+#[derive(Clone)]
 pub struct DirLevel {
     root: PathBuf,
     /// fsync files and directories (a durable level); tmpfs needs none.

@@ -84,7 +84,9 @@ pub struct Store {
     written: Vec<Written>,
 }
 
-/// What a directory level's checkpoint files held and took, over a job.
+/// What a directory level's checkpoint files held and took, over a job
+/// (for the redundancy level: this rank's copies, and what it held for
+/// others).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Written {
     pub files: u64,
@@ -252,7 +254,8 @@ impl Store {
         })
     }
 
-    /// What each directory level's files held and took so far, by name.
+    /// What each directory level's files (and the redundancy level) held
+    /// and took so far, by name.
     pub fn written(&self) -> Vec<(String, Written)> {
         self.levels
             .iter()
@@ -267,6 +270,10 @@ impl Store {
         self.keep
     }
 
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
     /// The job's id (parity records carry it).
     pub fn job(&self) -> u64 {
         self.job
@@ -279,26 +286,39 @@ impl Store {
         format::encode(&self.who(epoch, generation), sections, self.compression)
     }
 
-    /// Keeps a copy of `epoch` for the rank this one is partner of, in
-    /// memory and on node-local storage. A copy that could not be written
-    /// there comes back as a warning (the one in memory still serves).
-    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) -> Option<String> {
-        let rank = self.rank;
-        for (_, l) in &mut self.levels {
+    /// Keeps a copy of `epoch` for the rank this one is partner of (or
+    /// parity for its set), in memory and on node-local storage. A copy
+    /// that could not be written there comes back as a warning (the one
+    /// in memory still serves). `own` is the size of this rank's own copy
+    /// (what is held is counted against it in `written`).
+    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>, own: usize) -> Option<String> {
+        let warning = self
+            .held_files()
+            .and_then(|d| write_held(&d, epoch, self.rank, &bytes));
+        self.keep_held(epoch, bytes, own);
+        warning
+    }
+
+    /// Where held copies go on node-local storage, if anywhere (for a
+    /// thread that writes them itself: `write_held`).
+    pub fn held_files(&self) -> Option<DirLevel> {
+        self.levels.iter().find_map(|(_, l)| match l {
+            Backend::Partner(p) => p.files.clone(),
+            _ => None,
+        })
+    }
+
+    /// `hold`, for bytes already written to node-local storage.
+    pub fn keep_held(&mut self, epoch: u64, bytes: Vec<u8>, own: usize) {
+        for (i, (_, l)) in self.levels.iter_mut().enumerate() {
             if let Backend::Partner(p) = l {
-                let written = p.files.as_ref().map(|d| {
-                    d.write_held(epoch, rank, &bytes).map_err(|e| {
-                        format!(
-                            "partner copy of epoch {epoch} on {}: {e}",
-                            d.held_path(epoch, rank).display()
-                        )
-                    })
-                });
+                let t = &mut self.written[i];
+                (t.files, t.full) = (t.files + 1, t.full + 1);
+                (t.raw, t.stored) = (t.raw + own as u64, t.stored + bytes.len() as u64);
                 p.held.insert(epoch, Arc::new(bytes));
-                return written.and_then(Result::err);
+                return;
             }
         }
-        None
     }
 
     /// The copy of `epoch` held for the partner's client, if any: in
@@ -665,6 +685,17 @@ impl Store {
         }
         None
     }
+}
+
+/// Writes what `holder` holds of `epoch` to node-local level `d`; a
+/// failure comes back as a warning.
+pub fn write_held(d: &DirLevel, epoch: u64, holder: u32, bytes: &[u8]) -> Option<String> {
+    d.write_held(epoch, holder, bytes).err().map(|e| {
+        format!(
+            "copy or parity of epoch {epoch} held for other ranks, on {}: {e}",
+            d.held_path(epoch, holder).display()
+        )
+    })
 }
 
 /// Flips 8 bytes in the middle of file `p` (fault injection).

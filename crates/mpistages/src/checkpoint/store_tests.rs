@@ -219,7 +219,7 @@ fn held_partner_copies_outlive_the_holders_process() {
     let (client, mut holder) = (Store::new(&cfg, 5, 0, 4), Store::new(&cfg, 5, 1, 4));
     for e in 1..=3 {
         holder.write(e, 0, &state(e)).unwrap();
-        assert_eq!(holder.hold(e, client.encode(e, 0, &state(e))), None);
+        assert_eq!(holder.hold(e, client.encode(e, 0, &state(e)), 1000), None);
         holder.commit(e, None);
     }
     let dir = DirLevel::new(s.0.clone(), false, 2);

@@ -88,7 +88,14 @@ pub struct Stages {
     singleton: bool,
     /// Invalid copies already reported (a restore may look twice).
     reported: std::collections::HashSet<String>,
+    /// Parity being computed on a thread of its own (epoch, size of this
+    /// rank's copy, the thread): settled before anyone needs it.
+    pending: Option<(u64, usize, PendingParity)>,
 }
+
+/// A thread computing (and writing to node-local storage) the parity a
+/// rank holds: the bytes, or why not, and a warning.
+type PendingParity = std::thread::JoinHandle<(Result<Vec<u8>, String>, Option<String>)>;
 
 impl Stages {
     /// The checkpoint configuration from the environment, with node-local
@@ -147,6 +154,7 @@ impl Stages {
             redundancy,
             singleton,
             reported: Default::default(),
+            pending: None,
             epoch: 0,
             store,
             serializers: Vec::new(),
@@ -178,6 +186,7 @@ impl Stages {
     /// durable before the process goes), says what went wrong or was slow,
     /// and returns the newest epoch this rank has on its pfs level.
     pub fn wait_flushes(&mut self) -> Option<u64> {
+        self.settle();
         let flushes = self.store.wait_flushed();
         for (level, st) in &flushes {
             if st.stalled >= std::time::Duration::from_millis(1) {
@@ -197,7 +206,7 @@ impl Stages {
         if std::env::var_os(crate::control::env::CKPT_REPORT).is_some() {
             for (level, w) in self.store.written() {
                 log::info!(
-                    "mpistages: rank {rank}: {level}: {} checkpoint files ({} full), {} bytes checkpointed, {} bytes stored ({:.1} %)",
+                    "mpistages: rank {rank}: {level}: {} checkpoints ({} full), {} bytes checkpointed, {} bytes stored ({:.1} %)",
                     w.files,
                     w.full,
                     w.raw,
@@ -246,6 +255,7 @@ impl Stages {
         protected: &[SectionRef<'_>],
         generation: u32,
     ) -> Result<(u64, Option<Vec<u8>>), WriteError> {
+        self.settle();
         let epoch = self.epoch + 1;
         let state = Section {
             kind: Kind::MpiState,
@@ -308,19 +318,70 @@ impl Stages {
     }
 
     /// Keeps the copy of `epoch` received from the rank this one is partner of.
-    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>) {
-        if let Some(w) = self.store.hold(epoch, bytes) {
+    pub fn hold(&mut self, epoch: u64, bytes: Vec<u8>, own: usize) {
+        if let Some(w) = self.store.hold(epoch, bytes, own) {
             log::warn!("mpistages: warning: {w}");
         }
     }
 
+    /// Holds, once `compute` has made them on a thread of its own (while
+    /// the application goes on), the bytes this rank keeps of `epoch` for
+    /// others; written to node-local storage by that thread too.
+    pub fn hold_later(
+        &mut self,
+        epoch: u64,
+        own: usize,
+        compute: impl FnOnce() -> Result<Vec<u8>, String> + Send + 'static,
+    ) {
+        self.settle();
+        let files = self.store.held_files();
+        let holder = self.store.rank();
+        let thread = std::thread::Builder::new()
+            .name("mpistages-parity".into())
+            .spawn(move || {
+                let bytes = compute();
+                let warning = match (&bytes, &files) {
+                    (Ok(b), Some(d)) => crate::checkpoint::store::write_held(d, epoch, holder, b),
+                    _ => None,
+                };
+                (bytes, warning)
+            });
+        match thread {
+            Ok(t) => self.pending = Some((epoch, own, t)),
+            Err(e) => {
+                log::warn!("mpistages: warning: no thread for the parity of epoch {epoch}: {e}")
+            }
+        }
+    }
+
+    /// Waits for the parity thread, if one runs, and holds what it made.
+    pub fn settle(&mut self) {
+        let Some((epoch, own, thread)) = self.pending.take() else {
+            return;
+        };
+        match thread.join() {
+            Ok((Ok(bytes), warning)) => {
+                if let Some(w) = warning {
+                    log::warn!("mpistages: warning: {w}");
+                }
+                self.store.keep_held(epoch, bytes, own);
+            }
+            Ok((Err(why), _)) => {
+                log::warn!("mpistages: warning: the parity of epoch {epoch} was not made: {why}")
+            }
+            Err(_) => log::warn!("mpistages: warning: the parity thread of epoch {epoch} failed"),
+        }
+    }
+
     /// What this rank holds of `epoch` for other ranks (a copy, or parity).
-    pub fn held(&self, epoch: u64) -> Option<Arc<Vec<u8>>> {
+    pub fn held(&mut self, epoch: u64) -> Option<Arc<Vec<u8>>> {
+        self.settle();
         self.store.held(epoch)
     }
 
     /// The held copy of the newest epoch at most `epoch`, with its epoch.
-    pub fn held_at_most(&self, epoch: u64) -> Option<(u64, Arc<Vec<u8>>)> {
+    pub fn held_at_most(&mut self, epoch: u64) -> Option<(u64, Arc<Vec<u8>>)> {
+        self.settle();
         (1..=epoch)
             .rev()
             .take(64)
@@ -466,7 +527,8 @@ impl Stages {
     }
 
     /// Fault injection: harms this rank's node-local copies before it dies.
-    pub fn damage(&self, damage: Damage) {
+    pub fn damage(&mut self, damage: Damage) {
+        self.settle();
         let r = match damage {
             Damage::None => return,
             Damage::Node => self.store.lose_node_local(),
