@@ -98,14 +98,21 @@ impl<'a> Exchange<'a> {
 
     /// Waits for every request; the first error wins.
     fn finish(self) -> MpiResult<()> {
+        self.finish_counted().map(drop)
+    }
+
+    /// `finish`, with the bytes each request moved, in posting order.
+    fn finish_counted(self) -> MpiResult<Vec<usize>> {
         let mut first = None;
+        let mut bytes = Vec::with_capacity(self.reqs.len());
         for id in self.reqs {
             let st = self.m.engine.wait(id);
             if let (Some(e), None) = (&st.error, &first) {
                 first = Some(request_error(e));
             }
+            bytes.push(st.bytes);
         }
-        first.map_or(Ok(()), Err)
+        first.map_or(Ok(bytes), Err)
     }
 }
 
@@ -172,6 +179,36 @@ pub(super) fn exchange(m: &Mpi, out: &[(usize, &[u8])], from: &[usize]) -> MpiRe
     let r = payloads.finish();
     sends.finish()?;
     r?;
+    Ok(data)
+}
+
+/// `exchange` when the receiver knows a bound of each message's length
+/// (`from`: rank and bound): one round instead of two (no length first),
+/// which counts where ranks outnumber cores and every round waits for the
+/// peers to be scheduled. A longer message is an error.
+pub(super) fn exchange_bounded(
+    m: &Mpi,
+    out: &[(usize, &[u8])],
+    from: &[(usize, usize)],
+) -> MpiResult<Vec<Vec<u8>>> {
+    debug_assert!(distinct(out.iter().map(|o| o.0)) && distinct(from.iter().map(|f| f.0)));
+    let mut data: Vec<Vec<u8>> = from.iter().map(|&(_, n)| vec![0u8; n]).collect();
+    let mut sends = Exchange::new(m);
+    let mut recvs = Exchange::new(m);
+    // SAFETY: `out` and `data` outlive the `finish` calls below.
+    unsafe {
+        for (to, bytes) in out {
+            sends.send(*to, bytes);
+        }
+        for ((f, _), d) in from.iter().zip(data.iter_mut()) {
+            recvs.recv(*f, d);
+        }
+    }
+    let got = recvs.finish_counted();
+    sends.finish()?;
+    for (d, n) in data.iter_mut().zip(got?) {
+        d.truncate(n);
+    }
     Ok(data)
 }
 

@@ -7,12 +7,12 @@
 //! bytes, on the job's internal communicator (`recovery::exchange`).
 
 use super::error::MpiResult;
-use super::recovery::exchange;
+use super::recovery::exchange_bounded;
 use super::Mpi;
 use crate::checkpoint::erasure::code::Code;
 use crate::checkpoint::erasure::parity::{Parity, Table};
 use crate::checkpoint::erasure::plan::{self, Status};
-use crate::checkpoint::erasure::{self, chunk, Layout, Redundancy};
+use crate::checkpoint::erasure::{self, append_chunk, Layout, Redundancy};
 use crate::checkpoint::store::Restored;
 
 /// The set of this rank under `r` (fixed for the job: from mpiexec's
@@ -87,8 +87,9 @@ pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResu
     // Everyone's length: chunks are cut to the longest checkpoint.
     let len = (bytes.len() as u64).to_le_bytes();
     let out: Vec<(usize, &[u8])> = from.iter().map(|&r| (r, &len[..])).collect();
+    let bounds: Vec<(usize, usize)> = from.iter().map(|&r| (r, 8)).collect();
     let mut lengths = vec![bytes.len() as u64; n];
-    for (&j, msg) in others.iter().zip(exchange(m, &out, &from)?) {
+    for (&j, msg) in others.iter().zip(exchange_bounded(m, &out, &bounds)?) {
         lengths[j] = <[u8; 8]>::try_from(&msg[..])
             .map(u64::from_le_bytes)
             .map_err(|_| bad("a set member's length message is malformed"))?;
@@ -99,8 +100,13 @@ pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResu
     let chunks: Vec<Vec<u8>> = others
         .iter()
         .map(|&h| {
-            let mine = held_rows(layout, h).filter_map(|(row, _)| layout.role(row, me).ok());
-            mine.flat_map(|i| chunk(bytes, cu, i)).collect()
+            let mut msg = Vec::new();
+            for (row, _) in held_rows(layout, h) {
+                if let Ok(i) = layout.role(row, me) {
+                    append_chunk(&mut msg, bytes, cu, i);
+                }
+            }
+            msg
         })
         .collect();
     let out: Vec<(usize, &[u8])> = from
@@ -108,7 +114,16 @@ pub fn encode_set(m: &Mpi, layout: &Layout, epoch: u64, bytes: &[u8]) -> MpiResu
         .copied()
         .zip(chunks.iter().map(|c| &c[..]))
         .collect();
-    let got = exchange(m, &out, &from)?;
+    // From member j: its chunk in each stripe this rank holds parity of.
+    let bounds: Vec<(usize, usize)> = others
+        .iter()
+        .zip(&from)
+        .map(|(&j, &r)| {
+            let stripes = held_rows(layout, me).filter(|&(row, _)| layout.role(row, j).is_ok());
+            (r, stripes.count() * cu)
+        })
+        .collect();
+    let got = exchange_bounded(m, &out, &bounds)?;
     Ok(Chunks {
         layout: layout.clone(),
         me,
@@ -255,7 +270,8 @@ pub fn rebuild_from_set(
     let mut table = parity
         .as_ref()
         .map(|p| (p.table.chunk, p.table.lengths.clone()));
-    for (&j, b) in others.iter().zip(exchange(m, &out, &ranks)?) {
+    let bounds: Vec<(usize, usize)> = ranks.iter().map(|&r| (r, 1 + 8 * (n + 1))).collect();
+    for (&j, b) in others.iter().zip(exchange_bounded(m, &out, &bounds)?) {
         let (data, t) = read_status(&b, n).ok_or_else(|| bad("malformed set status"))?;
         status[j] = Status {
             data,
@@ -282,7 +298,7 @@ pub fn rebuild_from_set(
                     m.stages()
                         .parity_bytes(local.expect("a member with data sends data"))
                 });
-                msg.extend(chunk(bytes, c, shard));
+                append_chunk(&mut msg, bytes, c, shard);
             } else {
                 let p = parity.as_ref().expect("a member with parity sends parity");
                 let s = p
@@ -306,13 +322,22 @@ pub fn rebuild_from_set(
             .collect(),
         _ => Vec::new(),
     };
-    let from: Vec<usize> = senders
-        .iter()
-        .map(|&j| layout.members[j] as usize)
-        .collect();
+    // From each sender: its shards of this rank's stripes, a chunk each.
+    let c = table.as_ref().map_or(0, |t| t.0 as usize);
+    let from: Vec<(usize, usize)> = match mine {
+        Some(Ok(stripes)) => (senders.iter())
+            .map(|&j| {
+                (
+                    layout.members[j] as usize,
+                    plan::sends(stripes, j).len() * c,
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let out: Vec<(usize, &[u8])> = outgoing.iter().map(|(r, b)| (*r, &b[..])).collect();
     let started = std::time::Instant::now();
-    let got = exchange(m, &out, &from)?;
+    let got = exchange_bounded(m, &out, &from)?;
     let why = match (mine, &table) {
         (None, _) => return Ok(None),
         (Some(Err(why)), _) => why.clone(),

@@ -148,11 +148,17 @@ impl Layout {
 
 /// Chunk `i` of `bytes` cut into chunks of `chunk` bytes, zero-padded.
 pub fn chunk(bytes: &[u8], chunk: usize, i: usize) -> Vec<u8> {
-    let mut out = vec![0u8; chunk];
+    let mut out = Vec::with_capacity(chunk);
+    append_chunk(&mut out, bytes, chunk, i);
+    out
+}
+
+/// Appends chunk `i` of `bytes` (as `chunk` makes it) to `out`.
+pub fn append_chunk(out: &mut Vec<u8>, bytes: &[u8], chunk: usize, i: usize) {
     let start = (i * chunk).min(bytes.len());
     let end = ((i + 1) * chunk).min(bytes.len());
-    out[..end - start].copy_from_slice(&bytes[start..end]);
-    out
+    out.extend_from_slice(&bytes[start..end]);
+    out.resize(out.len() + chunk - (end - start), 0);
 }
 
 #[cfg(test)]
