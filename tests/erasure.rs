@@ -68,35 +68,38 @@ fn rebuilt(r: &Run, want: &str, mode: &str, scheme: &str, ranks: &[usize]) {
     }
 }
 
-/// xor:4 at 8 ranks (two sets of 4): one lost member in each set is
-/// rebuilt from the other three, in every mode. (Under cpr the relaunch
-/// can overtake the second rank's injection, so one rank is lost there.)
-#[test]
-fn xor_sets_rebuild_one_lost_member_each_in_every_mode() {
-    let want = reference(8, 64);
+/// The stencil at `ranks` on a grid of `grid` with `scheme`, in every
+/// mode, losing the nodes of ranks `lost` (under cpr only the last: the
+/// relaunch can overtake a second rank's injection): the job ends with
+/// the failure-free checksum and each lost rank rebuilt from its set.
+fn sets_rebuild(ranks: usize, grid: usize, scheme: &str, lost: &[usize]) {
+    let want = reference(ranks, grid);
     for mode in ["stages", "reinit", "cpr"] {
-        let s = Scratch::new(&format!("erasure-xor-{mode}"));
-        let spec = format!("mem,tmpfs:{},xor:4", s.path());
-        let lost: &[usize] = if mode == "cpr" { &[6] } else { &[1, 6] };
+        let s = Scratch::new(&format!("erasure-{}-{mode}", &scheme[..2]));
+        let spec = format!("mem,tmpfs:{},{scheme}", s.path());
+        let lost = if mode == "cpr" {
+            &lost[lost.len() - 1..]
+        } else {
+            lost
+        };
         let injects: Vec<String> = lost.iter().map(|&r| lose(r)).collect();
-        let r = stencil(8, 64, mode, Some(&spec), &injects);
-        rebuilt(&r, &want, mode, "xor:4", lost);
+        let r = stencil(ranks, grid, mode, Some(&spec), &injects);
+        rebuilt(&r, &want, mode, scheme, lost);
     }
 }
 
+/// xor:4 at 8 ranks (two sets of 4): one lost member in each set is
+/// rebuilt from the other three.
+#[test]
+fn xor_sets_rebuild_one_lost_member_each_in_every_mode() {
+    sets_rebuild(8, 64, "xor:4", &[1, 6]);
+}
+
 /// rs:4+2 at 6 ranks (one set): two lost members are rebuilt from the
-/// other four, in every mode (one under cpr, as above).
+/// other four.
 #[test]
 fn reed_solomon_sets_rebuild_two_lost_members_in_every_mode() {
-    let want = reference(6, 48);
-    for mode in ["stages", "reinit", "cpr"] {
-        let s = Scratch::new(&format!("erasure-rs-{mode}"));
-        let spec = format!("mem,tmpfs:{},rs:4+2", s.path());
-        let lost: &[usize] = if mode == "cpr" { &[4] } else { &[1, 4] };
-        let injects: Vec<String> = lost.iter().map(|&r| lose(r)).collect();
-        let r = stencil(6, 48, mode, Some(&spec), &injects);
-        rebuilt(&r, &want, mode, "rs:4+2", lost);
-    }
+    sets_rebuild(6, 48, "rs:4+2", &[1, 4]);
 }
 
 /// Two lost members of one xor:4 set: no rebuild. With a pfs level both

@@ -389,18 +389,15 @@ fn erasure_coded_sets_outlive_a_lost_host() {
     let spare = format!("{}:2", h.names[4]);
     for (scheme, mode) in [("xor:4", "stages"), ("xor:4", "cpr"), ("rs:4+2", "stages")] {
         let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,{scheme}");
-        let more = [
-            "--spare-hosts",
+        let (clean, hurt) = lose_host_1(
+            &h,
+            &list.join(","),
             &spare,
-            "--recovery",
-            mode,
-            "--ckpt",
+            &own_shm_launcher(),
             &ckpt,
-            "-n",
+            mode,
             "8",
-        ];
-        let args = stencil(on_hosts(&h, &list.join(","), &own_shm_launcher(), &more));
-        let (clean, hurt) = clean_then(&h, &args, |_| kill_host_1(&h));
+        );
         let what = format!("{scheme} {mode}: {}\n{}", hurt.stdout, hurt.stderr);
         assert!(hurt.ok(), "{what}");
         assert_eq!(checksum(&clean), checksum(&hurt), "{what}");
@@ -434,17 +431,32 @@ fn lose_host_1_of_2(h: &Hosts, launcher: &str, ckpt: &str) -> (Run, Run) {
 fn lose_host_1_of_2_in(h: &Hosts, launcher: &str, ckpt: &str, mode: &str) -> (Run, Run) {
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     let spare = format!("{}:2", h.names[2]);
+    lose_host_1(h, &list, &spare, launcher, ckpt, mode, "4")
+}
+
+/// The stencil on the hosts of `list` (spare hosts `spare`) at `ranks`
+/// with checkpoint levels `ckpt`, agents started by `launcher`, under
+/// `mode`: failure-free, then with host 1 killed mid-run.
+fn lose_host_1(
+    h: &Hosts,
+    list: &str,
+    spare: &str,
+    launcher: &str,
+    ckpt: &str,
+    mode: &str,
+    ranks: &str,
+) -> (Run, Run) {
     let more = [
         "--spare-hosts",
-        &spare,
+        spare,
         "--recovery",
         mode,
         "--ckpt",
         ckpt,
         "-n",
-        "4",
+        ranks,
     ];
-    let args = stencil(on_hosts(h, &list, launcher, &more));
+    let args = stencil(on_hosts(h, list, launcher, &more));
     clean_then(h, &args, |_| kill_host_1(h))
 }
 

@@ -121,13 +121,6 @@ int main(int argc, char **argv)
         struct stat st;
         snprintf(path, sizeof path, "%s/job-%s/epoch-%d/rank-0.ckpt", root, job, reps + WARMUP);
         if (stat(path, &st) == 0) printf("stored_ratio %zu %d %.3f\n", mib, size, (double)n / st.st_size);
-        /* What rank 0 holds for others (a partner copy or parity), as a
-         * fraction of its own checkpoint file. */
-        struct stat held;
-        char hpath[4096];
-        snprintf(hpath, sizeof hpath, "%s/job-%s/epoch-%d/held-by-0.ckpt", root, job, reps + WARMUP);
-        if (stat(path, &st) == 0 && stat(hpath, &held) == 0)
-            printf("held_ratio %zu %d %.3f\n", mib, size, (double)held.st_size / st.st_size);
     }
     if (!rank) {
         printf("write_gibs %zu %d %.3f\n", mib, size, gib / wt);

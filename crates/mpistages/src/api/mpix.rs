@@ -276,6 +276,7 @@ pub fn restore(
     mpi_state: bool,
     agreed: Option<Restored>,
 ) -> MpiResult<()> {
+    let started = std::time::Instant::now();
     if epoch == 0 || !mpi_state {
         reset_tables(m, mpi_state);
         if !mpi_state {
@@ -315,9 +316,10 @@ pub fn restore(
             format!("rank {} (replacement)", m.rank)
         };
         log::info!(
-            "mpistages: {who} restores epoch {} from {}",
+            "mpistages: {who} restores epoch {} from {} (found in {:.1} ms)",
             copy.epoch,
-            copy.level
+            copy.level,
+            started.elapsed().as_secs_f64() * 1e3
         );
     }
     if !mpi_state {
