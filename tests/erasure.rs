@@ -102,15 +102,18 @@ fn reed_solomon_sets_rebuild_two_lost_members_in_every_mode() {
     sets_rebuild(6, 48, "rs:4+2", &[1, 4]);
 }
 
-/// Two lost members of one xor:4 set: no rebuild. With a pfs level both
-/// restore from it; without, the job ends and says why.
+/// Ranks 1 and 2 of one xor:4 set lose their nodes, with a pfs level:
+/// the job recovers with the failure-free result whether the two losses
+/// come at once (more than xor:4 covers: both restore from pfs) or one
+/// after the other (each rebuilt in its own recovery; a rank restored
+/// keeps its copy in memory for the next). The two at once for certain,
+/// and without pfs, is `tests/multihost.rs` (a host with two members).
 #[test]
-fn more_losses_than_the_code_covers_fall_back_to_pfs_or_end_clearly() {
+fn two_lost_members_of_a_set_recover_from_pfs() {
     let want = reference(4, 64);
-    let injects = [lose(1), lose(2)];
     let s = Scratch::new("erasure-too-many");
     let spec = format!("mem,tmpfs:{0}/local,xor:4,pfs:{0}/durable", s.path());
-    let r = stencil(4, 64, "stages", Some(&spec), &injects);
+    let r = stencil(4, 64, "stages", Some(&spec), &[lose(1), lose(2)]);
     let what = format!("{:?}\n{}", r.status, r.stderr);
     assert!(r.ok(), "{what}");
     assert_eq!(checksum(&r), want, "{what}");
@@ -118,29 +121,18 @@ fn more_losses_than_the_code_covers_fall_back_to_pfs_or_end_clearly() {
         assert!(
             r.stderr.lines().any(
                 |l| l.contains(&format!("rank {x} (replacement) restores epoch"))
-                    && l.contains("from pfs")
+                    && (l.contains("from pfs") || l.contains("from xor:4"))
             ),
             "{what}"
         );
     }
-    let spec = format!("mem,tmpfs:{},xor:4", s.path());
-    let r = stencil(4, 64, "stages", Some(&spec), &injects);
-    let what = format!("{:?}\n{}", r.status, r.stderr);
-    assert!(!r.ok(), "{what}");
-    assert!(
-        r.stderr.contains("epoch 5 cannot be rebuilt from xor:4: 2 of 4 members of its redundancy set have no copy (ranks [1, 2])"),
-        "{what}"
-    );
-    assert!(
-        r.stderr.contains("no valid checkpoint is left to restore"),
-        "{what}"
-    );
 }
 
-/// Rank 1's parity file is damaged as it dies (its replacement reads the
-/// file) while rank 2 loses its node: the damage is detected, so epoch 5
-/// cannot be rebuilt for rank 2, and every rank goes back to epoch 4,
-/// which rank 2 rebuilds from the parity of epoch 4.
+/// Rank 1 dies and its parity file is damaged as it does (its
+/// replacement has only the file); then, after that recovery and before
+/// the next checkpoint, rank 2 loses its node. The damage is detected,
+/// epoch 5 cannot be rebuilt for rank 2, and every rank goes back to
+/// epoch 4, which rank 2 rebuilds from the parity of epoch 4.
 #[test]
 fn damaged_parity_is_detected() {
     let want = reference(4, 64);
@@ -148,7 +140,7 @@ fn damaged_parity_is_detected() {
     let spec = format!("mem,tmpfs:{},xor:4", s.path());
     let injects = [
         "rank=1,call=MPI_Allreduce:55,damage=parity".to_string(),
-        lose(2),
+        "rank=2,call=MPI_Allreduce:57,damage=node".to_string(),
     ];
     let r = stencil(4, 64, "stages", Some(&spec), &injects);
     let what = format!("{:?}\n{}", r.status, r.stderr);

@@ -415,6 +415,49 @@ fn erasure_coded_sets_outlive_a_lost_host() {
     }
 }
 
+/// More lost members than the code covers, at once: 4 ranks on 2 hosts
+/// form one xor:4 set with two members on each host (rank 0 warns), and
+/// host 1 (ranks 2 and 3) is lost. With a pfs level both restore from it;
+/// without, the job ends saying which members are missing.
+#[test]
+fn a_set_losing_more_than_its_code_covers_falls_back_or_ends_clearly() {
+    let h = hosts_or_skip!(
+        3,
+        "a_set_losing_more_than_its_code_covers_falls_back_or_ends_clearly"
+    );
+    let pfs = common::Scratch::new("multihost-xor-pfs");
+    let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,xor:4,pfs:{}", pfs.path());
+    let (clean, hurt) = lose_host_1_of_2(&h, &own_shm_launcher(), &ckpt);
+    let what = format!("{}\n{}", hurt.stdout, hurt.stderr);
+    assert!(hurt.ok(), "{what}");
+    assert_eq!(checksum(&clean), checksum(&hurt), "{what}");
+    assert!(hurt.stderr.contains("has 2 members on one host"), "{what}");
+    for r in [2, 3] {
+        assert!(
+            hurt.stderr.lines().any(|l| l
+                .contains(&format!("rank {r} (replacement) restores epoch"))
+                && l.contains("from pfs")),
+            "rank {r}: {what}"
+        );
+    }
+    let (_, hurt) = lose_host_1_of_2(
+        &h,
+        &own_shm_launcher(),
+        "mem,tmpfs:/dev/shm/mpistages,xor:4",
+    );
+    let what = format!("{}\n{}", hurt.stdout, hurt.stderr);
+    assert!(!hurt.ok(), "{what}");
+    assert!(
+        hurt.stderr.contains("cannot be rebuilt from xor:4: 2 of 4 members of its redundancy set have no copy (ranks [2, 3])"),
+        "{what}"
+    );
+    assert!(
+        hurt.stderr
+            .contains("no valid checkpoint is left to restore"),
+        "{what}"
+    );
+}
+
 /// The launcher that gives each host its own /dev/shm.
 fn own_shm_launcher() -> String {
     format!("{}/tests/netns-host", env!("CARGO_MANIFEST_DIR"))

@@ -550,6 +550,16 @@ impl Store {
         differ.next(epoch, keyed, full)
     }
 
+    /// The copy of `epoch` a restore found: the memory levels keep it too
+    /// (shared, not copied) if they have none.
+    pub fn adopt(&mut self, epoch: u64, sections: &Arc<Vec<Section>>) {
+        for (_, l) in &mut self.levels {
+            if let Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) = l {
+                m.epochs.entry(epoch).or_insert_with(|| sections.clone());
+            }
+        }
+    }
+
     /// The job rolled back to `epoch`: copies of later epochs on durable
     /// levels belong to the abandoned run and no longer count as durable.
     /// The next checkpoint is full (the one it would be a difference

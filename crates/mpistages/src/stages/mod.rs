@@ -438,6 +438,10 @@ impl Stages {
         self.epoch = r.epoch;
         self.files.clear();
         self.files.forget_located(r.epoch);
+        // A copy that came from elsewhere (a file, the partner, the set)
+        // is kept in memory too: a second failure before the next
+        // checkpoint rolls this rank back from there.
+        self.store.adopt(r.epoch, &r.sections);
         self.restored = Some((r.epoch, r.sections));
     }
 
