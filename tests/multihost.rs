@@ -379,15 +379,21 @@ fn partner_copies_on_node_local_storage_outlive_a_relaunch() {
 /// Erasure-coded sets over hosts: 8 ranks on 4 hosts (each its own
 /// /dev/shm), a spare host, and host 1 (ranks 2 and 3) lost. Under xor:4
 /// the sets are {0,2,4,6} and {1,3,5,7}, one member per host, so each set
-/// loses one member; under rs:4+2 the one set of 8 loses two. In stages
-/// and cpr (every process relaunched: only node-local parity is left),
-/// ranks 2 and 3 are rebuilt from the parity on the surviving hosts.
+/// loses one member; under rs:4+2 the one set of 8 loses two at once. In
+/// stages and cpr (every process relaunched: only node-local parity is
+/// left), ranks 2 and 3 are rebuilt from the parity on the surviving hosts.
 #[test]
 fn erasure_coded_sets_outlive_a_lost_host() {
     let h = hosts_or_skip!(5, "erasure_coded_sets_outlive_a_lost_host");
     let list: Vec<String> = h.names[..4].iter().map(|n| format!("{n}:2")).collect();
     let spare = format!("{}:2", h.names[4]);
-    for (scheme, mode) in [("xor:4", "stages"), ("xor:4", "cpr"), ("rs:4+2", "stages")] {
+    let cases = [
+        ("xor:4", "stages"),
+        ("xor:4", "cpr"),
+        ("rs:4+2", "stages"),
+        ("rs:4+2", "cpr"),
+    ];
+    for (scheme, mode) in cases {
         let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,{scheme}");
         let (clean, hurt) = lose_host_1(
             &h,
