@@ -86,7 +86,11 @@ options for the whole job (before the first program):
   --ckpt SPEC          checkpoint storage levels, as MPISTAGES_CKPT, e.g.
                        mem,tmpfs:/dev/shm/mpistages,partner,pfs:DIR@every=4,
                        keep=2,zstd:3 (default: mem,tmpfs:/dev/shm/mpistages,
-                       keep=2, no compression)
+                       keep=2, no compression); xor:K (sets of K ranks over
+                       hosts holding XOR parity: one lost member per set)
+                       or rs:K+M (Reed-Solomon: M of K+M) in place of
+                       partner; diff[:N] writes only changed blocks to the
+                       directory levels, a full checkpoint every N (8)
   --restart DIR        start the job from the newest checkpoint epoch that
                        every rank has in DIR, a pfs level's directory of an
                        earlier run of it that ended (a crash of the whole
@@ -136,6 +140,9 @@ Environment read by the ranks:
   MPISTAGES_SHM_CMA=0              no single-copy reads from other ranks'
                                    memory on this host (default: on where the
                                    kernel allows it)
+  MPISTAGES_CKPT_REPORT=1          at MPI_Finalize each rank says per level
+                                   how many checkpoints it wrote, how many
+                                   bytes they held and took
 ";
 
 /// One program of the job and its ranks (MPMD: several, split by `:`).
