@@ -403,6 +403,39 @@ fn a_full_level_says_what_where_and_what_follows() {
     }
 }
 
+/// Only rank 0's checkpoint does not fit, with a partner or a set level:
+/// rank 0 gets MPI_ERR_NO_SPACE and still takes its part in the exchange
+/// (an empty one), so rank 1 is not left waiting for it (it used to wait
+/// there while rank 0 waited in the barrier after: a hang).
+#[test]
+fn a_rank_whose_checkpoint_fails_leaves_no_partner_waiting() {
+    for scheme in ["partner", "xor:2"] {
+        let s = Scratch::new("storage-full-partner");
+        let Some(_mount) = common::TmpfsMount::new(&s.0, "256k") else {
+            return;
+        };
+        let exe = build("ckptfull.c");
+        let spec = format!("tmpfs:{},{scheme}", s.path());
+        let r = mpiexec(
+            &["-n", "2", "--ckpt", &spec, exe.to_str().unwrap()],
+            &[("CKPTFULL_ONLY_RANK", "0")],
+            Duration::from_secs(30),
+        );
+        assert!(
+            r.ok() && r.stdout.matches("OK ckptfull.c").count() >= 1,
+            "{scheme}: {:?}\n{}\n{}",
+            r.status,
+            r.stdout,
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("MPIX_Checkpoint_write: rank 0: "),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
 /// What a failed job leaves is removed by mpiexec: on pfs the files parked
 /// for reuse (MPI_Finalize removes them, a crash did not) and temporaries
 /// whose writer is gone (one is planted before the job, as a rank killed

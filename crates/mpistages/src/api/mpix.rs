@@ -67,7 +67,7 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     }
     let generation = m.engine.generation();
     let regions = protect::regions(m);
-    let (epoch, copy) = {
+    let written = {
         let mut st = m.stages();
         // Epochs that newer commits made old go first: this write then
         // reuses their memory.
@@ -82,10 +82,24 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             done.store(true, std::sync::atomic::Ordering::Release);
             let _ = thread.join();
         }
-        written.map_err(|e| not_written(m, st.epoch + 1, e))?
+        written.map_err(|e| not_written(m, st.epoch + 1, e))
+    };
+    let (epoch, copy) = match written {
+        Ok(w) => w,
+        Err(e) => {
+            // The partner or the set waits for this rank's part of the
+            // exchange: it gets an empty one (nothing to hold) rather than
+            // waiting for a checkpoint that is not coming.
+            if m.stages().redundancy().is_some() {
+                let _ = recovery::protect_copy(m, 0, &[]);
+            }
+            return Err(e);
+        }
     };
     if let Some(copy) = copy {
         match recovery::protect_copy(m, epoch, &copy)? {
+            // An empty copy: the partner could not write its checkpoint.
+            Some(recovery::Held::Copy(held)) if held.is_empty() => {}
             Some(recovery::Held::Copy(held)) => m.stages().hold(epoch, held, copy.len()),
             // The parity is computed while the application goes on.
             Some(recovery::Held::Chunks(c)) => {
