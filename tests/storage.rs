@@ -364,22 +364,29 @@ fn failed_pfs_flushes_are_reported() {
     }
 }
 
+/// tests/c/ckptfull.c at 2 ranks with a real 256 KiB tmpfs as the first
+/// level (then the levels `more` adds); none where no tmpfs can be
+/// mounted (SKIPPED).
+fn ckptfull_on_a_full_tmpfs(tag: &str, more: &str, env: &[(&str, &str)]) -> Option<Run> {
+    let s = Scratch::new(tag);
+    let _mount = common::TmpfsMount::new(&s.0, "256k")?;
+    let exe = build("ckptfull.c");
+    let spec = format!("tmpfs:{}{more}", s.path());
+    Some(mpiexec(
+        &["-n", "2", "--ckpt", &spec, exe.to_str().unwrap()],
+        env,
+        LIMIT,
+    ))
+}
+
 /// A full checkpoint level (a real 256 KiB tmpfs): the write fails with
 /// MPI_ERR_NO_SPACE, and stderr says what, where and what the job does
 /// without MPISTAGES_DEBUG (it used to be MPI_ERR_OTHER, "other error").
 #[test]
 fn a_full_level_says_what_where_and_what_follows() {
-    let s = Scratch::new("storage-full");
-    let Some(_mount) = common::TmpfsMount::new(&s.0, "256k") else {
+    let Some(r) = ckptfull_on_a_full_tmpfs("storage-full", "", &[]) else {
         return;
     };
-    let exe = build("ckptfull.c");
-    let spec = format!("tmpfs:{}", s.path());
-    let r = mpiexec(
-        &["-n", "2", "--ckpt", &spec, exe.to_str().unwrap()],
-        &[],
-        LIMIT,
-    );
     assert!(
         r.ok() && r.stdout.contains("OK ckptfull.c"),
         "{}\n{}",
@@ -410,17 +417,12 @@ fn a_full_level_says_what_where_and_what_follows() {
 #[test]
 fn a_rank_whose_checkpoint_fails_leaves_no_partner_waiting() {
     for scheme in ["partner", "xor:2"] {
-        let s = Scratch::new("storage-full-partner");
-        let Some(_mount) = common::TmpfsMount::new(&s.0, "256k") else {
+        let only_rank_0 = [("CKPTFULL_ONLY_RANK", "0")];
+        let Some(r) =
+            ckptfull_on_a_full_tmpfs("storage-full-partner", &format!(",{scheme}"), &only_rank_0)
+        else {
             return;
         };
-        let exe = build("ckptfull.c");
-        let spec = format!("tmpfs:{},{scheme}", s.path());
-        let r = mpiexec(
-            &["-n", "2", "--ckpt", &spec, exe.to_str().unwrap()],
-            &[("CKPTFULL_ONLY_RANK", "0")],
-            Duration::from_secs(30),
-        );
         assert!(
             r.ok() && r.stdout.matches("OK ckptfull.c").count() >= 1,
             "{scheme}: {:?}\n{}\n{}",

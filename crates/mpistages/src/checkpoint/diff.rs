@@ -136,24 +136,6 @@ pub struct Plan {
     pub changed: Vec<Option<Vec<bool>>>,
 }
 
-impl Plan {
-    /// Bytes of `sections` this plan writes (the whole of the sections
-    /// not diffed, the changed blocks of the others).
-    pub fn bytes(&self, lens: &[usize]) -> u64 {
-        self.changed
-            .iter()
-            .zip(lens)
-            .map(|(c, &len)| match c {
-                None => len as u64,
-                Some(c) => (0..c.len())
-                    .filter(|&i| c[i])
-                    .map(|i| (len - i * BLOCK).min(BLOCK) as u64)
-                    .sum(),
-            })
-            .sum()
-    }
-}
-
 impl Differ {
     pub fn new(every: u32) -> Differ {
         Differ {
@@ -235,11 +217,6 @@ mod tests {
         assert_eq!(p.len(), HEAD + 8 + BLOCK + 100);
         assert_eq!(base_of(&p).unwrap(), 7);
         assert_eq!(apply(&base, &p, now.len() as u64).unwrap(), now);
-        let plan = Plan {
-            base: 7,
-            changed: vec![Some(c), None],
-        };
-        assert_eq!(plan.bytes(&[now.len(), 10]), (BLOCK + 100 + 10) as u64);
     }
 
     #[test]

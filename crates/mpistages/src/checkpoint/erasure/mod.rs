@@ -146,14 +146,8 @@ impl Layout {
     }
 }
 
-/// Chunk `i` of `bytes` cut into chunks of `chunk` bytes, zero-padded.
-pub fn chunk(bytes: &[u8], chunk: usize, i: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(chunk);
-    append_chunk(&mut out, bytes, chunk, i);
-    out
-}
-
-/// Appends chunk `i` of `bytes` (as `chunk` makes it) to `out`.
+/// Appends chunk `i` of `bytes` cut into chunks of `chunk` bytes,
+/// zero-padded, to `out`.
 pub fn append_chunk(out: &mut Vec<u8>, bytes: &[u8], chunk: usize, i: usize) {
     let start = (i * chunk).min(bytes.len());
     let end = ((i + 1) * chunk).min(bytes.len());
@@ -211,6 +205,12 @@ mod tests {
             // Every chunk of every member is in exactly one stripe.
             assert_eq!(chunks_seen.len(), n * d);
         }
+    }
+
+    fn chunk(bytes: &[u8], chunk: usize, i: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        append_chunk(&mut out, bytes, chunk, i);
+        out
     }
 
     #[test]
