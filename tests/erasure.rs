@@ -160,7 +160,8 @@ fn damaged_parity_is_detected() {
 /// `mpistages-ckpt` on the parity a running job holds: the scheme, the
 /// set and what it covers; a flipped byte makes `verify` fail. (The
 /// job's node-local directory goes with the job, so a copy is taken
-/// while it runs.)
+/// while it runs: a job of a few seconds with ten checkpoints, not
+/// thousands, which take too long on a loaded machine.)
 #[test]
 fn the_checkpoint_tool_shows_parity_and_its_scheme() {
     let s = Scratch::new("erasure-tool");
@@ -168,7 +169,7 @@ fn the_checkpoint_tool_shows_parity_and_its_scheme() {
     let exe = build_example("stencil2d.c");
     let child = common::command(common::bin("mpiexec"))
         .args(["-n", "4", "--ckpt", &spec, exe.to_str().unwrap()])
-        .args(["128", "20000", "10", "protect"])
+        .args(["1024", "1000", "100", "protect"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
