@@ -231,3 +231,12 @@ pub fn kill_self() -> ! {
     }
     unreachable!("SIGKILL cannot be caught")
 }
+
+/// This machine's host name (`gethostname`), lossily as UTF-8.
+pub fn hostname() -> String {
+    let mut host = [0u8; 256];
+    // SAFETY: gethostname writes at most host.len() bytes into our buffer.
+    unsafe { libc::gethostname(host.as_mut_ptr() as *mut libc::c_char, host.len()) };
+    let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
+    String::from_utf8_lossy(&host[..end]).into_owned()
+}

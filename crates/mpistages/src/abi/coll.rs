@@ -104,8 +104,18 @@ impl Stage {
     }
 }
 
+/// The communicator of a collective (an intra-communicator: collectives
+/// on inter-communicators are not implemented yet, and must not run on
+/// the local group as if they were).
 pub(super) fn comm(m: &Mpi, c: c_int) -> MpiResult<Arc<Comm>> {
-    m.tables().comm(c)
+    let comm = m.tables().comm(c)?;
+    if comm.is_inter() {
+        return fail(
+            err::COMM,
+            "collectives on inter-communicators are not supported by mpistages yet",
+        );
+    }
+    Ok(comm)
 }
 
 pub(super) fn root_ok(c: &Comm, root: c_int) -> MpiResult<usize> {

@@ -1,15 +1,19 @@
 //! Communicators, groups and the predefined attributes.
 
-use super::{array, array_mut, get, mpi, mpi_fn, put, ret};
+use super::{array, array_mut, cstr, get, mpi, mpi_fn, put, put_str, ret};
+use crate::api::attr::Kind;
 use crate::api::consts::{err, COMM_NULL, COMM_WORLD, GROUP_EMPTY, GROUP_NULL, UNDEFINED};
 use crate::api::consts::{
-    KEY_APPNUM, KEY_HOST, KEY_IO, KEY_TAG_UB, KEY_UNIVERSE_SIZE, KEY_WTIME_IS_GLOBAL, PROC_NULL,
-    TAG_UB,
+    KEY_APPNUM, KEY_HOST, KEY_IO, KEY_LASTUSEDCODE, KEY_TAG_UB, KEY_UNIVERSE_SIZE,
+    KEY_WTIME_IS_GLOBAL, PROC_NULL, TAG_UB,
 };
 use crate::api::error::{fail, MpiResult};
 use crate::api::group::{compare_comms, Group};
 use crate::api::{comm, Mpi};
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
+
+/// `MPI_MAX_OBJECT_NAME`: name buffers hold this many bytes with the NUL.
+pub const MAX_OBJECT_NAME: usize = 128;
 
 mpi_fn!(fn MPI_Comm_rank / PMPI_Comm_rank(c: c_int, rank: *mut c_int) {
     // SAFETY: caller's out-pointer.
@@ -34,11 +38,149 @@ fn new_comm(
         // SAFETY: caller's out-pointer.
         unsafe { put(out, h) }
     });
+    if r.is_err() && !out.is_null() {
+        // SAFETY: caller's out-pointer: no communicator was made.
+        unsafe { out.write(COMM_NULL) };
+    }
     ret(name, parent, r)
 }
 
+/// `MPI_Comm_dup` and its variants: the new communicator gets the
+/// attributes the keys' copy callbacks give it.
+fn dup_with_attrs(m: &Mpi, c: c_int) -> MpiResult<i32> {
+    let h = comm::dup(m, c)?;
+    if let Err(e) = super::attr::copy_all(m, Kind::Comm, c, h) {
+        let _ = comm::free(m, h);
+        return Err(e);
+    }
+    Ok(h)
+}
+
 mpi_fn!(fn MPI_Comm_dup / PMPI_Comm_dup(c: c_int, out: *mut c_int) {
-    new_comm("MPI_Comm_dup", c, out, |m| comm::dup(m, c))
+    new_comm("MPI_Comm_dup", c, out, |m| dup_with_attrs(m, c))
+});
+
+mpi_fn!(fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(c: c_int, info: c_int, out: *mut c_int) {
+    new_comm("MPI_Comm_dup_with_info", c, out, |m| {
+        crate::api::info::get_or_empty(info)?;
+        dup_with_attrs(m, c)
+    })
+});
+
+// `MPI_Comm_idup`: the duplicate is made at once (collectively, as the
+// blocking call does) and the request returned is already complete.
+mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: c_int, out: *mut c_int, req: *mut c_int) {
+    new_comm("MPI_Comm_idup", c, out, |m| {
+        let h = dup_with_attrs(m, c)?;
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, super::request::completed(m, c)) }?;
+        Ok(h)
+    })
+});
+
+mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: c_int, kind: c_int, key: c_int, info: c_int, out: *mut c_int) {
+    new_comm("MPI_Comm_split_type", c, out, |m| {
+        crate::api::info::get_or_empty(info)?;
+        comm::split_type(m, c, kind, key)
+    })
+});
+
+mpi_fn!(fn MPI_Comm_create_group / PMPI_Comm_create_group(c: c_int, g: c_int, tag: c_int, out: *mut c_int) {
+    new_comm("MPI_Comm_create_group", c, out, |m| comm::create_group(m, c, g, tag))
+});
+
+mpi_fn!(fn MPI_Intercomm_create / PMPI_Intercomm_create(local: c_int, local_leader: c_int, peer: c_int, remote_leader: c_int, tag: c_int, out: *mut c_int) {
+    new_comm("MPI_Intercomm_create", local, out, |m| comm::intercomm_create(m, local, local_leader, peer, remote_leader, tag))
+});
+
+mpi_fn!(fn MPI_Intercomm_merge / PMPI_Intercomm_merge(c: c_int, high: c_int, out: *mut c_int) {
+    new_comm("MPI_Intercomm_merge", c, out, |m| comm::intercomm_merge(m, c, high != 0))
+});
+
+mpi_fn!(fn MPI_Comm_test_inter / PMPI_Comm_test_inter(c: c_int, flag: *mut c_int) {
+    // SAFETY: caller's out-pointer.
+    let r = mpi().and_then(|m| m.tables().comm(c)).and_then(|cm| unsafe { put(flag, cm.is_inter() as c_int) });
+    ret("MPI_Comm_test_inter", c, r)
+});
+
+fn remote_group(m: &Mpi, c: c_int) -> MpiResult<std::sync::Arc<Group>> {
+    match m.tables().comm(c)?.remote.clone() {
+        Some(g) => Ok(g),
+        None => fail(err::COMM, "the communicator is not an inter-communicator"),
+    }
+}
+
+mpi_fn!(fn MPI_Comm_remote_size / PMPI_Comm_remote_size(c: c_int, size: *mut c_int) {
+    // SAFETY: caller's out-pointer.
+    let r = mpi().and_then(|m| remote_group(m, c)).and_then(|g| unsafe { put(size, g.size() as c_int) });
+    ret("MPI_Comm_remote_size", c, r)
+});
+
+mpi_fn!(fn MPI_Comm_remote_group / PMPI_Comm_remote_group(c: c_int, out: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let g = (*remote_group(m, c)?).clone();
+        let h = m.tables().add_group(g);
+        // SAFETY: caller's out-pointer.
+        unsafe { put(out, h) }
+    });
+    ret("MPI_Comm_remote_group", c, r)
+});
+
+mpi_fn!(fn MPI_Comm_set_name / PMPI_Comm_set_name(c: c_int, name: *const c_char) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's NUL-terminated string.
+        let n = unsafe { cstr(name)? };
+        let mut t = m.tables();
+        t.comm(c)?;
+        t.comms[c as usize].as_mut().expect("checked").name = truncate_name(n);
+        Ok(())
+    });
+    ret("MPI_Comm_set_name", c, r)
+});
+
+/// Names longer than `MPI_MAX_OBJECT_NAME - 1` characters are cut there.
+pub(super) fn truncate_name(mut n: String) -> String {
+    let max = MAX_OBJECT_NAME - 1;
+    if n.len() > max {
+        let mut end = max;
+        while !n.is_char_boundary(end) {
+            end -= 1;
+        }
+        n.truncate(end);
+    }
+    n
+}
+
+mpi_fn!(fn MPI_Comm_get_name / PMPI_Comm_get_name(c: c_int, name: *mut c_char, len: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let n = {
+            let t = m.tables();
+            t.comm(c)?;
+            t.comms[c as usize].as_ref().expect("checked").name.clone()
+        };
+        // SAFETY: the standard sizes `name` as MPI_MAX_OBJECT_NAME.
+        unsafe { put_str(&n, name, MAX_OBJECT_NAME, len) }
+    });
+    ret("MPI_Comm_get_name", c, r)
+});
+
+mpi_fn!(fn MPI_Comm_set_info / PMPI_Comm_set_info(c: c_int, info: c_int) {
+    let r = mpi().and_then(|m| {
+        m.tables().comm(c)?;
+        crate::api::info::get_or_empty(info).map(|_| ())
+    });
+    ret("MPI_Comm_set_info", c, r)
+});
+
+// No hint changes what mpistages does, so the info in use is empty.
+mpi_fn!(fn MPI_Comm_get_info / PMPI_Comm_get_info(c: c_int, out: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        m.tables().comm(c)?;
+        let h = crate::api::info::add(Default::default());
+        // SAFETY: caller's out-pointer.
+        unsafe { put(out, h) }
+    });
+    ret("MPI_Comm_get_info", c, r)
 });
 
 mpi_fn!(fn MPI_Comm_split / PMPI_Comm_split(c: c_int, color: c_int, key: c_int, out: *mut c_int) {
@@ -53,6 +195,10 @@ mpi_fn!(fn MPI_Comm_free / PMPI_Comm_free(c: *mut c_int) {
     let r = mpi().and_then(|m| {
         // SAFETY: caller's in/out pointer.
         let h = unsafe { get(c)? };
+        m.tables().comm(h)?;
+        if h != COMM_WORLD && h != crate::api::consts::COMM_SELF {
+            super::attr::delete_all(m, Kind::Comm, h)?;
+        }
         comm::free(m, h)?;
         // SAFETY: as above.
         unsafe { put(c, COMM_NULL) }
@@ -103,6 +249,12 @@ mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *
             KEY_IO => Some(&IO_VAL),
             KEY_APPNUM => Some(&APPNUM_VAL),
             KEY_UNIVERSE_SIZE => Some(UNIVERSE.get_or_init(|| m.size as c_int)),
+            KEY_LASTUSEDCODE => Some(super::errors::last_used_code()),
+            k if super::attr::is_user_key(k) => {
+                let v = super::attr::get_value(Kind::Comm, c, k)?;
+                // SAFETY: the standard's `void **` and int* out-pointers.
+                return unsafe { super::attr::put_c_attr(v, value, flag) };
+            }
             _ => return fail(err::KEYVAL, format!("attribute key {key} is not known")),
         };
         // SAFETY: `value` is a `void **` by the standard's signature; `flag` an int*.
@@ -170,6 +322,36 @@ mpi_fn!(fn MPI_Group_excl / PMPI_Group_excl(g: c_int, n: c_int, ranks: *const c_
         let rs = unsafe { array(ranks, super::count(n)?)? };
         group_of(m, g)?.excl(rs)
     })
+});
+
+/// # Safety
+/// `ranges` holds `n` triplets.
+unsafe fn range_group(
+    m: &Mpi,
+    g: c_int,
+    n: c_int,
+    ranges: *const [c_int; 3],
+    incl: bool,
+) -> MpiResult<Group> {
+    // SAFETY: forwarded from this function's contract.
+    let rs = unsafe { array(ranges, super::count(n)?)? };
+    let gr = group_of(m, g)?;
+    let ranks = gr.range_ranks(rs)?;
+    if incl {
+        gr.incl(&ranks)
+    } else {
+        gr.excl(&ranks)
+    }
+}
+
+mpi_fn!(fn MPI_Group_range_incl / PMPI_Group_range_incl(g: c_int, n: c_int, ranges: *const [c_int; 3], out: *mut c_int) {
+    // SAFETY: caller's array of n triplets.
+    new_group("MPI_Group_range_incl", out, |m| unsafe { range_group(m, g, n, ranges, true) })
+});
+
+mpi_fn!(fn MPI_Group_range_excl / PMPI_Group_range_excl(g: c_int, n: c_int, ranges: *const [c_int; 3], out: *mut c_int) {
+    // SAFETY: caller's array of n triplets.
+    new_group("MPI_Group_range_excl", out, |m| unsafe { range_group(m, g, n, ranges, false) })
 });
 
 mpi_fn!(fn MPI_Group_union / PMPI_Group_union(a: c_int, b: c_int, out: *mut c_int) {

@@ -1,8 +1,9 @@
 //! Datatype constructors, queries, and MPI_Pack / MPI_Unpack.
 
 use super::{array, get, mpi, mpi_fn, put, ret, typed};
+use crate::api::attr::Kind;
 use crate::api::consts::{err, COMM_WORLD, DATATYPE_NULL};
-use crate::api::datatype::Datatype;
+use crate::api::datatype::{combiner as C, Datatype};
 use crate::api::error::{fail, MpiResult};
 use crate::api::Layout;
 use crate::api::Mpi;
@@ -17,6 +18,10 @@ fn build(name: &str, out: *mut c_int, f: impl FnOnce(&Mpi) -> MpiResult<Datatype
         // SAFETY: caller's out-pointer.
         unsafe { put(out, h) }
     });
+    if r.is_err() && !out.is_null() {
+        // SAFETY: caller's out-pointer: no datatype was made.
+        unsafe { out.write(DATATYPE_NULL) };
+    }
     ret(name, COMM_WORLD, r)
 }
 
@@ -29,15 +34,26 @@ fn widen(v: &[c_int]) -> Vec<i64> {
 }
 
 mpi_fn!(fn MPI_Type_contiguous / PMPI_Type_contiguous(n: c_int, oldtype: c_int, out: *mut c_int) {
-    build("MPI_Type_contiguous", out, |m| Datatype::contiguous(n as i64, &*old(m, oldtype)?))
+    build("MPI_Type_contiguous", out, |m| {
+        let o = old(m, oldtype)?;
+        Ok(Datatype::contiguous(n as i64, &o)?.made_by(C::CONTIGUOUS, vec![n], vec![], vec![(oldtype, o)]))
+    })
 });
 
 mpi_fn!(fn MPI_Type_vector / PMPI_Type_vector(n: c_int, bl: c_int, stride: c_int, oldtype: c_int, out: *mut c_int) {
-    build("MPI_Type_vector", out, |m| Datatype::vector(n as i64, bl as i64, stride as i64, false, &*old(m, oldtype)?))
+    build("MPI_Type_vector", out, |m| {
+        let o = old(m, oldtype)?;
+        Ok(Datatype::vector(n as i64, bl as i64, stride as i64, false, &o)?
+            .made_by(C::VECTOR, vec![n, bl, stride], vec![], vec![(oldtype, o)]))
+    })
 });
 
 mpi_fn!(fn MPI_Type_create_hvector / PMPI_Type_create_hvector(n: c_int, bl: c_int, stride: Aint, oldtype: c_int, out: *mut c_int) {
-    build("MPI_Type_create_hvector", out, |m| Datatype::vector(n as i64, bl as i64, stride as i64, true, &*old(m, oldtype)?))
+    build("MPI_Type_create_hvector", out, |m| {
+        let o = old(m, oldtype)?;
+        Ok(Datatype::vector(n as i64, bl as i64, stride as i64, true, &o)?
+            .made_by(C::HVECTOR, vec![n, bl], vec![stride as i64], vec![(oldtype, o)]))
+    })
 });
 
 mpi_fn!(fn MPI_Type_hvector / PMPI_Type_hvector(n: c_int, bl: c_int, stride: Aint, oldtype: c_int, out: *mut c_int) {
@@ -50,7 +66,9 @@ mpi_fn!(fn MPI_Type_indexed / PMPI_Type_indexed(n: c_int, bls: *const c_int, dis
         let n = super::count(n)?;
         // SAFETY: caller's arrays of n elements.
         let (b, d) = unsafe { (array(bls, n)?, array(displs, n)?) };
-        Datatype::indexed(&widen(b), &widen(d), false, &*old(m, oldtype)?)
+        let o = old(m, oldtype)?;
+        let ints = [&[n as c_int][..], b, d].concat();
+        Ok(Datatype::indexed(&widen(b), &widen(d), false, &o)?.made_by(C::INDEXED, ints, vec![], vec![(oldtype, o)]))
     })
 });
 
@@ -59,7 +77,10 @@ mpi_fn!(fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(n: c_i
         let n = super::count(n)?;
         // SAFETY: caller's array of n elements.
         let d = unsafe { array(displs, n)? };
-        Datatype::indexed(&vec![bl as i64; n], &widen(d), false, &*old(m, oldtype)?)
+        let o = old(m, oldtype)?;
+        let ints = [&[n as c_int, bl][..], d].concat();
+        Ok(Datatype::indexed(&vec![bl as i64; n], &widen(d), false, &o)?
+            .made_by(C::INDEXED_BLOCK, ints, vec![], vec![(oldtype, o)]))
     })
 });
 
@@ -69,7 +90,9 @@ mpi_fn!(fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(n: c_int, bls: *
         // SAFETY: caller's arrays of n elements.
         let (b, d) = unsafe { (array(bls, n)?, array(displs, n)?) };
         let d: Vec<i64> = d.to_vec();
-        Datatype::indexed(&widen(b), &d, true, &*old(m, oldtype)?)
+        let o = old(m, oldtype)?;
+        let ints = [&[n as c_int][..], b].concat();
+        Ok(Datatype::indexed(&widen(b), &d, true, &o)?.made_by(C::HINDEXED, ints, d, vec![(oldtype, o)]))
     })
 });
 
@@ -86,7 +109,9 @@ mpi_fn!(fn MPI_Type_create_struct / PMPI_Type_create_struct(n: c_int, bls: *cons
         let olds = ts.iter().map(|&h| old(m, h)).collect::<MpiResult<Vec<_>>>()?;
         let refs: Vec<&Datatype> = olds.iter().map(|a| &**a).collect();
         let d: Vec<i64> = d.to_vec();
-        Datatype::create_struct(&widen(b), &d, &refs)
+        let ints = [&[n as c_int][..], b].concat();
+        let kept = ts.iter().copied().zip(olds.iter().cloned()).collect();
+        Ok(Datatype::create_struct(&widen(b), &d, &refs)?.made_by(C::STRUCT, ints, d, kept))
     })
 });
 
@@ -96,15 +121,33 @@ mpi_fn!(fn MPI_Type_struct / PMPI_Type_struct(n: c_int, bls: *const c_int, displ
 });
 
 mpi_fn!(fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: c_int, lb: Aint, extent: Aint, out: *mut c_int) {
-    build("MPI_Type_create_resized", out, |m| Ok(Datatype::resized(&*old(m, oldtype)?, lb as isize, extent as isize)))
+    build("MPI_Type_create_resized", out, |m| {
+        let o = old(m, oldtype)?;
+        Ok(Datatype::resized(&o, lb as isize, extent as isize)
+            .made_by(C::RESIZED, vec![], vec![lb as i64, extent as i64], vec![(oldtype, o)]))
+    })
 });
 
 mpi_fn!(fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, out: *mut c_int) {
-    build("MPI_Type_dup", out, |m| {
-        let mut t = (*old(m, oldtype)?).clone();
+    let rc = build("MPI_Type_dup", out, |m| {
+        let o = old(m, oldtype)?;
+        let mut t = (*o).clone();
         t.predefined = false;
-        Ok(t)
-    })
+        Ok(t.made_by(C::DUP, vec![], vec![], vec![(oldtype, o)]))
+    });
+    if rc != err::SUCCESS {
+        return rc;
+    }
+    let r = mpi().and_then(|m| {
+        // SAFETY: `out` was written by build above.
+        let h = unsafe { get(out)? };
+        super::attr::copy_all(m, Kind::Type, oldtype, h).inspect_err(|_| {
+            m.tables().types[h as usize] = None;
+            // SAFETY: as above.
+            unsafe { out.write(DATATYPE_NULL) };
+        })
+    });
+    ret("MPI_Type_dup", COMM_WORLD, r)
 });
 
 mpi_fn!(fn MPI_Type_commit / PMPI_Type_commit(h: *mut c_int) {
@@ -124,10 +167,11 @@ mpi_fn!(fn MPI_Type_free / PMPI_Type_free(h: *mut c_int) {
     let r = mpi().and_then(|m| {
         // SAFETY: caller's in/out pointer.
         let v = unsafe { get(h)? };
-        let mut t = m.tables();
-        if t.any_dtype(v)?.predefined {
+        if m.tables().any_dtype(v)?.predefined {
             return fail(err::TYPE, "predefined datatypes cannot be freed");
         }
+        super::attr::delete_all(m, Kind::Type, v)?;
+        let mut t = m.tables();
         // Operations in flight keep their own reference to the type.
         t.types[v as usize] = None;
         // SAFETY: as above.
@@ -234,4 +278,84 @@ mpi_fn!(fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, pos: *m
         unsafe { put(pos, p + need as c_int) }
     });
     ret("MPI_Unpack", c, r)
+});
+
+mpi_fn!(fn MPI_Type_get_envelope / PMPI_Type_get_envelope(h: c_int, ni: *mut c_int, na: *mut c_int, nt: *mut c_int, combiner: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let t = old(m, h)?;
+        let (c, i, a, ty) = match (&t.envelope, t.predefined) {
+            (Some(e), _) => (e.combiner, e.ints.len(), e.aints.len(), e.types.len()),
+            (None, true) => (C::NAMED, 0, 0, 0),
+            // Restored from a checkpoint: its constructor is not kept.
+            (None, false) => (C::CONTIGUOUS, 1, 0, 1),
+        };
+        // SAFETY: caller's out-pointers.
+        unsafe {
+            put(ni, i as c_int)?;
+            put(na, a as c_int)?;
+            put(nt, ty as c_int)?;
+            put(combiner, c)
+        }
+    });
+    ret("MPI_Type_get_envelope", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(h: c_int, maxi: c_int, maxa: c_int, maxt: c_int, ints: *mut c_int, aints: *mut Aint, types: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let t = old(m, h)?;
+        if t.predefined {
+            return fail(err::TYPE, "a predefined datatype has no contents");
+        }
+        let e = match &t.envelope {
+            Some(e) => (**e).clone(),
+            None => crate::api::datatype::Envelope {
+                combiner: C::CONTIGUOUS,
+                ints: vec![t.size as c_int],
+                aints: vec![],
+                types: vec![(crate::api::consts::dt::BYTE, old(m, crate::api::consts::dt::BYTE)?)],
+            },
+        };
+        if (maxi as usize) < e.ints.len() || (maxa as usize) < e.aints.len() || (maxt as usize) < e.types.len() {
+            return fail(err::ARG, "the arrays are smaller than MPI_Type_get_envelope said");
+        }
+        // SAFETY: caller's arrays of at least the envelope's sizes.
+        unsafe {
+            super::array_mut(ints, e.ints.len())?.copy_from_slice(&e.ints);
+            for (o, &v) in super::array_mut(aints, e.aints.len())?.iter_mut().zip(&e.aints) {
+                *o = v as Aint;
+            }
+            let out = super::array_mut(types, e.types.len())?;
+            // Derived types come back as new handles the program frees.
+            for (o, (h, ty)) in out.iter_mut().zip(&e.types) {
+                *o = if ty.predefined { *h } else { m.tables().add_dtype((**ty).clone()) };
+            }
+        }
+        Ok(())
+    });
+    ret("MPI_Type_get_contents", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Type_set_name / PMPI_Type_set_name(h: c_int, name: *const std::os::raw::c_char) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's NUL-terminated string.
+        let n = super::comm::truncate_name(unsafe { super::cstr(name)? });
+        let mut t = m.tables();
+        let mut ty = (*t.any_dtype(h)?).clone();
+        ty.name = n;
+        ty.name_given = true;
+        t.types[h as usize] = Some(std::sync::Arc::new(ty));
+        Ok(())
+    });
+    ret("MPI_Type_set_name", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Type_get_name / PMPI_Type_get_name(h: c_int, name: *mut std::os::raw::c_char, len: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let t = old(m, h)?;
+        // Derived types have no name until the program gives one.
+        let n = if t.predefined || t.name_given { t.name.clone() } else { String::new() };
+        // SAFETY: the standard sizes `name` as MPI_MAX_OBJECT_NAME.
+        unsafe { super::put_str(&n, name, super::comm::MAX_OBJECT_NAME, len) }
+    });
+    ret("MPI_Type_get_name", COMM_WORLD, r)
 });

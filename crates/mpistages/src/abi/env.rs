@@ -1,11 +1,7 @@
-//! Environment management, error classes and error handlers.
+//! Environment management (errors are `errors.rs`).
 
-use super::{get, mpi, mpi_fn, put, ret};
-use crate::api::consts::{
-    err, COMM_WORLD, ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN, MAX_ERROR_STRING,
-    MAX_PROCESSOR_NAME,
-};
-use crate::api::error::{class_text, fail, MpiResult};
+use super::{mpi, mpi_fn, put, put_str, ret};
+use crate::api::consts::{COMM_WORLD, MAX_PROCESSOR_NAME};
 use crate::api::{self};
 use std::os::raw::{c_char, c_int};
 
@@ -38,6 +34,16 @@ mpi_fn!(fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
 });
 
 mpi_fn!(fn MPI_Finalize / PMPI_Finalize() {
+    // MPI_COMM_SELF's attributes are deleted first, as if it were freed
+    // (the last set first), so a library can clean up there; then
+    // MPI_COMM_WORLD's.
+    let r = mpi().and_then(|m| {
+        super::attr::delete_all(m, crate::api::attr::Kind::Comm, crate::api::consts::COMM_SELF)?;
+        super::attr::delete_all(m, crate::api::attr::Kind::Comm, COMM_WORLD)
+    });
+    if let Err(e) = r {
+        return ret("MPI_Finalize", COMM_WORLD, Err(e));
+    }
     ret("MPI_Finalize", COMM_WORLD, api::finalize())
 });
 
@@ -73,30 +79,8 @@ pub extern "C" fn MPI_Wtick() -> f64 {
     1e-9
 }
 
-/// Copies a Rust string into a C buffer of `cap` bytes with a NUL, and
-/// reports the length without it.
-///
-/// # Safety
-/// `buf` is valid for `cap` bytes; `len` is a valid out-pointer.
-unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> MpiResult<()> {
-    if buf.is_null() {
-        return fail(err::ARG, "the string buffer is NULL");
-    }
-    let n = s.len().min(cap.saturating_sub(1));
-    // SAFETY: n + 1 <= cap bytes of a caller buffer of at least cap bytes.
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, buf, n);
-        buf.add(n).write(0);
-        put(len, n as c_int)
-    }
-}
-
 mpi_fn!(fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) {
-    let mut host = [0u8; 256];
-    // SAFETY: gethostname writes at most host.len() bytes into our buffer.
-    unsafe { libc::gethostname(host.as_mut_ptr() as *mut c_char, host.len()) };
-    let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
-    let h = String::from_utf8_lossy(&host[..end]).into_owned();
+    let h = crate::sys::process::hostname();
     // SAFETY: the standard sizes `name` as MPI_MAX_PROCESSOR_NAME.
     ret("MPI_Get_processor_name", COMM_WORLD, unsafe { put_str(&h, name, MAX_PROCESSOR_NAME as usize, len) })
 });
@@ -110,55 +94,4 @@ mpi_fn!(fn MPI_Get_library_version / PMPI_Get_library_version(s: *mut c_char, le
     let v = format!("mpistages {} (MPI Stages fault-tolerant MPI)", env!("CARGO_PKG_VERSION"));
     // SAFETY: the standard sizes `s` as MPI_MAX_LIBRARY_VERSION_STRING (>= 64).
     ret("MPI_Get_library_version", COMM_WORLD, unsafe { put_str(&v, s, 64, len) })
-});
-
-mpi_fn!(fn MPI_Error_string / PMPI_Error_string(code: c_int, s: *mut c_char, len: *mut c_int) {
-    let text = format!("{}: {}", crate::api::error::class_name(code), class_text(code));
-    // SAFETY: the standard sizes `s` as MPI_MAX_ERROR_STRING.
-    ret("MPI_Error_string", COMM_WORLD, unsafe { put_str(&text, s, MAX_ERROR_STRING as usize, len) })
-});
-
-mpi_fn!(fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) {
-    let r = if (0..=err::LASTCODE).contains(&code) {
-        // SAFETY: caller's out-pointer.
-        unsafe { put(class, code) }
-    } else {
-        fail(err::ARG, format!("{code} is not an error code"))
-    };
-    ret("MPI_Error_class", COMM_WORLD, r)
-});
-
-fn valid_handler(h: c_int) -> bool {
-    matches!(h, ERRORS_ARE_FATAL | ERRORS_RETURN | ERRORS_ABORT)
-}
-
-mpi_fn!(fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: c_int, eh: c_int) {
-    let r = mpi().and_then(|m| {
-        if !valid_handler(eh) {
-            return fail(err::ARG, format!("invalid error handler {eh}"));
-        }
-        let mut t = m.tables();
-        t.comm(comm)?;
-        t.comms[comm as usize].as_mut().expect("checked").errhandler = eh;
-        Ok(())
-    });
-    ret("MPI_Comm_set_errhandler", comm, r)
-});
-
-mpi_fn!(fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: c_int, eh: *mut c_int) {
-    let r = mpi().and_then(|m| {
-        let t = m.tables();
-        t.comm(comm)?;
-        let h = t.comms[comm as usize].as_ref().expect("checked").errhandler;
-        // SAFETY: caller's out-pointer.
-        unsafe { put(eh, h) }
-    });
-    ret("MPI_Comm_get_errhandler", comm, r)
-});
-
-mpi_fn!(fn MPI_Errhandler_free / PMPI_Errhandler_free(eh: *mut c_int) {
-    // Predefined handlers are never really freed; the handle becomes NULL.
-    // SAFETY: caller's in/out pointer.
-    let r = unsafe { get(eh).and_then(|_| put(eh, crate::api::consts::ERRHANDLER_NULL)) };
-    ret("MPI_Errhandler_free", COMM_WORLD, r)
 });

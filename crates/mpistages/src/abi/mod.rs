@@ -7,22 +7,26 @@
 // MPI's C signatures are fixed by the standard, and so are their lengths.
 #![allow(clippy::too_many_arguments)]
 
+pub mod attr;
 pub mod coll;
 pub mod comm;
 pub mod dtype;
 pub mod env;
+pub mod errors;
 pub mod fortran;
+pub mod info;
 pub mod mpix;
 pub mod p2p;
 pub mod reduce;
 pub mod request;
+pub mod topo;
 
 use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
 use crate::api::error::{class_name, fail, MpiError, MpiResult};
 use crate::api::usermem::TypedBuf;
 use crate::api::Status;
 use crate::api::{self, Mpi};
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 
 /// Defines `PMPI_x` with the body and `MPI_x` calling it. `MPI_x` is
 /// exported as `mpistages_entry_MPI_x`: the C symbol `MPI_x` is generated
@@ -148,6 +152,38 @@ pub unsafe fn array_mut<'a, T>(p: *mut T, n: usize) -> MpiResult<&'a mut [T]> {
     Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
 }
 
+/// Copies a Rust string into a C buffer of `cap` bytes with a NUL, and
+/// reports the length without it.
+///
+/// # Safety
+/// `buf` is valid for `cap` bytes; `len` is a valid out-pointer.
+pub unsafe fn put_str(s: &str, buf: *mut c_char, cap: usize, len: *mut c_int) -> MpiResult<()> {
+    if buf.is_null() {
+        return fail(err::ARG, "the string buffer is NULL");
+    }
+    let n = s.len().min(cap.saturating_sub(1));
+    // SAFETY: n + 1 <= cap bytes of a caller buffer of at least cap bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, buf, n);
+        buf.add(n).write(0);
+        put(len, n as c_int)
+    }
+}
+
+/// A NUL-terminated C string argument, as UTF-8 (lossy).
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+pub unsafe fn cstr(p: *const std::os::raw::c_char) -> MpiResult<String> {
+    if p.is_null() {
+        return fail(err::ARG, "a string argument is NULL");
+    }
+    // SAFETY: non-null and NUL-terminated by the caller's contract.
+    Ok(unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned())
+}
+
 pub fn count(n: c_int) -> MpiResult<usize> {
     if n < 0 {
         return fail(err::COUNT, format!("count {n} is negative"));
@@ -205,6 +241,14 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
     }
     if handler == ERRORS_RETURN {
         log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
+        return e.class;
+    }
+    if let Some(f) = errors::user_handler(handler) {
+        log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
+        let (mut c, mut code) = (comm, e.class);
+        // SAFETY: the program's handler, of the standard's signature, gets
+        // pointers to two locals.
+        unsafe { f(&mut c, &mut code) };
         return e.class;
     }
     api::fatal(

@@ -41,6 +41,7 @@ pub const KEY_IO: i32 = 3;
 pub const KEY_WTIME_IS_GLOBAL: i32 = 4;
 pub const KEY_UNIVERSE_SIZE: i32 = 5;
 pub const KEY_APPNUM: i32 = 6;
+pub const KEY_LASTUSEDCODE: i32 = 7;
 
 /// Error classes (the codes we return are the classes themselves).
 pub mod err {
@@ -70,7 +71,17 @@ pub mod err {
     pub const NO_SPACE: i32 = 36;
     pub const ERRHANDLER: i32 = 20;
     pub const PROC_FAILED: i32 = 75;
-    pub const LASTCODE: i32 = 1073741823;
+    pub const INFO: i32 = 28;
+    pub const INFO_KEY: i32 = 29;
+    pub const INFO_VALUE: i32 = 30;
+    pub const INFO_NOKEY: i32 = 31;
+    pub const NAME: i32 = 33;
+    pub const NOT_SAME: i32 = 35;
+    pub const SPAWN: i32 = 42;
+    pub const UNSUPPORTED_OPERATION: i32 = 44;
+    pub const WIN: i32 = 45;
+    pub const SIZE: i32 = 51;
+    pub const LASTCODE: i32 = 127;
     /// MPI Stages: roll back and reload the last checkpoint.
     pub const TRY_RELOAD: i32 = 101;
 }

@@ -6,6 +6,7 @@
 use super::consts::err;
 use super::consts::{dt, UNDEFINED};
 use super::error::{fail, MpiResult};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Basic {
@@ -85,6 +86,46 @@ pub struct Datatype {
     pub pair: Option<Pair>,
     pub predefined: bool,
     pub committed: bool,
+    /// How the type was made (`MPI_Type_get_envelope/contents`). Not in a
+    /// checkpoint: a restored type answers as if built from bytes.
+    #[serde(skip)]
+    pub envelope: Option<Arc<Envelope>>,
+    /// `name` was set by `MPI_Type_set_name` (derived types are otherwise
+    /// nameless to the program; `name` then only serves our messages).
+    pub name_given: bool,
+}
+
+/// A derived type's constructor and its arguments, the old types kept
+/// alive (the program may free them) with the handles they had.
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    pub combiner: i32,
+    pub ints: Vec<i32>,
+    pub aints: Vec<i64>,
+    pub types: Vec<(i32, Arc<Datatype>)>,
+}
+
+/// `MPI_COMBINER_*` (MPICH's values).
+pub mod combiner {
+    pub const NAMED: i32 = 1;
+    pub const DUP: i32 = 2;
+    pub const CONTIGUOUS: i32 = 3;
+    pub const VECTOR: i32 = 4;
+    pub const HVECTOR_INTEGER: i32 = 5;
+    pub const HVECTOR: i32 = 6;
+    pub const INDEXED: i32 = 7;
+    pub const HINDEXED_INTEGER: i32 = 8;
+    pub const HINDEXED: i32 = 9;
+    pub const INDEXED_BLOCK: i32 = 10;
+    pub const STRUCT_INTEGER: i32 = 11;
+    pub const STRUCT: i32 = 12;
+    pub const SUBARRAY: i32 = 13;
+    pub const DARRAY: i32 = 14;
+    pub const F90_REAL: i32 = 15;
+    pub const F90_COMPLEX: i32 = 16;
+    pub const F90_INTEGER: i32 = 17;
+    pub const RESIZED: i32 = 18;
+    pub const HINDEXED_BLOCK: i32 = 19;
 }
 
 /// Runs above this count per element are refused (a runaway constructor).
@@ -131,6 +172,8 @@ impl Datatype {
             pair: None,
             predefined: true,
             committed: true,
+            envelope: None,
+            name_given: false,
         }
     }
 
@@ -166,6 +209,8 @@ impl Datatype {
             }),
             predefined: true,
             committed: true,
+            envelope: None,
+            name_given: false,
         }
     }
 
@@ -296,6 +341,8 @@ impl Datatype {
             pair: None,
             predefined: false,
             committed: false,
+            envelope: None,
+            name_given: false,
         })
     }
 
@@ -388,8 +435,27 @@ impl Datatype {
             predefined: false,
             committed: false,
             pair: None,
+            envelope: None,
+            name_given: false,
             ..old.clone()
         }
+    }
+
+    /// This type, recorded as made by `combiner` from these arguments.
+    pub fn made_by(
+        mut self,
+        combiner: i32,
+        ints: Vec<i32>,
+        aints: Vec<i64>,
+        types: Vec<(i32, Arc<Datatype>)>,
+    ) -> Datatype {
+        self.envelope = Some(Arc::new(Envelope {
+            combiner,
+            ints,
+            aints,
+            types,
+        }));
+        self
     }
 
     /// When `count` elements form one run of memory: its offset and length.

@@ -51,6 +51,36 @@ impl Group {
         })
     }
 
+    /// The ranks `(first, last, stride)` triplets name, in order
+    /// (`MPI_Group_range_incl/excl`).
+    pub fn range_ranks(&self, ranges: &[[i32; 3]]) -> MpiResult<Vec<i32>> {
+        let mut out = Vec::new();
+        for &[first, last, stride] in ranges {
+            if stride == 0 {
+                return fail(err::ARG, "a rank range has stride 0");
+            }
+            let in_group = |r: i32| r >= 0 && (r as usize) < self.size();
+            if !in_group(first) || !in_group(last) {
+                return fail(
+                    err::RANK,
+                    format!(
+                        "range {first}..{last} is outside a group of size {}",
+                        self.size()
+                    ),
+                );
+            }
+            if (stride > 0 && first > last) || (stride < 0 && first < last) {
+                continue;
+            }
+            let mut r = first as i64;
+            while (stride > 0 && r <= last as i64) || (stride < 0 && r >= last as i64) {
+                out.push(r as i32);
+                r += stride as i64;
+            }
+        }
+        Ok(out)
+    }
+
     pub fn union(&self, other: &Group) -> Group {
         let mut members = self.members.clone();
         members.extend(other.members.iter().filter(|w| !self.members.contains(w)));
@@ -145,6 +175,8 @@ mod tests {
             vec![1, UNDEFINED, PROC_NULL]
         );
         assert!(a.incl(&[4]).is_err());
+        assert_eq!(a.range_ranks(&[[3, 0, -2], [1, 1, 1]]).unwrap(), [3, 1, 1]);
+        assert!(a.range_ranks(&[[0, 4, 1]]).is_err());
         assert!(a.incl(&[1, 1]).is_err());
         assert_eq!(
             b.compare(&Group {

@@ -3,12 +3,14 @@
 //! operations themselves. Owns: MPI objects and their integer handles.
 //! Must not touch: C types or raw C arguments (that is `src/abi`), sockets.
 
+pub mod attr;
 pub mod collective;
 pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod error;
 pub mod group;
+pub mod info;
 pub mod launch;
 pub mod logging;
 pub mod mpix;
@@ -19,6 +21,7 @@ pub mod recovery;
 pub mod redundancy;
 pub mod reinit;
 pub mod state;
+pub mod topo;
 pub mod usermem;
 
 use crate::control::client::Client;
@@ -41,20 +44,47 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A communicator: a group, this process's rank in it, and a context id
-/// pair (`context` for point-to-point, `context + 1` for collectives).
+/// pair (`context` for point-to-point, `context + 1` for collectives). An
+/// inter-communicator has a remote group too: point-to-point ranks name
+/// its members, and a sender's rank is its rank in its own (local) group.
 #[derive(Clone, Debug)]
 pub struct Comm {
     pub context: u32,
     pub group: Arc<Group>,
     pub rank: usize,
+    pub remote: Option<Arc<Group>>,
+    pub topo: Option<Arc<topo::Topology>>,
 }
 
 impl Comm {
+    /// An intra-communicator without a topology.
+    pub fn intra(context: u32, group: Arc<Group>, rank: usize) -> Comm {
+        Comm {
+            context,
+            group,
+            rank,
+            remote: None,
+            topo: None,
+        }
+    }
     pub fn size(&self) -> usize {
         self.group.size()
     }
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
+    }
+    /// The group point-to-point ranks refer to: the remote group of an
+    /// inter-communicator, the group itself otherwise.
+    pub fn peers(&self) -> &Group {
+        self.remote.as_deref().unwrap_or(&self.group)
+    }
+    /// World rank of rank `rank` of the local group.
     pub fn world(&self, rank: usize) -> usize {
         self.group.members[rank]
+    }
+    /// World rank of point-to-point rank `rank` (remote for an inter-communicator).
+    pub fn peer_world(&self, rank: usize) -> usize {
+        self.peers().members[rank]
     }
     pub fn coll_context(&self) -> u32 {
         self.context + 1
@@ -66,6 +96,7 @@ impl Comm {
             members: &self.group.members,
             rank: self.rank,
             context: self.coll_context(),
+            tag: 0,
         }
     }
 }
@@ -73,6 +104,8 @@ impl Comm {
 pub struct CommEntry {
     pub comm: Arc<Comm>,
     pub errhandler: i32,
+    /// `MPI_Comm_set_name`'s name ("" until set).
+    pub name: String,
 }
 
 /// Every object an integer handle can name.
@@ -85,6 +118,8 @@ pub struct Tables {
     pub req_comm: std::collections::HashMap<u32, i32>,
     /// Highest context id in use by this process; new ones are agreed above it.
     pub max_context: u32,
+    /// Attribute keys and the attributes set on objects.
+    pub attrs: attr::Attrs,
     /// `MPI_Buffer_attach`: (address, size) and bytes in use.
     pub bsend: Option<(usize, usize)>,
     /// Buffered sends still in flight, with the buffer space they hold.
@@ -126,6 +161,7 @@ impl Tables {
             CommEntry {
                 comm: Arc::new(comm),
                 errhandler,
+                name: String::new(),
             },
         )
     }
@@ -404,20 +440,20 @@ fn start() -> MpiResult<Mpi> {
 /// The tables right after `MPI_Init`: WORLD, SELF, the predefined
 /// datatypes and operations.
 pub fn initial_tables(rank: usize, size: usize) -> Tables {
-    let world = Comm {
-        context: 0,
-        group: Arc::new(Group {
+    let world = Comm::intra(
+        0,
+        Arc::new(Group {
             members: (0..size).collect(),
         }),
         rank,
-    };
-    let selfc = Comm {
-        context: 2,
-        group: Arc::new(Group {
+    );
+    let selfc = Comm::intra(
+        2,
+        Arc::new(Group {
             members: vec![rank],
         }),
-        rank: 0,
-    };
+        0,
+    );
     let mut types: Vec<Option<Arc<Datatype>>> = (0..dt::FIRST_DERIVED)
         .map(|h| Datatype::predefined(h).map(Arc::new))
         .collect();
@@ -435,16 +471,19 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
             Some(CommEntry {
                 comm: Arc::new(world),
                 errhandler: consts::ERRORS_ARE_FATAL,
+                name: "MPI_COMM_WORLD".into(),
             }),
             Some(CommEntry {
                 comm: Arc::new(selfc),
                 errhandler: consts::ERRORS_ARE_FATAL,
+                name: "MPI_COMM_SELF".into(),
             }),
         ],
         groups: vec![None, Some(Arc::new(Group { members: vec![] }))],
         types,
         ops,
         req_comm: Default::default(),
+        attrs: Default::default(),
         // Contexts 4 and 5 are the internal communicator's (api::recovery).
         max_context: recovery::STAGES_CONTEXT + 2,
         bsend: None,

@@ -25,13 +25,13 @@ pub fn send_op(
     check_tag_send(tag)?;
     let dest = match dest {
         PROC_NULL => None,
-        d if d >= 0 && (d as usize) < c.size() => Some(c.world(d as usize)),
+        d if d >= 0 && (d as usize) < c.peers().size() => Some(c.peer_world(d as usize)),
         d => {
             return fail(
                 err::RANK,
                 format!(
                     "destination rank {d} is outside the communicator (size {})",
-                    c.size()
+                    c.peers().size()
                 ),
             )
         }
@@ -65,12 +65,12 @@ fn source_sel(c: &super::Comm, src: i32) -> MpiResult<Option<Src>> {
     match src {
         PROC_NULL => Ok(None),
         ANY_SOURCE => Ok(Some(Src::Any)),
-        s if s >= 0 && (s as usize) < c.size() => Ok(Some(Src::Rank(s as u32))),
+        s if s >= 0 && (s as usize) < c.peers().size() => Ok(Some(Src::Rank(s as u32))),
         s => fail(
             err::RANK,
             format!(
                 "source rank {s} is outside the communicator (size {})",
-                c.size()
+                c.peers().size()
             ),
         ),
     }
@@ -118,4 +118,18 @@ pub fn proc_null_status() -> Status {
     let mut s = Status::empty();
     s.source = PROC_NULL;
     s
+}
+
+/// A request complete from the start, with an empty status: a receive
+/// from `MPI_PROC_NULL`, which the engine completes as it is posted.
+pub fn completed(m: &Mpi, comm: i32) -> ReqId {
+    let op = Op::Recv {
+        src: None,
+        tag: None,
+        context: 0,
+        layout: Box::new(crate::progress::request::Bytes(
+            crate::transport::RawBuf::empty(),
+        )),
+    };
+    post(m, op, comm)
 }

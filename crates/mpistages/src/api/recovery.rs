@@ -27,13 +27,13 @@ pub const STAGES_CONTEXT: u32 = 4;
 const TAG_PARTNER: i32 = 1;
 
 fn internal_comm(m: &Mpi) -> Comm {
-    Comm {
-        context: STAGES_CONTEXT,
-        group: Arc::new(Group {
+    Comm::intra(
+        STAGES_CONTEXT,
+        Arc::new(Group {
             members: (0..m.size).collect(),
         }),
-        rank: m.rank,
-    }
+        m.rank,
+    )
 }
 
 /// The rank holding this rank's partner copy, and the rank whose copy this

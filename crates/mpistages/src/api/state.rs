@@ -33,6 +33,17 @@ pub fn save(
                     context: e.comm.context,
                     members: e.comm.group.members.iter().map(|&m| m as u32).collect(),
                     errhandler: e.errhandler,
+                    name: e.name.clone(),
+                    remote: e
+                        .comm
+                        .remote
+                        .as_ref()
+                        .map(|g| g.members.iter().map(|&m| m as u32).collect()),
+                    topology: e
+                        .comm
+                        .topo
+                        .as_ref()
+                        .map(|t| postcard::to_stdvec(&**t).expect("topologies always serialize")),
                 })
             })
             .collect(),
@@ -76,15 +87,27 @@ pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> MpiResult<()> {
                     c.members.iter().position(|&m| m == me).ok_or_else(|| {
                         bad("a saved communicator does not contain this rank".into())
                     })?;
+                let group = |v: &[u32]| {
+                    Arc::new(Group {
+                        members: v.iter().map(|&m| m as usize).collect(),
+                    })
+                };
+                let topo = match &c.topology {
+                    None => None,
+                    Some(b) => Some(Arc::new(postcard::from_bytes(b).map_err(|e| {
+                        bad(format!("a saved communicator's topology is malformed: {e}"))
+                    })?)),
+                };
                 Some(CommEntry {
                     comm: Arc::new(Comm {
                         context: c.context,
-                        group: Arc::new(Group {
-                            members: c.members.iter().map(|&m| m as usize).collect(),
-                        }),
+                        group: group(&c.members),
                         rank: pos,
+                        remote: c.remote.as_deref().map(group),
+                        topo,
                     }),
                     errhandler: c.errhandler,
+                    name: c.name.clone(),
                 })
             }
         });

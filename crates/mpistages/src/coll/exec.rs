@@ -14,6 +14,9 @@ pub struct Team<'a> {
     pub members: &'a [usize],
     pub rank: usize,
     pub context: u32,
+    /// The tag of all this collective's messages on `context`: 0 for the
+    /// blocking collectives, others to keep concurrent ones apart.
+    pub tag: i32,
 }
 
 impl Team<'_> {
@@ -35,10 +38,6 @@ pub type CollResult<T> = Result<T, CollError>;
 
 /// `dst = src op dst` over `count` elements.
 pub type Reducer = dyn Fn(&[u8], &mut [u8], usize);
-
-/// All collective traffic on a communicator uses this tag on its collective
-/// context; per-pair message order does the rest.
-const TAG: i32 = 0;
 
 /// A schedule's temporary buffer, kept for the next collective of the
 /// thread: a fresh allocation of a large one is an `mmap`, a page fault
@@ -108,13 +107,13 @@ pub fn run(
                     dest: Some(t.members[to]),
                     src: t.rank as u32,
                     context: t.context,
-                    tag: TAG,
+                    tag: t.tag,
                     mode: SendMode::Standard,
                     layout: Box::new(Bytes(loc(from, len)?)),
                 },
                 Step::Recv { from, into, len } => Op::Recv {
                     src: Some(Src::Rank(from as u32)),
-                    tag: Some(TAG),
+                    tag: Some(t.tag),
                     context: t.context,
                     layout: Box::new(Bytes(loc(into, len)?)),
                 },

@@ -7,7 +7,7 @@ use super::StagesError;
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever the layout below changes.
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 /// Far above what any application creates; a larger table is corrupt.
 const MAX_HANDLES: usize = 1 << 20;
 
@@ -17,6 +17,12 @@ pub struct CommState {
     /// World ranks in group order.
     pub members: Vec<u32>,
     pub errhandler: i32,
+    /// `MPI_Comm_set_name`'s name.
+    pub name: String,
+    /// An inter-communicator's remote group (world ranks).
+    pub remote: Option<Vec<u32>>,
+    /// The API layer's topology, encoded by it.
+    pub topology: Option<Vec<u8>>,
 }
 
 /// The communicators and groups a library's serialize handler handed over.
@@ -105,11 +111,17 @@ mod tests {
                     context: 0,
                     members: vec![0, 1, 2, 3],
                     errhandler: 2,
+                    name: "MPI_COMM_WORLD".into(),
+                    remote: None,
+                    topology: None,
                 }),
                 Some(CommState {
                     context: 2,
                     members: vec![1],
                     errhandler: 1,
+                    name: String::new(),
+                    remote: Some(vec![0]),
+                    topology: Some(vec![1, 2]),
                 }),
             ],
             groups: vec![None, Some(vec![])],

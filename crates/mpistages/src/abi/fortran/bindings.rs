@@ -9,6 +9,7 @@ use crate::abi::coll::*;
 use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::env::*;
+use crate::abi::errors::*;
 use crate::abi::mpix::*;
 use crate::abi::p2p::*;
 use crate::abi::reduce::*;

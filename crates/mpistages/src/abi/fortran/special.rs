@@ -14,6 +14,7 @@ use super::{buf, set, status, statuses, str_in, str_out};
 use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::env::*;
+use crate::abi::errors::*;
 use crate::abi::mpix::*;
 use crate::abi::p2p::*;
 use crate::abi::reduce::*;
