@@ -410,9 +410,21 @@ unsafe fn alltoall_impl(
         let sall = unsafe { typed(m, sbuf, 0, st)? };
         (0..n).map(|r| sall.slice(sd[r], sc[r])).collect()
     };
+    exchange_blocks(m, &cm, &sblocks, &rblocks)
+}
+
+/// Sends block r of `sblocks` to rank r and receives block r of `rblocks`
+/// from it (the all-to-all family, whatever the types).
+pub(super) fn exchange_blocks(
+    m: &Mpi,
+    cm: &Comm,
+    sblocks: &[TypedBuf],
+    rblocks: &[TypedBuf],
+) -> MpiResult<()> {
+    let n = cm.size();
     let mut stemp = Vec::new();
     let mut slens = Vec::new();
-    for b in &sblocks {
+    for b in sblocks {
         let p = b.pack();
         slens.push(p.len());
         stemp.extend_from_slice(&p);
@@ -431,7 +443,7 @@ unsafe fn alltoall_impl(
     }
     let mut rtemp = vec![0u8; rlens.iter().sum()];
     let (sraw, rraw) = (raw_of(&mut stemp), raw_of(&mut rtemp));
-    coll::alltoallv(m, &cm, sraw, rraw, &soffs, &slens, &roffs, &rlens)?;
+    coll::alltoallv(m, cm, sraw, rraw, &soffs, &slens, &roffs, &rlens)?;
     for (r, b) in rblocks.iter().enumerate() {
         b.unpack(&rtemp[roffs[r]..roffs[r] + rlens[r]]);
     }
@@ -441,7 +453,9 @@ unsafe fn alltoall_impl(
 mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
         let n = comm(m, c)?.size();
-        let (sn, rn) = (super::count(sn)?, super::count(rn)?);
+        let rn = super::count(rn)?;
+        // In place, the send count and type are ignored.
+        let sn = if is_in_place(sbuf) { rn } else { super::count(sn)? };
         let sd: Vec<usize> = (0..n).map(|r| r * sn).collect();
         let rd: Vec<usize> = (0..n).map(|r| r * rn).collect();
         // SAFETY: caller's buffers for this blocking call.
@@ -466,4 +480,25 @@ mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c
         unsafe { alltoall_impl(m, sbuf, &sc, &sd, st, rbuf, &rc, &rd, rt, c) }
     });
     ret("MPI_Alltoallv", c, r)
+});
+
+mpi_fn!(fn MPI_Alltoallw / PMPI_Alltoallw(sbuf: *const c_void, scounts: *const c_int, sdispls: *const c_int, stypes: *const c_int,
+        rbuf: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const c_int, c: c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = comm(m, c)?;
+        let n = cm.size();
+        // Byte displacements, a datatype per peer.
+        // SAFETY: caller's arrays of comm-size elements, and buffers valid
+        // for this blocking call.
+        let blocks = |buf: *const c_void, counts: *const c_int, displs: *const c_int, types: *const c_int| unsafe {
+            let (cs, ds, ts) = (check_counts(array(counts, n)?)?, array(displs, n)?, array(types, n)?);
+            (0..n)
+                .map(|r| typed(m, (buf as *const u8).wrapping_offset(ds[r] as isize) as *const c_void, cs[r] as c_int, ts[r]))
+                .collect::<MpiResult<Vec<TypedBuf>>>()
+        };
+        let rblocks = blocks(rbuf, rcounts, rdispls, rtypes)?;
+        let sblocks = if is_in_place(sbuf) { rblocks.clone() } else { blocks(sbuf, scounts, sdispls, stypes)? };
+        exchange_blocks(m, &cm, &sblocks, &rblocks)
+    });
+    ret("MPI_Alltoallw", c, r)
 });

@@ -67,15 +67,31 @@ mpi_fn!(fn MPI_Comm_dup_with_info / PMPI_Comm_dup_with_info(c: c_int, info: c_in
     })
 });
 
-// `MPI_Comm_idup`: the duplicate is made at once (collectively, as the
-// blocking call does) and the request returned is already complete.
+// `MPI_Comm_idup`: the duplicate is made by the communicator's worker
+// thread, as a non-blocking collective; `out` is written when it is done.
 mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: c_int, out: *mut c_int, req: *mut c_int) {
-    new_comm("MPI_Comm_idup", c, out, |m| {
-        let h = dup_with_attrs(m, c)?;
+    struct Out(*mut c_int);
+    // SAFETY: the program keeps `out` valid until the request completes
+    // and does not read it before.
+    unsafe impl Send for Out {}
+    let r = mpi().and_then(|m| {
+        let cm = m.tables().comm(c)?;
+        if out.is_null() {
+            return fail(err::ARG, "newcomm is NULL");
+        }
+        let dest = Out(out);
+        let job: crate::api::nbc::Job = Box::new(move || {
+            let dest = dest;
+            let h = dup_with_attrs(m, c)?;
+            // SAFETY: checked non-NULL; valid until completion (see Out).
+            unsafe { dest.0.write(h) };
+            Ok(())
+        });
+        let id = crate::api::nbc::start(m, c, cm.coll_context(), vec![(crate::api::Pin::Comm, c)], job);
         // SAFETY: caller's out-pointer.
-        unsafe { put(req, super::request::completed(m, c)) }?;
-        Ok(h)
-    })
+        unsafe { put(req, super::request::handle(id)) }
+    });
+    ret("MPI_Comm_idup", c, r)
 });
 
 mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: c_int, kind: c_int, key: c_int, info: c_int, out: *mut c_int) {

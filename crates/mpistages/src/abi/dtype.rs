@@ -172,8 +172,9 @@ mpi_fn!(fn MPI_Type_free / PMPI_Type_free(h: *mut c_int) {
         }
         super::attr::delete_all(m, Kind::Type, v)?;
         let mut t = m.tables();
-        // Operations in flight keep their own reference to the type.
-        t.types[v as usize] = None;
+        // Operations in flight keep their own reference to the type; a
+        // pending non-blocking collective looks it up when it runs.
+        t.free_or_defer(crate::api::Pin::Type, v);
         // SAFETY: as above.
         unsafe { put(h, DATATYPE_NULL) }
     });

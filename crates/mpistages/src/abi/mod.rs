@@ -16,6 +16,8 @@ pub mod errors;
 pub mod fortran;
 pub mod info;
 pub mod mpix;
+pub mod nbc;
+pub mod neighbor;
 pub mod p2p;
 pub mod reduce;
 pub mod request;
@@ -215,7 +217,38 @@ pub fn ret(name: &str, comm: i32, r: MpiResult<()>) -> c_int {
     }
 }
 
+thread_local! {
+    /// Set while a worker thread runs a non-blocking collective's body
+    /// (`capture`): errors are kept for the request, not raised.
+    static CAPTURED: std::cell::RefCell<Option<Option<MpiError>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs an entry point's body with errors captured instead of raised: the
+/// error handler runs later, in the thread that waits for the request.
+pub fn capture(f: impl FnOnce() -> c_int) -> MpiResult<()> {
+    let before = CAPTURED.replace(Some(None));
+    let rc = f();
+    let got = CAPTURED.replace(before).flatten();
+    match (rc, got) {
+        (err::SUCCESS, _) => Ok(()),
+        (_, Some(e)) => Err(e),
+        (rc, None) => Err(MpiError::new(rc, "a non-blocking collective failed")),
+    }
+}
+
 pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
+    let class = e.class;
+    let kept = CAPTURED.with_borrow_mut(|c| match c {
+        Some(slot) => {
+            *slot = Some(MpiError::new(class, format!("{name}: {}", e.detail)));
+            true
+        }
+        None => false,
+    });
+    if kept {
+        return class;
+    }
     let (handler, m) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();

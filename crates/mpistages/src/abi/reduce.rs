@@ -231,7 +231,7 @@ mpi_fn!(fn MPI_Op_free / PMPI_Op_free(o: *mut c_int) {
         let mut t = m.tables();
         match t.op(h)? {
             OpDef::Predefined(_) => return fail(err::OP, "predefined operations cannot be freed"),
-            OpDef::User { .. } => t.ops[h as usize] = None,
+            OpDef::User { .. } => t.free_or_defer(crate::api::Pin::Op, h),
         }
         // SAFETY: as above.
         unsafe { super::put(o, crate::api::consts::OP_NULL) }

@@ -109,3 +109,63 @@ pub fn alltoallv(
         rlens,
     )?)
 }
+
+/// Tags of a neighbourhood collective's messages, added to the thread's
+/// collective tag: in a Cartesian topology a message sent to the positive
+/// neighbour of a dimension and one sent to the negative neighbour must
+/// stay apart when both are the same process (a periodic dimension of 1
+/// or 2), so the receiver takes each from its side.
+const TO_PLUS: i32 = 1 << 30;
+
+/// The tag of the message to out-neighbour `k`, and the one expected from
+/// in-neighbour `k`.
+pub fn neighbor_tags(topo: &super::topo::Topology, k: usize) -> (i32, i32) {
+    let base = coll::current_tag();
+    match topo {
+        super::topo::Topology::Cart { .. } if k % 2 == 1 => (base | TO_PLUS, base),
+        super::topo::Topology::Cart { .. } => (base, base | TO_PLUS),
+        _ => (base, base),
+    }
+}
+
+/// One message of a neighbourhood collective: a peer's rank in the
+/// communicator (`MPI_PROC_NULL` for none), its tag, and the bytes.
+pub struct Part {
+    pub rank: i32,
+    pub tag: i32,
+    pub buf: RawBuf,
+}
+
+/// Sends and receives the parts of a neighbourhood collective on the
+/// communicator's collective context, and waits for all of them.
+pub fn neighbor_exchange(m: &Mpi, c: &Comm, sends: &[Part], recvs: &[Part]) -> MpiResult<()> {
+    use crate::progress::request::Bytes;
+    use crate::progress::{Op, SendMode, Src};
+    let mut ids = Vec::new();
+    for p in recvs.iter().filter(|p| p.rank >= 0) {
+        ids.push(m.engine.post(Op::Recv {
+            src: Some(Src::Rank(p.rank as u32)),
+            tag: Some(p.tag),
+            context: c.coll_context(),
+            layout: Box::new(Bytes(p.buf)),
+        }));
+    }
+    for p in sends.iter().filter(|p| p.rank >= 0) {
+        ids.push(m.engine.post(Op::Send {
+            dest: Some(c.world(p.rank as usize)),
+            src: c.rank as u32,
+            context: c.coll_context(),
+            tag: p.tag,
+            mode: SendMode::Standard,
+            layout: Box::new(Bytes(p.buf)),
+        }));
+    }
+    let mut first = None;
+    for id in ids {
+        let st = m.engine.wait(id);
+        if let (None, Some(e)) = (&first, st.error) {
+            first = Some(super::error::request_error(&e));
+        }
+    }
+    first.map_or(Ok(()), Err)
+}

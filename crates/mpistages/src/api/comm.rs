@@ -58,7 +58,7 @@ impl Union {
             members: &self.members,
             rank: self.rank,
             context: self.context,
-            tag: 0,
+            tag: crate::coll::current_tag(),
         }
     }
 }
@@ -339,7 +339,7 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
     }
     let mut t = m.tables();
     t.comm(h)?;
-    t.comms[h as usize] = None;
+    t.free_or_defer(super::Pin::Comm, h);
     Ok(())
 }
 

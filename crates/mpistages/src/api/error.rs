@@ -36,6 +36,7 @@ pub fn request_error(e: &crate::progress::ReqError) -> MpiError {
             MpiError::new(err::OTHER, format!("the connection to rank {p} was lost"))
         }
         ReqError::Halted => MpiError::new(err::TRY_RELOAD, "a process failed"),
+        ReqError::Failed { class, detail } => MpiError::new(*class, detail.clone()),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod info;
 pub mod launch;
 pub mod logging;
 pub mod mpix;
+pub mod nbc;
 pub mod op;
 pub mod p2p;
 pub mod protect;
@@ -96,7 +97,7 @@ impl Comm {
             members: &self.group.members,
             rank: self.rank,
             context: self.coll_context(),
-            tag: 0,
+            tag: crate::coll::current_tag(),
         }
     }
 }
@@ -120,6 +121,13 @@ pub struct Tables {
     pub max_context: u32,
     /// Attribute keys and the attributes set on objects.
     pub attrs: attr::Attrs,
+    /// Non-blocking collectives started per collective context (their
+    /// tags); not saved, so every process starts again at 0 after a
+    /// rollback.
+    pub nbc_seq: std::collections::HashMap<u32, u32>,
+    /// Handles a pending non-blocking collective still uses: a free of one
+    /// waits until the last such collective ends (count, free pending).
+    pub pins: std::collections::HashMap<(Pin, i32), (u32, bool)>,
     /// `MPI_Buffer_attach`: (address, size) and bytes in use.
     pub bsend: Option<(usize, usize)>,
     /// Buffered sends still in flight, with the buffer space they hold.
@@ -142,7 +150,51 @@ fn alloc<T>(v: &mut Vec<Option<T>>, first: usize, x: T) -> i32 {
     }
 }
 
+/// Kinds of handle a pending operation may pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pin {
+    Comm,
+    Type,
+    Op,
+}
+
 impl Tables {
+    pub fn pin(&mut self, kind: Pin, h: i32) {
+        self.pins.entry((kind, h)).or_insert((0, false)).0 += 1;
+    }
+
+    pub fn unpin(&mut self, kind: Pin, h: i32) {
+        let Some(p) = self.pins.get_mut(&(kind, h)) else {
+            return;
+        };
+        p.0 -= 1;
+        if p.0 == 0 {
+            let free = p.1;
+            self.pins.remove(&(kind, h));
+            if free {
+                self.remove(kind, h);
+            }
+        }
+    }
+
+    /// Frees a handle's object now, or when the last pending operation
+    /// using it ends (MPI lets a program free what such an operation uses).
+    pub fn free_or_defer(&mut self, kind: Pin, h: i32) {
+        match self.pins.get_mut(&(kind, h)) {
+            Some(p) => p.1 = true,
+            None => self.remove(kind, h),
+        }
+    }
+
+    fn remove(&mut self, kind: Pin, h: i32) {
+        let i = h as usize;
+        match kind {
+            Pin::Comm => self.comms[i] = None,
+            Pin::Type => self.types[i] = None,
+            Pin::Op => self.ops[i] = None,
+        }
+    }
+
     pub fn comm(&self, h: i32) -> MpiResult<Arc<Comm>> {
         match usize::try_from(h)
             .ok()
@@ -484,6 +536,8 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
         ops,
         req_comm: Default::default(),
         attrs: Default::default(),
+        nbc_seq: Default::default(),
+        pins: Default::default(),
         // Contexts 4 and 5 are the internal communicator's (api::recovery).
         max_context: recovery::STAGES_CONTEXT + 2,
         bsend: None,
@@ -495,6 +549,7 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
 /// need, then the engine stops.
 pub fn finalize() -> MpiResult<()> {
     let m = mpi()?;
+    nbc::stop_workers();
     if let Some(c) = &m.client {
         let _ = c.send(&crate::control::proto::ToController::Finalizing);
     }

@@ -150,5 +150,7 @@ pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> MpiResult<()> {
     t.max_context = st.max_context;
     t.req_comm.clear();
     t.bsend_pending.clear();
+    t.nbc_seq.clear();
+    t.pins.clear();
     Ok(())
 }

@@ -10,6 +10,27 @@ pub mod schedule;
 use crate::transport::RawBuf;
 pub use exec::{CollError, CollResult, Reducer, Team};
 
+thread_local! {
+    /// The tag the collectives of this thread use (see `with_tag`).
+    static TAG: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` with this thread's collectives tagged `tag` instead of 0: a
+/// non-blocking collective runs on a worker thread as the blocking one
+/// does, under a tag of its own, so that it never matches the messages of
+/// another collective of the same communicator running at the same time.
+pub fn with_tag<T>(tag: i32, f: impl FnOnce() -> T) -> T {
+    let before = TAG.replace(tag);
+    let v = f();
+    TAG.set(before);
+    v
+}
+
+/// The tag of this thread's collectives.
+pub fn current_tag() -> i32 {
+    TAG.get()
+}
+
 fn sched_run(
     t: &Team,
     s: schedule::Schedule,

@@ -164,6 +164,22 @@ impl Engine {
         })
     }
 
+    /// Completes an `Op::External` request with `status`; nothing happens
+    /// if it is done already (a halt failed it) or gone (a rollback).
+    pub fn complete(&self, id: ReqId, status: Status) {
+        self.with(|c| {
+            if matches!(
+                c.req(id),
+                Some(Req {
+                    op: Op::External,
+                    ..
+                })
+            ) {
+                c.finish(id, status)
+            }
+        })
+    }
+
     /// Waits for a request and takes its status.
     pub fn wait(&self, id: ReqId) -> Status {
         self.wait_until(|c| {

@@ -52,6 +52,8 @@ pub(super) enum Phase {
         status: Status,
         staging: Option<Vec<u8>>,
     },
+    /// `Op::External`: waiting for `Engine::complete`.
+    External,
 }
 
 pub(super) enum State {
@@ -159,6 +161,7 @@ impl Core {
         let Some(r) = self.req_mut(id) else { return };
         let len = match &r.op {
             Op::Send { layout, .. } | Op::Recv { layout, .. } => layout.packed_len(),
+            Op::External => 0,
         };
         if len > eager_limit {
             r.bulk = true;
@@ -166,6 +169,7 @@ impl Core {
         }
         let r = self.req_mut(id).expect("checked just above");
         match &r.op {
+            Op::External => r.state = State::Active(Phase::External),
             Op::Send { dest: None, .. } => self.finish(id, Status::empty()),
             Op::Send { dest: Some(d), .. } if *d == me => self.start_local_send(id),
             Op::Send { .. } => self.start_remote_send(id),

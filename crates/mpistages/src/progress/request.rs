@@ -76,6 +76,10 @@ pub enum Op {
         context: u32,
         layout: Box<dyn Layout>,
     },
+    /// Work done outside the engine (a non-blocking collective run by a
+    /// worker thread): active until `Engine::complete`, or failed by a halt
+    /// like any active request.
+    External,
 }
 
 /// Why a request failed.
@@ -87,6 +91,8 @@ pub enum ReqError {
     PeerLost(usize),
     /// MPI state was halted for a recovery.
     Halted,
+    /// Work outside the engine failed with this MPI error class.
+    Failed { class: i32, detail: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

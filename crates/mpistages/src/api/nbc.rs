@@ -1,0 +1,128 @@
+//! Non-blocking collectives: each runs, as its blocking twin does, on a
+//! worker thread of its communicator, under a tag of its own (the
+//! communicator's next sequence number), and completes an `Op::External`
+//! request. All members start a communicator's collectives in the same
+//! order, so the n-th non-blocking collective has the same tag everywhere,
+//! and its messages never match those of another collective running at the
+//! same time. One worker per communicator runs them in order: a collective
+//! never waits for a later one of its communicator, so this cannot
+//! deadlock, and progress does not depend on the application calling MPI
+//! (strong progress, like the engine's own).
+//!
+//! After a failure the requests fail with the halt like any other; a job
+//! not started yet is skipped, one running sees its messages fail and
+//! ends. The sequence numbers start again at 0 after a rollback
+//! (`Tables::nbc_seq` is not saved), in every process alike.
+
+use super::error::{MpiError, MpiResult};
+use super::{Mpi, Pin};
+use crate::progress::{Op, ReqError, ReqId, ReqState, Status};
+use std::collections::HashMap;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Mutex;
+
+/// Tags of non-blocking collectives on a collective context: far above
+/// the blocking ones (0) and `MPI_Comm_create_group`'s.
+const NBC_TAG: i32 = 1 << 29;
+const NBC_TAG_SPAN: u32 = 1 << 28;
+
+/// The work of one collective, returning its MPI result.
+pub type Job = Box<dyn FnOnce() -> MpiResult<()> + Send>;
+
+struct Work {
+    id: ReqId,
+    tag: i32,
+    pins: Vec<(Pin, i32)>,
+    job: Job,
+}
+
+static WORKERS: Mutex<Option<HashMap<u32, Sender<Work>>>> = Mutex::new(None);
+
+/// Starts `job` as a non-blocking collective of the communicator with
+/// collective context `context`; returns its request.
+/// `pins` are the handles it uses, kept from being freed until it ends.
+pub fn start(m: &'static Mpi, comm: i32, context: u32, pins: Vec<(Pin, i32)>, job: Job) -> ReqId {
+    let tag = {
+        let mut t = m.tables();
+        for &(k, h) in &pins {
+            t.pin(k, h);
+        }
+        let seq = t.nbc_seq.entry(context).or_insert(0);
+        let tag = NBC_TAG + (*seq % NBC_TAG_SPAN) as i32;
+        *seq = seq.wrapping_add(1);
+        tag
+    };
+    let id = super::p2p::post(m, Op::External, comm);
+    let mut workers = WORKERS.lock().unwrap_or_else(|p| p.into_inner());
+    let map = workers.get_or_insert_with(HashMap::new);
+    let work = Work { id, tag, pins, job };
+    let work = match map.get(&context) {
+        None => work,
+        Some(tx) => match tx.send(work) {
+            Ok(()) => return id,
+            Err(e) => e.0,
+        },
+    };
+    let (tx, rx) = channel::<Work>();
+    let spawned = std::thread::Builder::new()
+        .name(format!("mpistages-nbc-{context}"))
+        .spawn(move || {
+            for w in rx {
+                run(m, w);
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = tx.send(work);
+            map.insert(context, tx);
+        }
+        Err(e) => m.engine.complete(
+            id,
+            failed(MpiError::new(
+                super::consts::err::OTHER,
+                format!("no thread for a non-blocking collective: {e}"),
+            )),
+        ),
+    }
+    id
+}
+
+fn failed(e: MpiError) -> Status {
+    let mut st = Status::empty();
+    st.error = Some(if e.class == super::consts::err::TRY_RELOAD {
+        ReqError::Halted
+    } else {
+        ReqError::Failed {
+            class: e.class,
+            detail: e.detail,
+        }
+    });
+    st
+}
+
+fn run(m: &Mpi, w: Work) {
+    // Failed by a halt (or gone with a rollback) before it started.
+    let live = matches!(m.engine.state(w.id), ReqState::Live { .. })
+        && m.engine.done_among(&[w.id]).is_empty();
+    let st = if live {
+        match crate::coll::with_tag(w.tag, w.job) {
+            Ok(()) => Status::empty(),
+            Err(e) => failed(e),
+        }
+    } else {
+        Status::empty()
+    };
+    {
+        let mut t = m.tables();
+        for &(k, h) in &w.pins {
+            t.unpin(k, h);
+        }
+    }
+    m.engine.complete(w.id, st);
+}
+
+/// Ends the worker threads (at `MPI_Finalize`): each ends once its queue
+/// is empty.
+pub fn stop_workers() {
+    WORKERS.lock().unwrap_or_else(|p| p.into_inner()).take();
+}
