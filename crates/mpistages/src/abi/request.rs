@@ -382,6 +382,7 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut c_int) {
         let h = unsafe { super::get(req)? };
         let id = id_of(m, h)?;
         m.engine.free(id);
+        crate::api::nbc::free_persistent(m, id);
         m.tables().req_comm.remove(&id.index);
         // SAFETY: as above.
         unsafe { req.write(REQUEST_NULL) };
@@ -407,15 +408,28 @@ mpi_fn!(fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const CStatus, flag
     ret("MPI_Test_cancelled", COMM_WORLD, r)
 });
 
+/// Starts a persistent request: a collective's goes to its worker.
+fn start_one(m: &'static Mpi, h: c_int) -> MpiResult<()> {
+    let id = id_of(m, h)?;
+    let started = match crate::api::nbc::start_persistent(m, id) {
+        Some(s) => s,
+        None => m.engine.start(id),
+    };
+    if !started {
+        return fail(
+            err::REQUEST,
+            format!("request {h} is already active or not persistent"),
+        );
+    }
+    Ok(())
+}
+
 mpi_fn!(fn MPI_Start / PMPI_Start(req: *mut c_int) {
     let r = (|| -> MpiResult<()> {
         let m = mpi()?;
         // SAFETY: caller's request pointer.
         let h = unsafe { super::get(req)? };
-        let id = id_of(m, h)?;
-        if !m.engine.start(id) {
-            return fail(err::REQUEST, format!("request {h} is already active or not persistent"));
-        }
+        start_one(m, h)?;
         m.engine.background();
         Ok(())
     })();
@@ -429,10 +443,7 @@ mpi_fn!(fn MPI_Startall / PMPI_Startall(n: c_int, reqs: *mut c_int) {
         // SAFETY: caller's array of n handles.
         let hs = unsafe { super::array(reqs, n)? };
         for &h in hs {
-            let id = id_of(m, h)?;
-            if !m.engine.start(id) {
-                return fail(err::REQUEST, format!("request {h} is already active or not persistent"));
-            }
+            start_one(m, h)?;
         }
         m.engine.background();
         Ok(())

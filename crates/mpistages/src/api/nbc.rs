@@ -40,26 +40,108 @@ static WORKERS: Mutex<Option<HashMap<u32, Sender<Work>>>> = Mutex::new(None);
 
 /// Starts `job` as a non-blocking collective of the communicator with
 /// collective context `context`; returns its request.
+/// The next collective tag of a collective context; pins `pins`.
+fn next_tag(m: &Mpi, context: u32, pins: &[(Pin, i32)]) -> i32 {
+    let mut t = m.tables();
+    for &(k, h) in pins {
+        t.pin(k, h);
+    }
+    let seq = t.nbc_seq.entry(context).or_insert(0);
+    let tag = NBC_TAG + (*seq % NBC_TAG_SPAN) as i32;
+    *seq = seq.wrapping_add(1);
+    tag
+}
+
 /// `pins` are the handles it uses, kept from being freed until it ends.
 pub fn start(m: &'static Mpi, comm: i32, context: u32, pins: Vec<(Pin, i32)>, job: Job) -> ReqId {
-    let tag = {
-        let mut t = m.tables();
-        for &(k, h) in &pins {
-            t.pin(k, h);
-        }
-        let seq = t.nbc_seq.entry(context).or_insert(0);
-        let tag = NBC_TAG + (*seq % NBC_TAG_SPAN) as i32;
-        *seq = seq.wrapping_add(1);
-        tag
-    };
+    let tag = next_tag(m, context, &pins);
     let id = super::p2p::post(m, Op::External, comm);
+    enqueue(m, context, Work { id, tag, pins, job });
+    id
+}
+
+/// A persistent collective (`MPI_Bcast_init` ...): its work, run again at
+/// each `MPI_Start`, under the tag its initialization took (all members
+/// initialize a communicator's collectives in the same order).
+struct Persistent {
+    context: u32,
+    tag: i32,
+    job: std::sync::Arc<dyn Fn() -> MpiResult<()> + Send + Sync>,
+    pins: Vec<(Pin, i32)>,
+}
+
+static PERSISTENT: Mutex<Option<HashMap<ReqId, Persistent>>> = Mutex::new(None);
+
+fn persistent() -> std::sync::MutexGuard<'static, Option<HashMap<ReqId, Persistent>>> {
+    PERSISTENT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `MPI_*_init` of a collective: an inactive persistent request.
+pub fn init(
+    m: &'static Mpi,
+    comm: i32,
+    context: u32,
+    pins: Vec<(Pin, i32)>,
+    job: std::sync::Arc<dyn Fn() -> MpiResult<()> + Send + Sync>,
+) -> ReqId {
+    let tag = next_tag(m, context, &pins);
+    let id = super::p2p::create_persistent(m, Op::External, comm);
+    persistent().get_or_insert_with(HashMap::new).insert(
+        id,
+        Persistent {
+            context,
+            tag,
+            job,
+            pins,
+        },
+    );
+    id
+}
+
+/// `MPI_Start` of a request: `None` if it is not a persistent collective,
+/// else whether it was inactive and is now started.
+pub fn start_persistent(m: &'static Mpi, id: ReqId) -> Option<bool> {
+    let (context, tag, job) = {
+        let p = persistent();
+        let e = p.as_ref()?.get(&id)?;
+        (e.context, e.tag, e.job.clone())
+    };
+    if !m.engine.start(id) {
+        return Some(false);
+    }
+    let job: Job = Box::new(move || job());
+    enqueue(
+        m,
+        context,
+        Work {
+            id,
+            tag,
+            pins: Vec::new(),
+            job,
+        },
+    );
+    Some(true)
+}
+
+/// `MPI_Request_free` of a persistent collective: its handles go free.
+pub fn free_persistent(m: &Mpi, id: ReqId) {
+    let gone = persistent().as_mut().and_then(|p| p.remove(&id));
+    if let Some(e) = gone {
+        let mut t = m.tables();
+        for &(k, h) in &e.pins {
+            t.unpin(k, h);
+        }
+    }
+}
+
+fn enqueue(m: &'static Mpi, context: u32, work: Work) {
+    let id = work.id;
     let mut workers = WORKERS.lock().unwrap_or_else(|p| p.into_inner());
     let map = workers.get_or_insert_with(HashMap::new);
-    let work = Work { id, tag, pins, job };
     let work = match map.get(&context) {
         None => work,
         Some(tx) => match tx.send(work) {
-            Ok(()) => return id,
+            Ok(()) => return,
             Err(e) => e.0,
         },
     };
@@ -84,7 +166,6 @@ pub fn start(m: &'static Mpi, comm: i32, context: u32, pins: Vec<(Pin, i32)>, jo
             )),
         ),
     }
-    id
 }
 
 fn failed(e: MpiError) -> Status {
