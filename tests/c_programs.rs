@@ -77,6 +77,34 @@ fn errors() {
     at_all_sizes("errors.c");
 }
 
+/// Cartesian, graph and distributed-graph topologies with the
+/// neighbourhood collectives on each.
+#[test]
+fn topologies() {
+    at_all_sizes("topology.c");
+}
+
+/// Non-blocking and persistent collectives in flight together, Isendrecv,
+/// Comm_idup, matched probe, Alltoallw; also with the progress thread off
+/// (MPISTAGES_PROGRESS=poll): the collectives' worker threads progress
+/// them all the same.
+#[test]
+fn nonblocking_collectives() {
+    let exe = build("nonblocking_coll.c");
+    for &np in RANKS {
+        run_ok(&exe, np, &[]);
+    }
+    run_ok(&exe, 4, &[("MPISTAGES_PROGRESS", "poll")]);
+}
+
+/// Info, attributes with callbacks, names, envelopes, error classes and
+/// handlers, group ranges, Comm_create_group, split_type,
+/// inter-communicators.
+#[test]
+fn objects() {
+    at_all_sizes("objects.c");
+}
+
 #[test]
 fn environment() {
     at_all_sizes("env.c");

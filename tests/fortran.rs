@@ -131,6 +131,13 @@ fn datatypes() {
     passes_at_1_to_4("dtypes.f90", 35);
 }
 
+/// Topologies, non-blocking and persistent collectives, matched probe,
+/// Comm_split_type, inter-communicators, info and error classes.
+#[test]
+fn beyond_the_proxy_subset() {
+    passes_at_1_to_4("coverage.f90", 18);
+}
+
 #[test]
 fn errors_return_their_class_in_fixed_form() {
     passes_at_1_to_4("errors.f", 18);

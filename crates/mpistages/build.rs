@@ -26,6 +26,7 @@ fn main() {
         .file("csrc/reduce_ld.c")
         .file("csrc/fortran_sentinels.c")
         .file("csrc/reinit.c")
+        .file("csrc/pcontrol.c")
         .file(&entry)
         .include("../../include")
         .opt_level(2)

@@ -297,6 +297,40 @@ mpi_fn!(fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(buf: *mut c_void, n: c_i
     ret("MPI_Sendrecv_replace", comm, r)
 });
 
+mpi_fn!(fn MPI_Isendrecv / PMPI_Isendrecv(sbuf: *const c_void, sn: c_int, sdt: c_int, dest: c_int, stag: c_int,
+        rbuf: *mut c_void, rn: c_int, rdt: c_int, src: c_int, rtag: c_int, comm: c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: both buffers stay valid until the request completes.
+        let rtb = unsafe { typed(m, rbuf, rn, rdt)? };
+        // SAFETY: as above.
+        let stb = unsafe { typed(m, sbuf, sn, sdt)? };
+        let recv = p2p::recv_op(m, rtb, src, rtag, comm)?;
+        let send = p2p::send_op(m, stb, dest, stag, comm, SendMode::Standard)?;
+        let id = p2p::join(m, vec![recv, send], 0, comm);
+        m.engine.background();
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, handle(id)) }
+    });
+    ret("MPI_Isendrecv", comm, r)
+});
+
+mpi_fn!(fn MPI_Isendrecv_replace / PMPI_Isendrecv_replace(buf: *mut c_void, n: c_int, dt: c_int, dest: c_int, stag: c_int,
+        src: c_int, rtag: c_int, comm: c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the buffer stays valid until the request completes; the
+        // outgoing data is copied first.
+        let tb = unsafe { typed(m, buf, n, dt)? };
+        let data = tb.pack();
+        let send = from_copy(p2p::send_op(m, tb.clone(), dest, stag, comm, SendMode::Standard)?, data);
+        let recv = p2p::recv_op(m, tb, src, rtag, comm)?;
+        let id = p2p::join(m, vec![recv, send], 0, comm);
+        m.engine.background();
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, handle(id)) }
+    });
+    ret("MPI_Isendrecv_replace", comm, r)
+});
+
 macro_rules! send_init {
     ($name:ident, $pname:ident, $label:literal, $mode:expr) => {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
@@ -419,4 +453,60 @@ mpi_fn!(fn MPI_Get_elements / PMPI_Get_elements(status: *const CStatus, dt: c_in
         unsafe { put(count, count_in(m, &st, dt, true)?) }
     });
     ret("MPI_Get_elements", crate::api::consts::COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Mprobe / PMPI_Mprobe(src: c_int, tag: c_int, comm: c_int, message: *mut c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        let (h, st) = p2p::mprobe(m, src, tag, comm, true)?.expect("a blocking probe finds a message");
+        // SAFETY: caller's out-pointers.
+        unsafe {
+            put(message, h)?;
+            put_status(status, &st);
+        }
+        Ok(())
+    });
+    ret("MPI_Mprobe", comm, r)
+});
+
+mpi_fn!(fn MPI_Improbe / PMPI_Improbe(src: c_int, tag: c_int, comm: c_int, flag: *mut c_int, message: *mut c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        let got = p2p::mprobe(m, src, tag, comm, false)?;
+        // SAFETY: caller's out-pointers.
+        unsafe {
+            put(flag, got.is_some() as c_int)?;
+            if let Some((h, st)) = got {
+                put(message, h)?;
+                put_status(status, &st);
+            }
+        }
+        Ok(())
+    });
+    ret("MPI_Improbe", comm, r)
+});
+
+mpi_fn!(fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, n: c_int, dt: c_int, message: *mut c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's in/out pointer; the buffer stays valid for this
+        // blocking call.
+        let id = unsafe { p2p::mrecv(m, typed(m, buf, n, dt)?, get(message)?)? };
+        // SAFETY: as above.
+        unsafe { put(message, p2p::MESSAGE_NULL)? };
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { finish_recv(m, id, status) }
+    });
+    ret("MPI_Mrecv", crate::api::consts::COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, n: c_int, dt: c_int, message: *mut c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's in/out pointer; the buffer stays valid until the
+        // request completes.
+        let id = unsafe { p2p::mrecv(m, typed(m, buf, n, dt)?, get(message)?)? };
+        // SAFETY: caller's out-pointers.
+        unsafe {
+            put(message, p2p::MESSAGE_NULL)?;
+            put(req, handle(id))
+        }
+    });
+    ret("MPI_Imrecv", crate::api::consts::COMM_WORLD, r)
 });

@@ -11,7 +11,7 @@ use crate::api::Mpi;
 use std::os::raw::{c_int, c_void};
 
 /// The reduction kernel for (op, datatype) and whether the op commutes.
-fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<(Box<coll::Reducer>, bool)> {
+pub(super) fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<(Box<coll::Reducer>, bool)> {
     let (opdef, t) = {
         let tb = m.tables();
         (tb.op(o)?, tb.dtype(dt)?)

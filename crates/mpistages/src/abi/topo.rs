@@ -11,8 +11,13 @@ use std::os::raw::c_int;
 
 /// `MPI_UNWEIGHTED` and `MPI_WEIGHTS_EMPTY` (Open MPI's values: not
 /// NULL, which a program may pass for an empty list).
-const UNWEIGHTED: *const c_int = 2 as *const c_int;
-const WEIGHTS_EMPTY: *const c_int = 3 as *const c_int;
+const UNWEIGHTED: usize = 2;
+const WEIGHTS_EMPTY: usize = 3;
+
+/// Whether a weights argument is one of the two constants.
+fn is_const(w: *const c_int, c: usize) -> bool {
+    w as usize == c
+}
 
 fn new_comm(
     name: &str,
@@ -246,10 +251,10 @@ mpi_fn!(fn MPI_Topo_test / PMPI_Topo_test(c: c_int, status: *mut c_int) {
 /// # Safety
 /// `w` is `MPI_UNWEIGHTED`, `MPI_WEIGHTS_EMPTY` or an array of `n` ints.
 unsafe fn weights<'a>(w: *const c_int, n: usize) -> MpiResult<Option<&'a [c_int]>> {
-    if w == UNWEIGHTED {
+    if is_const(w, UNWEIGHTED) {
         return Ok(None);
     }
-    if w == WEIGHTS_EMPTY || (w.is_null() && n == 0) {
+    if is_const(w, WEIGHTS_EMPTY) || (w.is_null() && n == 0) {
         if n > 0 {
             return fail(err::ARG, "MPI_WEIGHTS_EMPTY given for a non-empty list");
         }
@@ -329,10 +334,10 @@ mpi_fn!(fn MPI_Dist_graph_neighbors / PMPI_Dist_graph_neighbors(c: c_int, maxin:
         unsafe {
             array_mut(sources, ni)?.copy_from_slice(&s[..ni]);
             array_mut(dests, no)?.copy_from_slice(&d[..no]);
-            if let (Some(sw), false) = (sw, sourceweights as *const c_int == UNWEIGHTED || sourceweights as *const c_int == WEIGHTS_EMPTY) {
+            if let (Some(sw), false) = (sw, is_const(sourceweights, UNWEIGHTED) || is_const(sourceweights, WEIGHTS_EMPTY)) {
                 array_mut(sourceweights, ni)?.copy_from_slice(&sw[..ni]);
             }
-            if let (Some(dw), false) = (dw, destweights as *const c_int == UNWEIGHTED || destweights as *const c_int == WEIGHTS_EMPTY) {
+            if let (Some(dw), false) = (dw, is_const(destweights, UNWEIGHTED) || is_const(destweights, WEIGHTS_EMPTY)) {
                 array_mut(destweights, no)?.copy_from_slice(&dw[..no]);
             }
         }

@@ -399,7 +399,7 @@ fn encode_group(ctx: u32, g: &Group) -> Vec<u8> {
 }
 
 fn decode_group(b: &[u8], world: usize) -> MpiResult<(u32, Group)> {
-    if b.len() < 4 || b.len() % 4 != 0 {
+    if b.len() < 4 || !b.len().is_multiple_of(4) {
         return fail(err::INTERN, "malformed inter-communicator group message");
     }
     let words: Vec<u32> = b

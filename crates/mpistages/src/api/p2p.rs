@@ -95,6 +95,14 @@ pub fn post(m: &Mpi, op: Op, comm: i32) -> ReqId {
     id
 }
 
+/// Posts several operations as one request (`MPI_Isendrecv`), reporting
+/// the status of `ops[report]`.
+pub fn join(m: &Mpi, ops: Vec<Op>, report: usize, comm: i32) -> ReqId {
+    let id = m.engine.join(ops, report);
+    m.tables().req_comm.insert(id.index, comm);
+    id
+}
+
 pub fn create_persistent(m: &Mpi, op: Op, comm: i32) -> ReqId {
     let id = m.engine.create(op, true);
     m.tables().req_comm.insert(id.index, comm);
@@ -132,4 +140,75 @@ pub fn completed(m: &Mpi, comm: i32) -> ReqId {
         )),
     };
     post(m, op, comm)
+}
+
+/// `MPI_MESSAGE_NULL` and `MPI_MESSAGE_NO_PROC`; handles of claimed
+/// messages are above them.
+pub const MESSAGE_NULL: i32 = 0;
+pub const MESSAGE_NO_PROC: i32 = 1;
+
+fn message_handle(h: u64) -> MpiResult<i32> {
+    i32::try_from(h + 1)
+        .map_err(|_| super::error::MpiError::new(err::INTERN, "message handles ran out"))
+}
+
+/// `MPI_Mprobe` (`block`) and `MPI_Improbe`: the message handle and its
+/// status, or `None` (improbe, nothing there).
+pub fn mprobe(
+    m: &Mpi,
+    src: i32,
+    tag: i32,
+    comm: i32,
+    block: bool,
+) -> MpiResult<Option<(i32, Status)>> {
+    let Some((ctx, s, t)) = probe_args(m, src, tag, comm)? else {
+        return Ok(Some((MESSAGE_NO_PROC, proc_null_status())));
+    };
+    let got = if block {
+        Some(m.engine.claim(ctx, s, t))
+    } else {
+        m.engine.iclaim(ctx, s, t)
+    };
+    match got {
+        None => Ok(None),
+        Some((_, st)) if st.error.is_some() => Err(super::error::request_error(
+            st.error.as_ref().expect("checked"),
+        )),
+        Some((h, st)) => Ok(Some((message_handle(h)?, st))),
+    }
+}
+
+/// `MPI_Mrecv`/`MPI_Imrecv`: the receive of a claimed message into `buf`.
+pub fn mrecv(m: &Mpi, buf: TypedBuf, message: i32) -> MpiResult<ReqId> {
+    if message == MESSAGE_NO_PROC {
+        return Ok(post(
+            m,
+            Op::Recv {
+                src: None,
+                tag: None,
+                context: 0,
+                layout: Box::new(buf),
+            },
+            super::consts::COMM_WORLD,
+        ));
+    }
+    let op = Op::Recv {
+        src: Some(Src::Any),
+        tag: None,
+        context: 0,
+        layout: Box::new(buf),
+    };
+    let h = u64::try_from(message - 1)
+        .ok()
+        .filter(|&h| h >= 1)
+        .ok_or_else(|| {
+            super::error::MpiError::new(err::REQUEST, format!("invalid message handle {message}"))
+        })?;
+    match m.engine.receive_claimed(h, op) {
+        Some(id) => Ok(id),
+        None => fail(
+            err::REQUEST,
+            format!("message {message} was received already or is gone"),
+        ),
+    }
 }

@@ -230,7 +230,7 @@ pub fn dims_create(nnodes: i32, dims: &mut [i32]) -> MpiResult<()> {
 fn balanced(n: u64, k: usize) -> Vec<u64> {
     let mut divisors: Vec<u64> = (1..)
         .take_while(|d| d * d <= n)
-        .filter(|d| n % d == 0)
+        .filter(|d| n.is_multiple_of(*d))
         .flat_map(|d| [d, n / d])
         .collect();
     divisors.sort_unstable_by(|a, b| b.cmp(a));
@@ -267,7 +267,7 @@ fn search(
         return;
     }
     for &d in divs {
-        if d > cap || m % d != 0 {
+        if d > cap || !m.is_multiple_of(d) {
             continue;
         }
         // The k factors left are at most d each: d^k must reach m.

@@ -164,6 +164,49 @@ impl Engine {
         })
     }
 
+    /// Posts `ops` and returns one request that completes when all of them
+    /// have, with the status of `ops[report]` (or the first error): the
+    /// parts go by themselves (`MPI_Isendrecv`: a send and a receive).
+    pub fn join(&self, ops: Vec<Op>, report: usize) -> ReqId {
+        self.with(|c| {
+            let parent = c.alloc(Req::new(Op::External, false));
+            c.start(parent);
+            let parts: Vec<ReqId> = ops
+                .into_iter()
+                .map(|op| c.alloc(Req::new(op, false)))
+                .collect();
+            c.joins.insert(
+                parent,
+                super::state::Join {
+                    left: parts.len(),
+                    report: parts[report],
+                    status: Status::empty(),
+                },
+            );
+            for &p in &parts {
+                c.join_parts.insert(p, parent);
+                if let Some(r) = c.req_mut(p) {
+                    r.freed = true;
+                }
+            }
+            for p in parts {
+                c.start(p);
+            }
+            parent
+        })
+    }
+
+    /// A completed request's status, left in place (`MPI_Request_get_status`).
+    pub fn peek(&self, id: ReqId) -> Option<Status> {
+        self.with(|c| match c.req(id) {
+            Some(Req {
+                state: State::Done(st),
+                ..
+            }) => Some(st.clone()),
+            _ => None,
+        })
+    }
+
     /// Completes an `Op::External` request with `status`; nothing happens
     /// if it is done already (a halt failed it) or gone (a rollback).
     pub fn complete(&self, id: ReqId, status: Status) {
@@ -230,6 +273,34 @@ impl Engine {
 
     pub fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Status {
         self.wait_until(|c| c.probe(ctx, src, tag))
+    }
+
+    /// `MPI_Improbe`: a message taken out of the queue (its handle and
+    /// status), if there is one; handle 0 with an error status on a halt.
+    pub fn iclaim(&self, ctx: u32, src: Src, tag: TagSel) -> Option<(u64, Status)> {
+        self.poke();
+        self.with(|c| c.claim(ctx, src, tag))
+    }
+
+    /// `MPI_Mprobe`: waits for a message and takes it out of the queue.
+    pub fn claim(&self, ctx: u32, src: Src, tag: TagSel) -> (u64, Status) {
+        self.wait_until(|c| c.claim(ctx, src, tag))
+    }
+
+    /// `MPI_Mrecv`: a receive (`op`, an `Op::Recv`) of a claimed message.
+    /// `None` if there is no such message (received already, or dropped by
+    /// a rollback).
+    pub fn receive_claimed(&self, handle: u64, op: Op) -> Option<ReqId> {
+        self.with(|c| {
+            let (s, t, msg) = c.claimed.remove(&handle)?;
+            let id = c.alloc(Req::new(op, false));
+            if let Some(r) = c.req_mut(id) {
+                r.state = State::Active(Phase::RecvPosted);
+            }
+            c.deliver(id, s, t, msg);
+            c.process_events();
+            Some(id)
+        })
     }
 
     /// Waits until every queued frame is written, stops the progress thread

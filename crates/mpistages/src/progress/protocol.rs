@@ -119,6 +119,10 @@ impl Core {
         if matches!(r.state, State::Done(_)) {
             return;
         }
+        if let Some(parent) = self.join_parts.remove(&id) {
+            self.part_done(parent, id, &status);
+        }
+        let Some(r) = self.req_mut(id) else { return };
         r.packed = None;
         r.state = State::Done(status);
         let freed = r.freed;
@@ -128,6 +132,27 @@ impl Core {
         self.changes += 1;
         if freed {
             self.release(id);
+        }
+    }
+
+    /// A part of a joined request completed: the joined request completes
+    /// with the last, reporting its `report` part's status (or the first
+    /// error of any part).
+    fn part_done(&mut self, parent: ReqId, part: ReqId, status: &Status) {
+        let Some(j) = self.joins.get_mut(&parent) else {
+            return;
+        };
+        if part == j.report {
+            let err = j.status.error.take();
+            j.status = status.clone();
+            j.status.error = err.or(j.status.error.take());
+        } else if j.status.error.is_none() {
+            j.status.error = status.error.clone();
+        }
+        j.left -= 1;
+        if j.left == 0 {
+            let j = self.joins.remove(&parent).expect("present");
+            self.finish(parent, j.status);
         }
     }
 

@@ -81,6 +81,22 @@ pub struct Core {
     pub(super) bulk_active: usize,
     pub(super) waiters: usize,
     pub(super) shutdown: bool,
+    /// Requests that complete a joined request (`Engine::join`): part ->
+    /// the joined request.
+    pub(super) join_parts: std::collections::HashMap<ReqId, ReqId>,
+    /// Joined requests: parts left, the part whose status it reports, and
+    /// the status so far.
+    pub(super) joins: std::collections::HashMap<ReqId, Join>,
+    /// Messages taken from the unexpected queue by a matched probe
+    /// (`MPI_Mprobe`), by handle, until a receive takes them.
+    pub(super) claimed: std::collections::HashMap<u64, (u32, i32, Msg)>,
+    pub(super) next_claim: u64,
+}
+
+pub(super) struct Join {
+    pub(super) left: usize,
+    pub(super) report: ReqId,
+    pub(super) status: Status,
 }
 
 impl Core {
@@ -124,6 +140,10 @@ impl Core {
             bulk_active: 0,
             waiters: 0,
             shutdown: false,
+            join_parts: Default::default(),
+            joins: Default::default(),
+            claimed: Default::default(),
+            next_claim: 1,
         }
     }
 
@@ -307,6 +327,9 @@ impl Core {
     pub fn cleanup(&mut self, generation: u32) {
         self.halt();
         self.matcher.clear();
+        self.join_parts.clear();
+        self.joins.clear();
+        self.claimed.clear();
         self.requests.retain(|r| {
             let keep = r.persistent && !r.freed;
             if keep {
@@ -397,6 +420,33 @@ impl Core {
 }
 
 impl Core {
+    /// A matched probe: takes the message `probe` would see out of the
+    /// queue, under a handle for `receive_claimed`.
+    pub(super) fn claim(&mut self, ctx: u32, src: Src, tag: TagSel) -> Option<(u64, Status)> {
+        let st = self.probe(ctx, src, tag)?;
+        if st.error.is_some() {
+            return Some((0, st));
+        }
+        // The claim handle only stands in the matcher for this call: the
+        // message is there (probe saw it), so post matches it at once.
+        let (s, t, msg) = self
+            .matcher
+            .post(
+                ctx,
+                src,
+                tag,
+                ReqId {
+                    index: u32::MAX,
+                    serial: 0,
+                },
+            )
+            .expect("the probed message matches");
+        let h = self.next_claim;
+        self.next_claim += 1;
+        self.claimed.insert(h, (s, t, msg));
+        Some((h, st))
+    }
+
     pub(super) fn probe(&self, ctx: u32, src: Src, tag: TagSel) -> Option<Status> {
         if self.halted() {
             let mut st = Status::empty();

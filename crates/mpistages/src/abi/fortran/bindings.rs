@@ -10,10 +10,15 @@ use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::env::*;
 use crate::abi::errors::*;
+use crate::abi::info::*;
+use crate::abi::misc::*;
 use crate::abi::mpix::*;
+use crate::abi::nbc::*;
+use crate::abi::neighbor::*;
 use crate::abi::p2p::*;
 use crate::abi::reduce::*;
 use crate::abi::request::*;
+use crate::abi::topo::*;
 use std::os::raw::{c_int, c_void};
 
 fortran_bindings! {
@@ -76,6 +81,76 @@ fortran_bindings! {
     auto MPI_Iprobe(source: I, tag: I, comm: I, flag: LO, status: St);
     auto MPI_Get_count(status: StIn, datatype: I, count: O);
     auto MPI_Get_elements(status: StIn, datatype: I, count: O);
+
+    // topologies
+    auto MPI_Dims_create(nnodes: I, ndims: I, dims: OA);
+    auto MPI_Cart_create(comm_old: I, ndims: I, dims: IA, periods: LA, reorder: L,
+        comm_cart: O);
+    auto MPI_Cartdim_get(comm: I, ndims: O);
+    auto MPI_Cart_get(comm: I, maxdims: I, dims: OA, periods: LAO, coords: OA);
+    auto MPI_Cart_rank(comm: I, coords: IA, rank: O);
+    auto MPI_Cart_coords(comm: I, rank: I, maxdims: I, coords: OA);
+    auto MPI_Cart_shift(comm: I, direction: I, disp: I, rank_source: O, rank_dest: O);
+    auto MPI_Cart_sub(comm: I, remain_dims: LA, newcomm: O);
+    auto MPI_Graph_create(comm_old: I, nnodes: I, index: IA, edges: IA, reorder: L,
+        comm_graph: O);
+    auto MPI_Graph_neighbors_count(comm: I, rank: I, nneighbors: O);
+    auto MPI_Graph_neighbors(comm: I, rank: I, maxneighbors: I, neighbors: OA);
+    auto MPI_Topo_test(comm: I, status: O);
+    auto MPI_Neighbor_allgather(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, comm: I);
+    auto MPI_Neighbor_alltoall(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, comm: I);
+
+    // communicators and info
+    auto MPI_Comm_split_type(comm: I, split_type: I, key: I, info: I, newcomm: O);
+    auto MPI_Comm_create_group(comm: I, group: I, tag: I, newcomm: O);
+    auto MPI_Comm_dup_with_info(comm: I, info: I, newcomm: O);
+    auto MPI_Comm_idup(comm: I, newcomm: O, request: O);
+    auto MPI_Intercomm_create(local_comm: I, local_leader: I, peer_comm: I, remote_leader: I,
+        tag: I, newintercomm: O);
+    auto MPI_Intercomm_merge(intercomm: I, high: L, newintracomm: O);
+    auto MPI_Comm_test_inter(comm: I, flag: LO);
+    auto MPI_Comm_remote_size(comm: I, size: O);
+    auto MPI_Comm_remote_group(comm: I, group: O);
+    auto MPI_Info_create(info: O);
+    auto MPI_Info_dup(info: I, newinfo: O);
+    auto MPI_Info_get_nkeys(info: I, nkeys: O);
+    auto MPI_Info_free(info: IO);
+    auto MPI_Add_error_class(errorclass: O);
+    auto MPI_Add_error_code(errorclass: I, errorcode: O);
+    auto MPI_Comm_call_errhandler(comm: I, errorcode: I);
+    auto MPI_Type_get_envelope(datatype: I, num_integers: O, num_addresses: O,
+        num_datatypes: O, combiner: O);
+
+    // non-blocking and persistent collectives, matched probe
+    auto MPI_Ibarrier(comm: I, request: O);
+    auto MPI_Ibcast(buffer: Buf, count: I, datatype: I, root: I, comm: I, request: O);
+    auto MPI_Ireduce(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, root: I,
+        comm: I, request: O);
+    auto MPI_Iallreduce(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I,
+        request: O);
+    auto MPI_Igather(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, root: I, comm: I, request: O);
+    auto MPI_Iscatter(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, root: I, comm: I, request: O);
+    auto MPI_Iallgather(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I, request: O);
+    auto MPI_Ialltoall(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I, request: O);
+    auto MPI_Alltoallw(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtypes: IA,
+        recvbuf: Buf, recvcounts: IA, rdispls: IA, recvtypes: IA, comm: I);
+    auto MPI_Bcast_init(buffer: Buf, count: I, datatype: I, root: I, comm: I, info: I,
+        request: O);
+    auto MPI_Allreduce_init(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I,
+        comm: I, info: I, request: O);
+    auto MPI_Mprobe(source: I, tag: I, comm: I, message: O, status: St);
+    auto MPI_Improbe(source: I, tag: I, comm: I, flag: LO, message: O, status: St);
+    auto MPI_Mrecv(buf: Buf, count: I, datatype: I, message: IO, status: St);
+    auto MPI_Isendrecv(sendbuf: Buf, sendcount: I, sendtype: I, dest: I, sendtag: I,
+        recvbuf: Buf, recvcount: I, recvtype: I, source: I, recvtag: I, comm: I, request: O);
+    auto MPI_Request_get_status(request: I, flag: LO, status: St);
+    auto MPI_Reduce_local(inbuf: Buf, inoutbuf: Buf, count: I, datatype: I, op: I);
 
     // collectives and operations
     auto MPI_Barrier(comm: I);

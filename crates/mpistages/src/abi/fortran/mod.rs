@@ -40,6 +40,11 @@ pub enum Kind {
     L,
     /// `LOGICAL, INTENT(OUT)` (gfortran's `.TRUE.` is 1, as C's).
     LO,
+    /// `LOGICAL, INTENT(IN) :: x(*)` (passed as C ints: gfortran's default
+    /// LOGICAL is 4 bytes, 1 or 0).
+    LA,
+    /// `LOGICAL, INTENT(OUT) :: x(*)`.
+    LAO,
     /// `INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(IN)`.
     A,
     /// `INTEGER(KIND=MPI_ADDRESS_KIND), INTENT(OUT)`.
@@ -204,6 +209,8 @@ macro_rules! fty {
     (IA) => { *const c_int };
     (OA) => { *mut c_int };
     (L) => { *const c_int };
+    (LA) => { *const c_int };
+    (LAO) => { *mut c_int };
     (LO) => { *mut c_int };
     (A) => { *const i64 };
     (AO) => { *mut i64 };

@@ -19,6 +19,8 @@ fn declare(name: &str, kind: Kind) -> String {
         Kind::OA => format!("integer, intent(inout) :: {name}(*)"),
         Kind::L => format!("logical, intent(in) :: {name}"),
         Kind::LO => format!("logical, intent(out) :: {name}"),
+        Kind::LA => format!("logical, intent(in) :: {name}(*)"),
+        Kind::LAO => format!("logical, intent(inout) :: {name}(*)"),
         Kind::A | Kind::Cnt => format!("{addr}, intent(in) :: {name}"),
         Kind::AO | Kind::CntO => format!("{addr}, intent(out) :: {name}"),
         Kind::AA => format!("{addr}, intent(in) :: {name}(*)"),
