@@ -9,7 +9,11 @@ program coverage
   integer :: rank, np, ierr, i, dims(2), coords(2), cart, src, dst, kind
   integer :: got(4), req, val, total, flag, msg, node, nn, half, inter, rsize
   integer :: status(MPI_STATUS_SIZE), info, nkeys, cls, code, comb, ni, na, nt
-  logical :: periods(2), is_inter
+  logical :: periods(2), is_inter, lflag
+  integer :: keyval, dupc, slen
+  integer(kind=MPI_ADDRESS_KIND) :: aval, aval2, extra
+  character(len=MPI_MAX_INFO_VAL) :: sval
+  character(len=MPI_MAX_OBJECT_NAME) :: cname
 
   call MPI_INIT(ierr)
   call MPI_COMM_RANK(MPI_COMM_WORLD, rank, ierr)
@@ -83,6 +87,29 @@ program coverage
   call check(nkeys == 0 .and. info /= MPI_INFO_NULL, 'MPI_INFO_CREATE')
   call MPI_INFO_FREE(info, ierr)
   call check(info == MPI_INFO_NULL, 'MPI_INFO_FREE')
+  call MPI_INFO_CREATE(info, ierr)
+  call MPI_INFO_SET(info, 'color', 'blue', ierr)
+  call MPI_INFO_GET(info, 'color', MPI_MAX_INFO_VAL, sval, lflag, ierr)
+  call check(lflag .and. trim(sval) == 'blue', 'MPI_INFO_SET/GET')
+  call MPI_INFO_GET(info, 'size', MPI_MAX_INFO_VAL, sval, lflag, ierr)
+  call check(.not. lflag, 'MPI_INFO_GET of a missing key')
+  call MPI_INFO_FREE(info, ierr)
+  call MPI_COMM_SET_NAME(MPI_COMM_WORLD, 'the world', ierr)
+  call MPI_COMM_GET_NAME(MPI_COMM_WORLD, cname, slen, ierr)
+  call check(cname(1:slen) == 'the world' .and. slen == 9, 'MPI_COMM_GET_NAME')
+  extra = 0
+  call MPI_COMM_CREATE_KEYVAL(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, keyval, extra, ierr)
+  aval = 12345
+  call MPI_COMM_SET_ATTR(MPI_COMM_WORLD, keyval, aval, ierr)
+  call MPI_COMM_DUP(MPI_COMM_WORLD, dupc, ierr)
+  aval2 = 0
+  call MPI_COMM_GET_ATTR(dupc, keyval, aval2, lflag, ierr)
+  call check(lflag .and. aval2 == 12345, 'a Fortran attribute copied by MPI_COMM_DUP_FN')
+  call MPI_COMM_FREE(dupc, ierr)
+  call MPI_COMM_DELETE_ATTR(MPI_COMM_WORLD, keyval, ierr)
+  call MPI_COMM_FREE_KEYVAL(keyval, ierr)
+  call check(keyval == MPI_KEYVAL_INVALID, 'MPI_COMM_FREE_KEYVAL')
+
   call MPI_ADD_ERROR_CLASS(cls, ierr)
   call MPI_ADD_ERROR_CODE(cls, code, ierr)
   call MPI_ERROR_CLASS(code, i, ierr)

@@ -3,6 +3,7 @@
 //! reductions), handle `MPI_IN_PLACE`, and call the byte-level
 //! collectives of `src/coll`.
 
+use super::intercoll as IC;
 use super::{array, mpi, mpi_fn, ret, typed, IN_PLACE};
 use crate::api::collective as coll;
 use crate::api::consts::err;
@@ -136,11 +137,19 @@ pub(super) fn is_in_place(p: *const c_void) -> bool {
 }
 
 mpi_fn!(fn MPI_Barrier / PMPI_Barrier(c: c_int) {
-    ret("MPI_Barrier", c, mpi().and_then(|m| coll::barrier(m, &*comm(m, c)?)))
+    ret("MPI_Barrier", c, mpi().and_then(|m| match IC::inter(m, c) {
+        Some(ic) => IC::barrier(m, &ic),
+        None => coll::barrier(m, &*comm(m, c)?),
+    }))
 });
 
 mpi_fn!(fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::bcast(m, &ic, buf, n, dt, root) };
+        }
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         // SAFETY: the buffer stays valid for this blocking call.
@@ -171,6 +180,11 @@ pub(super) fn check_counts(v: &[c_int]) -> MpiResult<Vec<usize>> {
 
 mpi_fn!(fn MPI_Gather / PMPI_Gather(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::gather(m, &ic, (sbuf, sn, st), (rbuf, rt), |k| IC::uniform(rn, k), root) };
+        }
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
@@ -199,6 +213,11 @@ mpi_fn!(fn MPI_Gather / PMPI_Gather(sbuf: *const c_void, sn: c_int, st: c_int, r
 
 mpi_fn!(fn MPI_Scatter / PMPI_Scatter(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::scatter(m, &ic, (sbuf, st), (rbuf, rn, rt), |k| IC::uniform(sn, k), root) };
+        }
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
@@ -226,6 +245,11 @@ mpi_fn!(fn MPI_Scatter / PMPI_Scatter(sbuf: *const c_void, sn: c_int, st: c_int,
 
 mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rcounts: *const c_int, displs: *const c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::gather(m, &ic, (sbuf, sn, st), (rbuf, rt), |k| IC::counts_displs(rcounts, displs, k), root) };
+        }
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
@@ -265,6 +289,11 @@ mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int,
 
 mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_int, displs: *const c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::scatter(m, &ic, (sbuf, st), (rbuf, rn, rt), |k| IC::counts_displs(scounts, displs, k), root) };
+        }
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
@@ -358,6 +387,11 @@ unsafe fn allgather_impl(
 
 mpi_fn!(fn MPI_Allgather / PMPI_Allgather(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { { let (cs, ds) = IC::uniform(rn, ic.peers().size())?; IC::allgather(m, &ic, (sbuf, sn, st), (rbuf, rt), &cs, &ds) } };
+        }
         let n = comm(m, c)?.size();
         let rn = super::count(rn)?;
         let counts = vec![rn; n];
@@ -370,6 +404,11 @@ mpi_fn!(fn MPI_Allgather / PMPI_Allgather(sbuf: *const c_void, sn: c_int, st: c_
 
 mpi_fn!(fn MPI_Allgatherv / PMPI_Allgatherv(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rcounts: *const c_int, displs: *const c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { { let (cs, ds) = IC::counts_displs(rcounts, displs, ic.peers().size())?; IC::allgather(m, &ic, (sbuf, sn, st), (rbuf, rt), &cs, &ds) } };
+        }
         let n = comm(m, c)?.size();
         // SAFETY: caller's arrays of comm-size elements.
         let counts = check_counts(unsafe { array(rcounts, n)? })?;
@@ -452,6 +491,11 @@ pub(super) fn exchange_blocks(
 
 mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { { let k = ic.peers().size(); let (sc, sd) = IC::uniform(sn, k)?; let (rc, rd) = IC::uniform(rn, k)?; let (sa, ra) = (typed(m, sbuf, 0, st)?, typed(m, rbuf, 0, rt)?); IC::alltoall(m, &ic, &(0..k).map(|r| sa.slice(sd[r], sc[r])).collect::<Vec<_>>(), &(0..k).map(|r| ra.slice(rd[r], rc[r])).collect::<Vec<_>>()) } };
+        }
         let n = comm(m, c)?.size();
         let rn = super::count(rn)?;
         // In place, the send count and type are ignored.
@@ -467,6 +511,11 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
 mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c_int, sdispls: *const c_int, st: c_int,
         rbuf: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { { let k = ic.peers().size(); let (sc, sd) = IC::counts_displs(scounts, sdispls, k)?; let (rc, rd) = IC::counts_displs(rcounts, rdispls, k)?; let (sa, ra) = (typed(m, sbuf, 0, st)?, typed(m, rbuf, 0, rt)?); IC::alltoall(m, &ic, &(0..k).map(|r| sa.slice(sd[r], sc[r])).collect::<Vec<_>>(), &(0..k).map(|r| ra.slice(rd[r], rc[r])).collect::<Vec<_>>()) } };
+        }
         let n = comm(m, c)?.size();
         // SAFETY: caller's arrays of comm-size elements (send ones unused in place).
         let (rc, rd) = unsafe { (check_counts(array(rcounts, n)?)?, check_counts(array(rdispls, n)?)?) };
@@ -485,8 +534,12 @@ mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c
 mpi_fn!(fn MPI_Alltoallw / PMPI_Alltoallw(sbuf: *const c_void, scounts: *const c_int, sdispls: *const c_int, stypes: *const c_int,
         rbuf: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rtypes: *const c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        let cm = comm(m, c)?;
-        let n = cm.size();
+        let inter = IC::inter(m, c);
+        let cm = match &inter {
+            Some(ic) => ic.clone(),
+            None => comm(m, c)?,
+        };
+        let n = cm.peers().size();
         // Byte displacements, a datatype per peer.
         // SAFETY: caller's arrays of comm-size elements, and buffers valid
         // for this blocking call.
@@ -498,6 +551,9 @@ mpi_fn!(fn MPI_Alltoallw / PMPI_Alltoallw(sbuf: *const c_void, scounts: *const c
         };
         let rblocks = blocks(rbuf, rcounts, rdispls, rtypes)?;
         let sblocks = if is_in_place(sbuf) { rblocks.clone() } else { blocks(sbuf, scounts, sdispls, stypes)? };
+        if inter.is_some() {
+            return IC::alltoall(m, &cm, &sblocks, &rblocks);
+        }
         exchange_blocks(m, &cm, &sblocks, &rblocks)
     });
     ret("MPI_Alltoallw", c, r)

@@ -15,6 +15,7 @@ pub mod env;
 pub mod errors;
 pub mod fortran;
 pub mod info;
+pub mod intercoll;
 pub mod misc;
 pub mod mpix;
 pub mod nbc;

@@ -2,6 +2,7 @@
 //! user-defined operations; buffers are staged as in `coll.rs`.
 
 use super::coll::{check_counts, comm, is_in_place, offsets, raw_of, root_ok, Stage};
+use super::intercoll as IC;
 use super::{array, mpi, mpi_fn, ret, typed};
 use crate::api::collective::{self as coll, Reduction};
 use crate::api::consts::{err, COMM_WORLD};
@@ -35,6 +36,11 @@ pub(super) fn reducer(m: &Mpi, o: c_int, dt: c_int) -> MpiResult<(Box<coll::Redu
 
 mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::reduce(m, &ic, sbuf, rbuf, n, dt, o, IC::ReduceKind::Rooted(root)) };
+        }
         let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let (red, commutative) = reducer(m, o, dt)?;
@@ -56,6 +62,11 @@ mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c
 
 mpi_fn!(fn MPI_Allreduce / PMPI_Allreduce(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { IC::reduce(m, &ic, sbuf, rbuf, n, dt, o, IC::ReduceKind::All) };
+        }
         let cm = comm(m, c)?;
         let (red, commutative) = reducer(m, o, dt)?;
         let input = if is_in_place(sbuf) { rbuf as *const c_void } else { sbuf };
@@ -181,6 +192,11 @@ unsafe fn reduce_scatter_impl(
 
 mpi_fn!(fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sbuf: *const c_void, rbuf: *mut c_void, rn: c_int, dt: c_int, o: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { { let counts = vec![super::count(rn)?; ic.size()]; IC::reduce(m, &ic, sbuf, rbuf, 0, dt, o, IC::ReduceKind::Scatter(&counts)) } };
+        }
         let n = comm(m, c)?.size();
         let counts = vec![super::count(rn)?; n];
         // SAFETY: caller's buffers for this blocking call.
@@ -191,6 +207,11 @@ mpi_fn!(fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sbuf: *const c_v
 
 mpi_fn!(fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sbuf: *const c_void, rbuf: *mut c_void, rcounts: *const c_int, dt: c_int, o: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
+        if let Some(ic) = IC::inter(m, c) {
+            // SAFETY: the caller's buffers and arrays stay valid for this
+            // blocking call.
+            return unsafe { { let counts = check_counts(array(rcounts, ic.size())?)?; IC::reduce(m, &ic, sbuf, rbuf, 0, dt, o, IC::ReduceKind::Scatter(&counts)) } };
+        }
         let n = comm(m, c)?.size();
         // SAFETY: caller's array of comm-size counts.
         let counts = check_counts(unsafe { array(rcounts, n)? })?;

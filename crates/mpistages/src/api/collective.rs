@@ -152,7 +152,7 @@ pub fn neighbor_exchange(m: &Mpi, c: &Comm, sends: &[Part], recvs: &[Part]) -> M
     }
     for p in sends.iter().filter(|p| p.rank >= 0) {
         ids.push(m.engine.post(Op::Send {
-            dest: Some(c.world(p.rank as usize)),
+            dest: Some(c.peer_world(p.rank as usize)),
             src: c.rank as u32,
             context: c.coll_context(),
             tag: p.tag,

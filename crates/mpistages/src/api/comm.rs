@@ -43,7 +43,7 @@ fn new_context(m: &Mpi, parent: &Comm) -> MpiResult<u32> {
 
 /// All members of an inter-communicator's two groups, in an order both
 /// sides compute alike (the group holding the lowest world rank first).
-struct Union {
+pub(super) struct Union {
     members: Vec<usize>,
     rank: usize,
     context: u32,
@@ -52,7 +52,7 @@ struct Union {
 }
 
 impl Union {
-    fn as_team<'a>(&'a self, m: &'a Mpi) -> Team<'a> {
+    pub(super) fn as_team<'a>(&'a self, m: &'a Mpi) -> Team<'a> {
         Team {
             engine: &m.engine,
             members: &self.members,
@@ -63,7 +63,7 @@ impl Union {
     }
 }
 
-fn union_team(_m: &Mpi, c: &Comm) -> Union {
+pub(super) fn union_team(_m: &Mpi, c: &Comm) -> Union {
     let remote = c.remote.as_ref().expect("an inter-communicator");
     let low = |g: &Group| g.members.iter().copied().min().unwrap_or(usize::MAX);
     let local_first = low(&c.group) < low(remote);

@@ -11,6 +11,7 @@ pub mod datatype;
 pub mod error;
 pub mod group;
 pub mod info;
+pub mod intercoll;
 pub mod launch;
 pub mod logging;
 pub mod mpix;

@@ -5,6 +5,7 @@
 //! `MPI_WTIME` and `MPI_WTICK` are functions, declared in `mpif.h`.
 
 use super::{fconv, fortran_bindings, fortran_fn, fty};
+use crate::abi::attr::*;
 use crate::abi::coll::*;
 use crate::abi::comm::*;
 use crate::abi::dtype::*;
@@ -151,6 +152,137 @@ fortran_bindings! {
         recvbuf: Buf, recvcount: I, recvtype: I, source: I, recvtag: I, comm: I, request: O);
     auto MPI_Request_get_status(request: I, flag: LO, status: St);
     auto MPI_Reduce_local(inbuf: Buf, inoutbuf: Buf, count: I, datatype: I, op: I);
+
+    // beyond the proxy subset: more of each family
+    auto MPI_Comm_free_keyval(comm_keyval: IO);
+    auto MPI_Comm_set_attr(comm: I, comm_keyval: I, attribute_val: A);
+    auto MPI_Comm_delete_attr(comm: I, comm_keyval: I);
+    auto MPI_Keyval_free(keyval: IO);
+    custom MPI_Attr_put(comm: I, keyval: I, attribute_val: I);
+    auto MPI_Attr_delete(comm: I, keyval: I);
+    auto MPI_Type_free_keyval(type_keyval: IO);
+    auto MPI_Type_set_attr(datatype: I, type_keyval: I, attribute_val: A);
+    custom MPI_Type_get_attr(datatype: I, type_keyval: I, attribute_val: AO, flag: LO);
+    auto MPI_Type_delete_attr(datatype: I, type_keyval: I);
+    auto MPI_Comm_set_info(comm: I, info: I);
+    auto MPI_Comm_get_info(comm: I, info_used: O);
+    auto MPI_Errhandler_set(comm: I, errhandler: I);
+    auto MPI_Errhandler_get(comm: I, errhandler: O);
+    auto MPI_Cart_map(comm: I, ndims: I, dims: IA, periods: IA, newrank: O);
+    auto MPI_Graphdims_get(comm: I, nnodes: O, nedges: O);
+    auto MPI_Graph_get(comm: I, maxindex: I, maxedges: I, index: OA, edges: OA);
+    auto MPI_Graph_map(comm: I, nnodes: I, index: IA, edges: IA, newrank: O);
+    auto MPI_Dist_graph_create_adjacent(comm_old: I, indegree: I, sources: IA, sourceweights: IA,
+        outdegree: I, destinations: IA, destweights: IA, info: I, reorder: I, comm_dist_graph: O);
+    auto MPI_Dist_graph_create(comm_old: I, n: I, sources: IA, degrees: IA, destinations: IA,
+        weights: IA, info: I, reorder: I, comm_dist_graph: O);
+    auto MPI_Dist_graph_neighbors_count(comm: I, indegree: O, outdegree: O, weighted: LO);
+    auto MPI_Dist_graph_neighbors(comm: I, maxindegree: I, sources: OA, sourceweights: OA,
+        maxoutdegree: I, destinations: OA, destweights: OA);
+    auto MPI_Type_get_contents(datatype: I, max_integers: I, max_addresses: I, max_datatypes: I,
+        array_of_integers: OA, array_of_addresses: AA, array_of_datatypes: OA);
+    auto MPI_Neighbor_allgatherv(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcounts: IA, displs: IA, recvtype: I, comm: I);
+    auto MPI_Neighbor_alltoallv(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtype: I,
+        recvbuf: Buf, recvcounts: IA, rdispls: IA, recvtype: I, comm: I);
+    auto MPI_Neighbor_alltoallw(sendbuf: Buf, sendcounts: IA, sdispls: AA, sendtypes: IA,
+        recvbuf: Buf, recvcounts: IA, rdispls: AA, recvtypes: IA, comm: I);
+    auto MPI_Igatherv(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcounts: IA,
+        displs: IA, recvtype: I, root: I, comm: I, request: O);
+    auto MPI_Iscatterv(sendbuf: Buf, sendcounts: IA, displs: IA, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, root: I, comm: I, request: O);
+    auto MPI_Iallgatherv(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcounts: IA,
+        displs: IA, recvtype: I, comm: I, request: O);
+    auto MPI_Ialltoallv(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtype: I, recvbuf: Buf,
+        recvcounts: IA, rdispls: IA, recvtype: I, comm: I, request: O);
+    auto MPI_Ialltoallw(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtypes: IA, recvbuf: Buf,
+        recvcounts: IA, rdispls: IA, recvtypes: IA, comm: I, request: O);
+    auto MPI_Ireduce_scatter(sendbuf: Buf, recvbuf: Buf, recvcounts: IA, datatype: I, op: I,
+        comm: I, request: O);
+    auto MPI_Ireduce_scatter_block(sendbuf: Buf, recvbuf: Buf, recvcount: I, datatype: I, op: I,
+        comm: I, request: O);
+    auto MPI_Iscan(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I, request: O);
+    auto MPI_Iexscan(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I, request: O);
+    auto MPI_Ineighbor_allgather(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, comm: I, request: O);
+    auto MPI_Ineighbor_allgatherv(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcounts: IA, displs: IA, recvtype: I, comm: I, request: O);
+    auto MPI_Ineighbor_alltoall(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I, request: O);
+    auto MPI_Ineighbor_alltoallv(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtype: I,
+        recvbuf: Buf, recvcounts: IA, rdispls: IA, recvtype: I, comm: I, request: O);
+    auto MPI_Ineighbor_alltoallw(sendbuf: Buf, sendcounts: IA, sdispls: AA, sendtypes: IA,
+        recvbuf: Buf, recvcounts: IA, rdispls: AA, recvtypes: IA, comm: I, request: O);
+    auto MPI_Barrier_init(comm: I, info: I, request: O);
+    auto MPI_Gather_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, root: I, comm: I, info: I, request: O);
+    auto MPI_Gatherv_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcounts: IA,
+        displs: IA, recvtype: I, root: I, comm: I, info: I, request: O);
+    auto MPI_Scatter_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, root: I, comm: I, info: I, request: O);
+    auto MPI_Scatterv_init(sendbuf: Buf, sendcounts: IA, displs: IA, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, root: I, comm: I, info: I, request: O);
+    auto MPI_Allgather_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Allgatherv_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcounts: IA,
+        displs: IA, recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Alltoall_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf, recvcount: I,
+        recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Alltoallv_init(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtype: I, recvbuf: Buf,
+        recvcounts: IA, rdispls: IA, recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Alltoallw_init(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtypes: IA, recvbuf: Buf,
+        recvcounts: IA, rdispls: IA, recvtypes: IA, comm: I, info: I, request: O);
+    auto MPI_Reduce_init(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, root: I, comm: I,
+        info: I, request: O);
+    auto MPI_Reduce_scatter_init(sendbuf: Buf, recvbuf: Buf, recvcounts: IA, datatype: I, op: I,
+        comm: I, info: I, request: O);
+    auto MPI_Reduce_scatter_block_init(sendbuf: Buf, recvbuf: Buf, recvcount: I, datatype: I, op: I,
+        comm: I, info: I, request: O);
+    auto MPI_Scan_init(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I, info: I,
+        request: O);
+    auto MPI_Exscan_init(sendbuf: Buf, recvbuf: Buf, count: I, datatype: I, op: I, comm: I, info: I,
+        request: O);
+    auto MPI_Neighbor_allgather_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Neighbor_allgatherv_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcounts: IA, displs: IA, recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Neighbor_alltoall_init(sendbuf: Buf, sendcount: I, sendtype: I, recvbuf: Buf,
+        recvcount: I, recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Neighbor_alltoallv_init(sendbuf: Buf, sendcounts: IA, sdispls: IA, sendtype: I,
+        recvbuf: Buf, recvcounts: IA, rdispls: IA, recvtype: I, comm: I, info: I, request: O);
+    auto MPI_Neighbor_alltoallw_init(sendbuf: Buf, sendcounts: IA, sdispls: AA, sendtypes: IA,
+        recvbuf: Buf, recvcounts: IA, rdispls: AA, recvtypes: IA, comm: I, info: I, request: O);
+    auto MPI_Imrecv(buf: Buf, count: I, datatype: I, message: IO, request: O);
+    auto MPI_Isendrecv_replace(buf: Buf, count: I, datatype: I, dest: I, sendtag: I, source: I,
+        recvtag: I, comm: I, request: O);
+    auto MPI_Status_set_cancelled(status: St, flag: L);
+    auto MPI_Status_set_elements(status: St, datatype: I, count: I);
+    auto MPI_Status_set_elements_x(status: St, datatype: I, count: Cnt);
+    auto MPI_Get_elements_x(status: StIn, datatype: I, count: CntO);
+    auto MPI_Alloc_mem(size: A, info: I, baseptr: AO);
+    auto MPI_Free_mem(base: Buf);
+    auto MPI_Group_range_incl(group: I, n: I, ranges: IA, newgroup: O);
+    auto MPI_Group_range_excl(group: I, n: I, ranges: IA, newgroup: O);
+    custom MPI_Info_create_env(info: O);
+    custom MPI_Info_set(info: I, key: Str, value: Str);
+    custom MPI_Info_delete(info: I, key: Str);
+    custom MPI_Info_get(info: I, key: Str, valuelen: I, value: StrO, flag: LO);
+    custom MPI_Info_get_string(info: I, key: Str, buflen: IO, value: StrO, flag: LO);
+    custom MPI_Info_get_valuelen(info: I, key: Str, valuelen: O, flag: LO);
+    custom MPI_Info_get_nthkey(info: I, n: I, key: StrO);
+    custom MPI_Comm_create_keyval(comm_copy_attr_fn: Fun, comm_delete_attr_fn: Fun, comm_keyval: O,
+        extra_state: A);
+    custom MPI_Keyval_create(copy_fn: Fun, delete_fn: Fun, keyval: O, extra_state: I);
+    custom MPI_Type_create_keyval(type_copy_attr_fn: Fun, type_delete_attr_fn: Fun, type_keyval: O,
+        extra_state: A);
+    custom MPI_Comm_set_name(comm: I, comm_name: Str);
+    custom MPI_Comm_get_name(comm: I, comm_name: StrO, resultlen: O);
+    custom MPI_Type_set_name(datatype: I, type_name: Str);
+    custom MPI_Type_get_name(datatype: I, type_name: StrO, resultlen: O);
+    custom MPI_Add_error_string(errorcode: I, string: Str);
+    custom MPI_Comm_create_errhandler(comm_errhandler_fn: Fun, errhandler: O);
+    custom MPI_Errhandler_create(function: Fun, errhandler: O);
+    custom MPI_Pcontrol(level: I);
 
     // collectives and operations
     auto MPI_Barrier(comm: I);

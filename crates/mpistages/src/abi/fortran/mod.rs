@@ -333,7 +333,10 @@ mod tests {
         {
             let name = l.split(['(', ' ']).nth(1).unwrap();
             n += 1;
-            if name == "MPI_Wtime" || name == "MPI_Wtick" || name == "MPIX_Reinit" {
+            // The predefined attribute callbacks (MPI_COMM_DUP_FN ...) are
+            // C functions; Fortran has its own of the same names (objects.rs).
+            let callback = name.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+            if name == "MPI_Wtime" || name == "MPI_Wtick" || name == "MPIX_Reinit" || callback {
                 continue;
             }
             assert!(

@@ -207,7 +207,25 @@ unsafe fn attribute<T>(
     flag: *mut c_int,
     ierror: *mut c_int,
     conv: fn(c_int) -> T,
+    conv_user: fn(usize) -> T,
 ) {
+    // SAFETY: the caller's references.
+    let (c, k) = unsafe { (*comm, *key) };
+    if crate::abi::attr::is_user_key(k) {
+        // A key of the program's: the value set is the attribute (from
+        // Fortran an integer; from C an address, given as one).
+        let r = crate::abi::attr::get_value(crate::api::attr::Kind::Comm, c, k).map(|v| {
+            // SAFETY: the caller's references.
+            unsafe {
+                *flag = v.is_some() as c_int;
+                if let Some(v) = v {
+                    *value = conv_user(v);
+                }
+            }
+        });
+        // SAFETY: the caller's IERROR.
+        return unsafe { set(ierror, crate::abi::ret("MPI_COMM_GET_ATTR", c, r)) };
+    }
     let mut ptr: *const c_int = std::ptr::null();
     // SAFETY: `ptr` is the `void **` C writes the attribute's address to;
     // the rest are the caller's references.
@@ -222,12 +240,12 @@ unsafe fn attribute<T>(
 
 twin!(mpi_comm_get_attr_ / pmpi_comm_get_attr_ (p; comm: *const c_int, key: *const c_int, value: *mut i64, flag: *mut c_int, ierror: *mut c_int) {
     // SAFETY: the caller's references, forwarded.
-    unsafe { attribute(p, comm, key, value, flag, ierror, i64::from) }
+    unsafe { attribute(p, comm, key, value, flag, ierror, i64::from, |v| v as i64) }
 });
 
 twin!(mpi_attr_get_ / pmpi_attr_get_ (p; comm: *const c_int, key: *const c_int, value: *mut c_int, flag: *mut c_int, ierror: *mut c_int) {
     // SAFETY: the caller's references, forwarded; predefined attributes are ints.
-    unsafe { attribute(p, comm, key, value, flag, ierror, |x| x) }
+    unsafe { attribute(p, comm, key, value, flag, ierror, |x| x, |v| v as c_int) }
 });
 
 // A Fortran `SUBROUTINE F(INVEC, INOUTVEC, LEN, DATATYPE)` takes all four
@@ -417,3 +435,5 @@ pub extern "C" fn mpi_wtick_() -> f64 {
 pub extern "C" fn pmpi_wtick_() -> f64 {
     PMPI_Wtick()
 }
+
+mod objects;

@@ -1,0 +1,368 @@
+//! Fortran bindings of the object calls that need more than forwarding:
+//! strings (info keys and values, names, error strings), attribute keys
+//! with Fortran callbacks and integer values, error handlers written in
+//! Fortran, and `MPI_PCONTROL`.
+
+use super::super::{set, str_in, str_out};
+use crate::abi::attr::{self as attr_abi, CopyFn};
+use crate::abi::comm::*;
+use crate::abi::dtype::*;
+use crate::abi::errors::*;
+use crate::abi::info::*;
+use crate::api::attr::{Kind, Lang};
+use crate::api::consts::err;
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int};
+
+/// A Fortran string argument as a C string, or the error code.
+///
+/// # Safety
+/// `s` has `len` readable bytes.
+unsafe fn c_string(s: *const c_char, len: usize) -> Result<CString, c_int> {
+    // SAFETY: forwarded.
+    let t = unsafe { str_in(s, len)? };
+    CString::new(t).map_err(|_| err::ARG)
+}
+
+/// Runs `f` with C strings of the Fortran arguments, storing its code.
+macro_rules! with_strings {
+    ($ierror:ident, [$($s:ident : $l:ident),*], $f:expr) => {{
+        // SAFETY: each string has its hidden length readable bytes.
+        let r = (|| -> Result<c_int, c_int> { Ok($f($(unsafe { c_string($s, $l)? }),*)) })();
+        // SAFETY: the caller's IERROR.
+        unsafe { set($ierror, r.unwrap_or_else(|e| e)) }
+    }};
+}
+
+twin!(mpi_info_create_env_ / pmpi_info_create_env_ (p; info: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: argv is not read; `info` is the caller's INTEGER.
+    unsafe { set(ierror, pick!(p, MPI_Info_create_env)(0, std::ptr::null_mut(), info)) }
+});
+
+twin!(mpi_info_set_ / pmpi_info_set_ (p; info: *const c_int, key: *const c_char, value: *const c_char, ierror: *mut c_int, key_len: usize, value_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let h = unsafe { *info };
+    with_strings!(ierror, [key: key_len, value: value_len], |k: CString, v: CString| unsafe {
+        // SAFETY: NUL-terminated strings that live through the call.
+        pick!(p, MPI_Info_set)(h, k.as_ptr(), v.as_ptr())
+    })
+});
+
+twin!(mpi_info_delete_ / pmpi_info_delete_ (p; info: *const c_int, key: *const c_char, ierror: *mut c_int, key_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let h = unsafe { *info };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [key: key_len], |k: CString| unsafe { pick!(p, MPI_Info_delete)(h, k.as_ptr()) })
+});
+
+twin!(mpi_info_get_ / pmpi_info_get_ (p; info: *const c_int, key: *const c_char, valuelen: *const c_int, value: *mut c_char, flag: *mut c_int, ierror: *mut c_int, key_len: usize, value_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (h, cap) = unsafe { (*info, (*valuelen).max(0) as usize) };
+    with_strings!(ierror, [key: key_len], |k: CString| {
+        let mut tmp = vec![0u8; cap + 1];
+        // SAFETY: `tmp` holds valuelen + 1 bytes, as MPI_Info_get writes.
+        let rc = unsafe { pick!(p, MPI_Info_get)(h, k.as_ptr(), cap as c_int, tmp.as_mut_ptr() as *mut c_char, flag) };
+        // SAFETY: the caller's flag and CHARACTER(LEN=value_len).
+        if rc == err::SUCCESS && unsafe { *flag } != 0 {
+            let end = tmp.iter().position(|&b| b == 0).unwrap_or(cap);
+            // SAFETY: as above.
+            unsafe { str_out(&tmp[..end], value, value_len) };
+        }
+        rc
+    })
+});
+
+twin!(mpi_info_get_string_ / pmpi_info_get_string_ (p; info: *const c_int, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int, ierror: *mut c_int, key_len: usize, value_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (h, cap) = unsafe { (*info, (*buflen).max(0)) };
+    with_strings!(ierror, [key: key_len], |k: CString| {
+        let mut tmp = vec![0u8; cap as usize + 1];
+        let mut n = cap + 1;
+        // SAFETY: `tmp` holds `n` bytes.
+        let rc = unsafe { pick!(p, MPI_Info_get_string)(h, k.as_ptr(), &mut n, tmp.as_mut_ptr() as *mut c_char, flag) };
+        // SAFETY: the caller's flag, BUFLEN and CHARACTER(LEN=value_len).
+        unsafe {
+            if rc == err::SUCCESS && *flag != 0 {
+                let end = tmp.iter().position(|&b| b == 0).unwrap_or(cap as usize);
+                str_out(&tmp[..end], value, value_len);
+                *buflen = n - 1;
+            }
+        }
+        rc
+    })
+});
+
+twin!(mpi_info_get_valuelen_ / pmpi_info_get_valuelen_ (p; info: *const c_int, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int, ierror: *mut c_int, key_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let h = unsafe { *info };
+    // SAFETY: the caller's out-arguments.
+    with_strings!(ierror, [key: key_len], |k: CString| unsafe { pick!(p, MPI_Info_get_valuelen)(h, k.as_ptr(), valuelen, flag) })
+});
+
+twin!(mpi_info_get_nthkey_ / pmpi_info_get_nthkey_ (p; info: *const c_int, n: *const c_int, key: *mut c_char, ierror: *mut c_int, key_len: usize) {
+    let mut tmp = [0u8; crate::api::info::MAX_INFO_KEY + 1];
+    // SAFETY: the caller's INTEGERs; `tmp` holds MPI_MAX_INFO_KEY + 1 bytes.
+    unsafe {
+        let rc = pick!(p, MPI_Info_get_nthkey)(*info, *n, tmp.as_mut_ptr() as *mut c_char);
+        if rc == err::SUCCESS {
+            let end = tmp.iter().position(|&b| b == 0).unwrap_or(tmp.len());
+            str_out(&tmp[..end], key, key_len);
+        }
+        set(ierror, rc)
+    }
+});
+
+twin!(mpi_comm_set_name_ / pmpi_comm_set_name_ (p; comm: *const c_int, name: *const c_char, ierror: *mut c_int, name_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let c = unsafe { *comm };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [name: name_len], |s: CString| unsafe { pick!(p, MPI_Comm_set_name)(c, s.as_ptr()) })
+});
+
+twin!(mpi_type_set_name_ / pmpi_type_set_name_ (p; datatype: *const c_int, name: *const c_char, ierror: *mut c_int, name_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let t = unsafe { *datatype };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [name: name_len], |s: CString| unsafe { pick!(p, MPI_Type_set_name)(t, s.as_ptr()) })
+});
+
+twin!(mpi_comm_get_name_ / pmpi_comm_get_name_ (p; comm: *const c_int, name: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, name_len: usize) {
+    let f = pick!(p, MPI_Comm_get_name);
+    // SAFETY: the caller's references; the temporary holds the maximum.
+    unsafe { super::string_out(MAX_OBJECT_NAME, |s, n| f(*comm, s, n), name, resultlen, ierror, name_len) }
+});
+
+twin!(mpi_type_get_name_ / pmpi_type_get_name_ (p; datatype: *const c_int, name: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, name_len: usize) {
+    let f = pick!(p, MPI_Type_get_name);
+    // SAFETY: as for mpi_comm_get_name_.
+    unsafe { super::string_out(MAX_OBJECT_NAME, |s, n| f(*datatype, s, n), name, resultlen, ierror, name_len) }
+});
+
+twin!(mpi_add_error_string_ / pmpi_add_error_string_ (p; code: *const c_int, string: *const c_char, ierror: *mut c_int, string_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let c = unsafe { *code };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [string: string_len], |s: CString| unsafe { pick!(p, MPI_Add_error_string)(c, s.as_ptr()) })
+});
+
+// The predefined callbacks, as Fortran calls them (all by reference).
+
+/// # Safety
+/// Called by MPI as a Fortran copy callback.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_null_copy_fn_(
+    _: *const c_int,
+    _: *const c_int,
+    _: *const isize,
+    _: *const isize,
+    _: *mut isize,
+    flag: *mut c_int,
+    ierr: *mut c_int,
+) {
+    // SAFETY: MPI passes the flag and IERROR.
+    unsafe {
+        *flag = 0;
+        *ierr = 0;
+    }
+}
+
+/// # Safety
+/// Called by MPI as a Fortran copy callback.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_dup_fn_(
+    _: *const c_int,
+    _: *const c_int,
+    _: *const isize,
+    vin: *const isize,
+    vout: *mut isize,
+    flag: *mut c_int,
+    ierr: *mut c_int,
+) {
+    // SAFETY: MPI passes the values, the flag and IERROR.
+    unsafe {
+        *vout = *vin;
+        *flag = 1;
+        *ierr = 0;
+    }
+}
+
+/// # Safety
+/// Called by MPI as a Fortran delete callback.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_null_delete_fn_(
+    _: *const c_int,
+    _: *const c_int,
+    _: *const isize,
+    _: *const isize,
+    ierr: *mut c_int,
+) {
+    // SAFETY: MPI passes IERROR.
+    unsafe { *ierr = 0 };
+}
+
+type FortranCopy = unsafe extern "C" fn(
+    *const c_int,
+    *const c_int,
+    *const isize,
+    *const isize,
+    *mut isize,
+    *mut c_int,
+    *mut c_int,
+);
+type FortranDelete =
+    unsafe extern "C" fn(*const c_int, *const c_int, *const isize, *const isize, *mut c_int);
+
+/// The same predefined callbacks under their other Fortran names.
+macro_rules! aliases {
+    ($($alias:ident = $of:ident : $t:ty),* $(,)?) => {$(
+        /// # Safety
+        /// As for the callback it forwards to.
+        #[no_mangle]
+        pub unsafe extern "C" fn $alias(a: *const c_int, b: *const c_int, c: *const isize, d: *const isize, e: *mut isize, f: *mut c_int, g: *mut c_int) {
+            // SAFETY: the same arguments.
+            unsafe { $of(a, b, c, d, e, f, g) }
+        }
+    )*};
+}
+aliases!(
+    mpi_type_null_copy_fn_ = mpi_comm_null_copy_fn_: FortranCopy,
+    mpi_type_dup_fn_ = mpi_comm_dup_fn_: FortranCopy,
+    mpi_null_copy_fn_ = mpi_comm_null_copy_fn_: FortranCopy,
+    mpi_dup_fn_ = mpi_comm_dup_fn_: FortranCopy,
+);
+
+/// # Safety
+/// Called by MPI as a Fortran delete callback.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_type_null_delete_fn_(
+    _: *const c_int,
+    _: *const c_int,
+    _: *const isize,
+    _: *const isize,
+    ierr: *mut c_int,
+) {
+    // SAFETY: MPI passes IERROR.
+    unsafe { *ierr = 0 };
+}
+
+/// # Safety
+/// Called by MPI as a Fortran delete callback.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_null_delete_fn_(
+    _: *const c_int,
+    _: *const c_int,
+    _: *const isize,
+    _: *const isize,
+    ierr: *mut c_int,
+) {
+    // SAFETY: MPI passes IERROR.
+    unsafe { *ierr = 0 };
+}
+
+/// Fortran keys given the Fortran predefined callbacks take the C ones'
+/// behaviour (no copy, a copy of the value, no deletion).
+fn c_copy(f: usize) -> usize {
+    let is = |g: FortranCopy| f == g as usize;
+    if is(mpi_comm_null_copy_fn_) || is(mpi_type_null_copy_fn_) || is(mpi_null_copy_fn_) {
+        0
+    } else if is(mpi_comm_dup_fn_) || is(mpi_type_dup_fn_) || is(mpi_dup_fn_) {
+        crate::abi::attr::MPI_COMM_DUP_FN as CopyFn as usize
+    } else {
+        f
+    }
+}
+
+fn c_delete(f: usize) -> usize {
+    let is = |g: FortranDelete| f == g as usize;
+    if is(mpi_comm_null_delete_fn_) || is(mpi_type_null_delete_fn_) || is(mpi_null_delete_fn_) {
+        0
+    } else {
+        f
+    }
+}
+
+/// # Safety
+/// `key` and `ierror` are the caller's INTEGERs.
+unsafe fn fortran_key(
+    kind: Kind,
+    lang: Lang,
+    copy: usize,
+    delete: usize,
+    extra: isize,
+    key: *mut c_int,
+    ierror: *mut c_int,
+) {
+    let r = attr_abi::create_keyval(kind, lang, c_copy(copy), c_delete(delete), extra as usize);
+    // SAFETY: the caller's INTEGERs.
+    unsafe {
+        match r {
+            Ok(k) => {
+                *key = k;
+                set(ierror, err::SUCCESS)
+            }
+            Err(e) => set(
+                ierror,
+                crate::abi::raise("MPI_COMM_CREATE_KEYVAL", crate::api::consts::COMM_WORLD, e),
+            ),
+        }
+    }
+}
+
+twin!(mpi_comm_create_keyval_ / pmpi_comm_create_keyval_ (_p; copy: usize, delete: usize, key: *mut c_int, extra: *const isize, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe { fortran_key(Kind::Comm, Lang::Fortran, copy, delete, *extra, key, ierror) }
+});
+
+twin!(mpi_type_create_keyval_ / pmpi_type_create_keyval_ (_p; copy: usize, delete: usize, key: *mut c_int, extra: *const isize, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe { fortran_key(Kind::Type, Lang::Fortran, copy, delete, *extra, key, ierror) }
+});
+
+twin!(mpi_keyval_create_ / pmpi_keyval_create_ (_p; copy: usize, delete: usize, key: *mut c_int, extra: *const c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe { fortran_key(Kind::Comm, Lang::FortranInt, copy, delete, *extra as isize, key, ierror) }
+});
+
+twin!(mpi_attr_put_ / pmpi_attr_put_ (_p; comm: *const c_int, key: *const c_int, value: *const c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe {
+        let r = attr_abi::set(Kind::Comm, *comm, *key, *value as isize as usize);
+        set(ierror, crate::abi::ret("MPI_ATTR_PUT", *comm, r))
+    }
+});
+
+twin!(mpi_type_get_attr_ / pmpi_type_get_attr_ (_p; datatype: *const c_int, key: *const c_int, value: *mut i64, flag: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe {
+        let r = attr_abi::get_value(Kind::Type, *datatype, *key).map(|v| {
+            *flag = v.is_some() as c_int;
+            if let Some(v) = v {
+                *value = v as i64;
+            }
+        });
+        set(ierror, crate::abi::ret("MPI_TYPE_GET_ATTR", crate::api::consts::COMM_WORLD, r))
+    }
+});
+
+/// A Fortran error handler: `SUBROUTINE H(COMM, ERROR_CODE)`, both by
+/// reference, which is how `abi::raise` calls a C one too.
+type FortranHandler = unsafe extern "C" fn(*mut c_int, *mut c_int);
+
+twin!(mpi_comm_create_errhandler_ / pmpi_comm_create_errhandler_ (p; f: Option<FortranHandler>, eh: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the same two pointer arguments; the handler ignores the rest.
+    let f: Option<HandlerFn> = f.map(|f| unsafe { std::mem::transmute::<FortranHandler, HandlerFn>(f) });
+    // SAFETY: the caller's INTEGERs.
+    unsafe { set(ierror, pick!(p, MPI_Comm_create_errhandler)(f, eh)) }
+});
+
+twin!(mpi_errhandler_create_ / pmpi_errhandler_create_ (p; f: Option<FortranHandler>, eh: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: as for mpi_comm_create_errhandler_.
+    let f: Option<HandlerFn> = f.map(|f| unsafe { std::mem::transmute::<FortranHandler, HandlerFn>(f) });
+    // SAFETY: the caller's INTEGERs.
+    unsafe { set(ierror, pick!(p, MPI_Errhandler_create)(f, eh)) }
+});
+
+twin!(mpi_pcontrol_ / pmpi_pcontrol_ (_p; _level: *const c_int, ierror: *mut c_int) {
+    // SAFETY: the caller's IERROR.
+    unsafe { set(ierror, err::SUCCESS) }
+});
