@@ -53,6 +53,9 @@ options for the whole job (before the first program):
                        without it, a job that does not fit is refused
   --bind-to core|none  bind each rank to one core, in turn over the cores
                        mpiexec may use (default none)
+  --timeout SECS       end the job (exit status 124) when it runs longer
+                       than SECS; MPIEXEC_TIMEOUT=SECS in the environment
+                       does the same (the option wins)
   --kill-grace SECS    after a failure, how long ranks get between SIGTERM
                        and SIGKILL (default 2)
   --recovery MODE      what a failed rank means:
@@ -201,6 +204,8 @@ pub struct Options {
     pub control_addr: Option<std::net::IpAddr>,
     /// A host whose agent is silent this long is lost.
     pub heartbeat_timeout: std::time::Duration,
+    /// `--timeout` / `MPIEXEC_TIMEOUT`: the job ends when it runs longer.
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl Options {
@@ -331,6 +336,7 @@ struct Global {
     slurm: bool,
     control_addr: Option<std::net::IpAddr>,
     heartbeat_timeout: Option<f64>,
+    timeout: Option<f64>,
 }
 
 impl Global {
@@ -449,6 +455,7 @@ impl Global {
                         .map_err(|_| format!("--control-addr needs an IP address, not '{v}'"))?,
                 )
             }
+            "--timeout" | "-timeout" => self.timeout = Some(parse_timeout("--timeout", &v)?),
             "--heartbeat-timeout" => {
                 self.heartbeat_timeout = Some(
                     v.parse::<f64>()
@@ -605,7 +612,23 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
         },
         control_addr: g.control_addr,
         heartbeat_timeout: std::time::Duration::from_secs_f64(g.heartbeat_timeout.unwrap_or(2.0)),
+        timeout: match g.timeout {
+            Some(t) => Some(t),
+            None => match std::env::var("MPIEXEC_TIMEOUT") {
+                Ok(v) if !v.trim().is_empty() => Some(parse_timeout("MPIEXEC_TIMEOUT", v.trim())?),
+                _ => None,
+            },
+        }
+        .map(std::time::Duration::from_secs_f64),
     })))
+}
+
+/// Seconds of `--timeout` or `MPIEXEC_TIMEOUT` (more than 0).
+fn parse_timeout(what: &str, v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or_else(|| format!("{what} needs seconds (more than 0), not '{v}'"))
 }
 
 #[cfg(test)]

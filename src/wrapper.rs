@@ -81,6 +81,26 @@ pub struct FortranSetup {
     pub allow_mismatch: bool,
 }
 
+/// The flags a compilation needs (headers, the Fortran module).
+pub fn compile_flags(layout: &Layout, fortran: Option<&FortranSetup>) -> Vec<String> {
+    let mut v = vec![format!("-I{}", layout.include.display())];
+    if let Some(f) = fortran {
+        v.push(format!("-I{}", f.module_dir.display()));
+        if f.allow_mismatch {
+            v.push("-fallow-argument-mismatch".into());
+        }
+    }
+    v
+}
+
+/// The flags a link needs (the library, found again at run time).
+pub fn link_flags(layout: &Layout) -> Vec<String> {
+    let lib = layout.lib.display().to_string();
+    let mut v = vec![format!("-L{lib}"), format!("-Wl,-rpath,{lib}")];
+    v.extend(["-lmpistages", "-lpthread", "-ldl", "-lm"].map(String::from));
+    v
+}
+
 /// The full compiler command for `args`.
 pub fn command(
     lang: Lang,
@@ -91,22 +111,36 @@ pub fn command(
     let compile_only = args
         .iter()
         .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
-    let inc = layout.include.display().to_string();
-    let lib = layout.lib.display().to_string();
-    let mut cmd = vec![compiler(lang), format!("-I{inc}")];
-    if let Some(f) = fortran {
-        cmd.push(format!("-I{}", f.module_dir.display()));
-        if f.allow_mismatch {
-            cmd.push("-fallow-argument-mismatch".into());
-        }
-    }
+    let mut cmd = vec![compiler(lang)];
+    cmd.extend(compile_flags(layout, fortran));
     cmd.extend(args.iter().cloned());
     if !compile_only {
-        cmd.push(format!("-L{lib}"));
-        cmd.push(format!("-Wl,-rpath,{lib}"));
-        cmd.extend(["-lmpistages", "-lpthread", "-ldl", "-lm"].map(String::from));
+        cmd.extend(link_flags(layout));
     }
     cmd
+}
+
+/// What a wrapper option asks to be shown instead of compiling: Open
+/// MPI's `-showme[:compile|:link]` (and `-show`), MPICH's `-compile_info`
+/// and `-link_info`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Show {
+    Command,
+    CompileFlags,
+    LinkFlags,
+    CompileCommand,
+    LinkCommand,
+}
+
+pub fn show_option(a: &str) -> Option<Show> {
+    match a.trim_start_matches('-') {
+        "show" | "showme" => Some(Show::Command),
+        "showme:compile" | "showme:incdirs" => Some(Show::CompileFlags),
+        "showme:link" | "showme:libs" | "showme:libdirs" => Some(Show::LinkFlags),
+        "compile_info" | "compile-info" => Some(Show::CompileCommand),
+        "link_info" | "link-info" => Some(Show::LinkCommand),
+        _ => None,
+    }
 }
 
 /// The `mpi` module for the Fortran compiler `fc`, compiled from
@@ -226,10 +260,8 @@ pub fn main(lang: Lang) -> ! {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("mpicc"));
     let layout = locate(&exe);
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let show = args
-        .iter()
-        .any(|a| a == "-show" || a == "--showme" || a == "-showme");
-    args.retain(|a| a != "-show" && a != "--showme" && a != "-showme");
+    let show = args.iter().find_map(|a| show_option(a));
+    args.retain(|a| show_option(a).is_none());
     let fortran = match lang {
         Lang::Fortran => match fortran_setup(&compiler(lang), &layout) {
             Ok(f) => Some(f),
@@ -241,8 +273,18 @@ pub fn main(lang: Lang) -> ! {
         _ => None,
     };
     let cmd = command(lang, &layout, fortran.as_ref(), &args);
-    if show {
-        println!("{}", cmd.join(" "));
+    if let Some(what) = show {
+        let compile = || compile_flags(&layout, fortran.as_ref());
+        let shown = match what {
+            Show::Command => cmd,
+            Show::CompileFlags => compile(),
+            Show::LinkFlags => link_flags(&layout),
+            Show::CompileCommand => [vec![compiler(lang)], compile(), args].concat(),
+            Show::LinkCommand => {
+                [vec![compiler(lang)], compile(), args, link_flags(&layout)].concat()
+            }
+        };
+        println!("{}", shown.join(" "));
         std::process::exit(0);
     }
     let err = Command::new(&cmd[0]).args(&cmd[1..]).exec();

@@ -97,6 +97,13 @@ fn nonblocking_collectives() {
     run_ok(&exe, 4, &[("MPISTAGES_PROGRESS", "poll")]);
 }
 
+/// Collectives on an inter-communicator (evens and odds), blocking and
+/// non-blocking, with MPI_ROOT / MPI_PROC_NULL roots.
+#[test]
+fn intercommunicator_collectives() {
+    at_all_sizes("intercoll.c");
+}
+
 /// Info, attributes with callbacks, names, envelopes, error classes and
 /// handlers, group ranges, Comm_create_group, split_type,
 /// inter-communicators.

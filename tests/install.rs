@@ -33,6 +33,9 @@ fn installed_prefix_and_cmake() {
         "bin/mpicc",
         "bin/mpicxx",
         "bin/mpifort",
+        "bin/mpif90",
+        "bin/mpif77",
+        "bin/mpistages-ckpt",
         "bin/mpiexec",
         "bin/mpirun",
         "bin/mpistages-agent",
@@ -50,6 +53,40 @@ fn installed_prefix_and_cmake() {
         show.contains(&format!("-I{}", inc.display())),
         "installed mpicc uses its own prefix: {show}"
     );
+    // What build systems ask the wrappers (Open MPI's and MPICH's options).
+    let mpicc = prefix.join("bin/mpicc");
+    let flags = |opt: &str| run(Command::new(&mpicc).arg(opt)).trim().to_string();
+    let (compile, link) = (flags("-showme:compile"), flags("--showme:link"));
+    assert_eq!(compile, format!("-I{}", inc.display()));
+    assert!(
+        link.starts_with("-L") && link.contains("-lmpistages") && !link.contains("-I"),
+        "-showme:link: {link}"
+    );
+    let ci = flags("-compile_info");
+    assert!(
+        ci.ends_with(&compile) && !ci.contains("-lmpistages"),
+        "-compile_info: {ci}"
+    );
+    let li = flags("-link_info");
+    assert!(
+        li.contains(&compile) && li.ends_with(&link),
+        "-link_info: {li}"
+    );
+    // Installed stripped: the debug information stays in the build tree.
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    let (so, built_so) = (
+        prefix.join("lib/libmpistages.so"),
+        built.join("libmpistages.so"),
+    );
+    if built_so.exists() {
+        assert!(
+            size(&so) * 3 < size(&built_so),
+            "the installed library is not stripped: {} of {} bytes",
+            size(&so),
+            size(&built_so)
+        );
+    }
+    assert!(size(&prefix.join("bin/mpiexec")) < size(&built.join("mpiexec")));
     if Command::new("gfortran").arg("--version").output().is_ok() {
         // The install built the `use mpi` module inside the prefix.
         let show = run(Command::new(prefix.join("bin/mpifort")).args(["-show", "a.f90"]));

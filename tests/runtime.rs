@@ -127,6 +127,53 @@ fn sigterm_tears_the_job_down() {
     assert_no_leftovers(&m);
 }
 
+/// `MPIEXEC_TIMEOUT` (as MPICH's and Open MPI's mpiexec honour it) and
+/// `--timeout` end a job that runs too long: exit status 124, a message,
+/// nothing left behind. A bad value is refused before anything starts.
+#[test]
+fn a_time_limit_ends_a_hung_job() {
+    let exe = build("behave.c");
+    let m = marker("hang");
+    let r = mpiexec(
+        &["-n", "3", exe.to_str().unwrap(), "hang", &m],
+        &[("MPIEXEC_TIMEOUT", "1")],
+        LIMIT,
+    );
+    assert_eq!(r.code(), Some(124), "stderr: {}", r.stderr);
+    assert!(
+        r.stderr.contains("time limit of 1 s"),
+        "stderr: {}",
+        r.stderr
+    );
+    assert_no_leftovers(&m);
+    let m = marker("hang");
+    let r = mpiexec(
+        &[
+            "--timeout",
+            "0.5",
+            "-n",
+            "2",
+            exe.to_str().unwrap(),
+            "hang",
+            &m,
+        ],
+        &[("MPIEXEC_TIMEOUT", "100")],
+        LIMIT,
+    );
+    assert_eq!(r.code(), Some(124), "the option wins: {}", r.stderr);
+    assert_no_leftovers(&m);
+    let r = mpiexec(
+        &["-n", "1", exe.to_str().unwrap(), "args"],
+        &[("MPIEXEC_TIMEOUT", "soon")],
+        LIMIT,
+    );
+    assert!(
+        !r.ok() && r.stderr.contains("MPIEXEC_TIMEOUT needs seconds"),
+        "stderr: {}",
+        r.stderr
+    );
+}
+
 #[test]
 fn arguments_environment_and_tags() {
     let exe = build("behave.c");

@@ -102,8 +102,14 @@ pub const EXIT_NOT_INJECTED: i32 = 3;
 
 /// Why the job ended early.
 enum Failure {
-    Abort { code: i32 },
-    Rank { exit: Exit },
+    Abort {
+        code: i32,
+    },
+    /// The job ran past `--timeout` / `MPIEXEC_TIMEOUT`.
+    Timeout,
+    Rank {
+        exit: Exit,
+    },
     Signal(i32),
     Launch,
 }
@@ -300,6 +306,10 @@ impl Job {
                 let beat = until(r.next_beat(self.opts.heartbeat_timeout));
                 timeout = if timeout < 0 { beat } else { timeout.min(beat) };
             }
+            if let (Some(limit), None) = (self.opts.timeout, &self.failure) {
+                let end = until(self.started + limit);
+                timeout = if timeout < 0 { end } else { timeout.min(end) };
+            }
             evs.clear();
             let _ = self.epoll.wait(&mut evs, timeout);
             for ev in evs.clone() {
@@ -320,6 +330,16 @@ impl Job {
             }
             self.fire_timed_injections();
             self.beat();
+            if let (Some(limit), None) = (self.opts.timeout, &self.failure) {
+                if self.started.elapsed() >= limit {
+                    eprintln!(
+                        "mpiexec: the job ran longer than its time limit of {} s (--timeout or \
+                         MPIEXEC_TIMEOUT); terminating it",
+                        limit.as_secs_f64()
+                    );
+                    self.fail(Failure::Timeout);
+                }
+            }
             if let Some(t) = self.teardown {
                 if !self.killed && Instant::now() >= t {
                     for p in self.live() {
@@ -547,6 +567,8 @@ impl Job {
             })
             | Some(Failure::Signal(s)) => 128 + s,
             Some(Failure::Launch) => 127,
+            // As timeout(1) says it.
+            Some(Failure::Timeout) => 124,
         }
     }
 }

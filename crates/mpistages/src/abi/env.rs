@@ -80,7 +80,7 @@ pub extern "C" fn MPI_Wtick() -> f64 {
 }
 
 mpi_fn!(fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) {
-    let h = crate::sys::process::hostname();
+    let h = api::processor_name();
     // SAFETY: the standard sizes `name` as MPI_MAX_PROCESSOR_NAME.
     ret("MPI_Get_processor_name", COMM_WORLD, unsafe { put_str(&h, name, MAX_PROCESSOR_NAME as usize, len) })
 });

@@ -23,6 +23,10 @@ unsafe fn start_send(
     comm: c_int,
     mode: SendMode,
 ) -> MpiResult<ReqId> {
+    if dest == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
+        m.tables().comm(comm)?;
+        return Ok(p2p::completed(m, comm));
+    }
     // SAFETY: forwarded.
     let tb = unsafe { typed(m, buf, n, dt)? };
     Ok(p2p::post(
@@ -43,6 +47,12 @@ unsafe fn start_recv(
     tag: c_int,
     comm: c_int,
 ) -> MpiResult<ReqId> {
+    // A receive from MPI_PROC_NULL completes at once whatever its buffer
+    // says (MPI_DATATYPE_NULL included, as MPICH and Open MPI allow).
+    if src == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
+        m.tables().comm(comm)?;
+        return Ok(p2p::completed(m, comm));
+    }
     // SAFETY: forwarded.
     let tb = unsafe { typed(m, buf, n, dt)? };
     Ok(p2p::post(m, p2p::recv_op(m, tb, src, tag, comm)?, comm))

@@ -303,6 +303,11 @@ const FINALIZED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
 static MPI: OnceLock<Arc<Mpi>> = OnceLock::new();
 
+/// `MPI_Get_processor_name`: this host's name.
+pub fn processor_name() -> String {
+    crate::sys::process::hostname()
+}
+
 pub fn initialized() -> bool {
     STATE.load(Ordering::Acquire) != NOT_STARTED
 }

@@ -128,8 +128,9 @@ pub fn proc_null_status() -> Status {
     s
 }
 
-/// A request complete from the start, with an empty status: a receive
-/// from `MPI_PROC_NULL`, which the engine completes as it is posted.
+/// A request complete from the start: a receive from `MPI_PROC_NULL`,
+/// which the engine completes as it is posted (source `MPI_PROC_NULL`,
+/// tag `MPI_ANY_TAG`, no bytes).
 pub fn completed(m: &Mpi, comm: i32) -> ReqId {
     let op = Op::Recv {
         src: None,

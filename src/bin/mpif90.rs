@@ -1,0 +1,3 @@
+fn main() {
+    launcher::wrapper::main(launcher::wrapper::Lang::Fortran)
+}
