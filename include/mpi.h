@@ -94,6 +94,8 @@ typedef void (MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Data
 #define MPI_UNWEIGHTED                   ((int *)2)
 #define MPI_WEIGHTS_EMPTY                ((int *)3)
 #define MPI_COMM_TYPE_SHARED             (1)
+#define MPI_COMM_TYPE_HW_GUIDED          (2)
+#define MPI_COMM_TYPE_HW_UNGUIDED        (3)
 
 /* error classes */
 #define MPI_SUCCESS                      0
@@ -195,6 +197,9 @@ typedef void (MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Data
 #define MPI_COMPLEX16                    ((MPI_Datatype)57)
 #define MPI_LOGICAL1                     ((MPI_Datatype)58)
 #define MPI_LOGICAL4                     ((MPI_Datatype)59)
+#define MPI_CXX_FLOAT_COMPLEX            ((MPI_Datatype)60)
+#define MPI_CXX_DOUBLE_COMPLEX           ((MPI_Datatype)61)
+#define MPI_CXX_LONG_DOUBLE_COMPLEX      ((MPI_Datatype)62)
 #define MPI_LONG_LONG_INT                MPI_LONG_LONG
 #define MPI_C_COMPLEX                    MPI_C_FLOAT_COMPLEX
 #define MPI_UNSIGNED_LONG_LONG_INT       MPI_UNSIGNED_LONG_LONG
@@ -781,6 +786,106 @@ int MPI_Free_mem(void *base);
 int PMPI_Free_mem(void *base);
 /* Profiling control: accepted and ignored. */
 int MPI_Pcontrol(const int level, ...);
+
+/* ---- the tool information interface: no variables or categories yet ---- */
+typedef int MPI_T_enum;
+typedef int MPI_T_cvar_handle;
+typedef int MPI_T_pvar_handle;
+typedef int MPI_T_pvar_session;
+#define MPI_T_ENUM_NULL                  ((MPI_T_enum)0)
+#define MPI_T_CVAR_HANDLE_NULL           ((MPI_T_cvar_handle)0)
+#define MPI_T_PVAR_HANDLE_NULL           ((MPI_T_pvar_handle)0)
+#define MPI_T_PVAR_SESSION_NULL          ((MPI_T_pvar_session)0)
+#define MPI_T_ERR_NOT_INITIALIZED        60
+#define MPI_T_ERR_INVALID_INDEX          62
+#define MPI_T_ERR_INVALID_HANDLE         64
+#define MPI_T_ERR_INVALID_SESSION        67
+#define MPI_T_ERR_INVALID_NAME           73
+#define MPI_T_ERR_INVALID                74
+int MPI_T_init_thread(int required, int *provided);
+int PMPI_T_init_thread(int required, int *provided);
+int MPI_T_finalize(void);
+int PMPI_T_finalize(void);
+int MPI_T_cvar_get_num(int *num_cvar);
+int PMPI_T_cvar_get_num(int *num_cvar);
+int MPI_T_cvar_get_info(int cvar_index, char *name, int *name_len, int *verbosity, MPI_Datatype *datatype, MPI_T_enum *enumtype, char *desc, int *desc_len, int *bind, int *scope);
+int PMPI_T_cvar_get_info(int cvar_index, char *name, int *name_len, int *verbosity, MPI_Datatype *datatype, MPI_T_enum *enumtype, char *desc, int *desc_len, int *bind, int *scope);
+int MPI_T_cvar_get_index(const char *name, int *cvar_index);
+int PMPI_T_cvar_get_index(const char *name, int *cvar_index);
+int MPI_T_pvar_get_num(int *num_pvar);
+int PMPI_T_pvar_get_num(int *num_pvar);
+int MPI_T_pvar_get_info(int pvar_index, char *name, int *name_len, int *verbosity, int *var_class, MPI_Datatype *datatype, MPI_T_enum *enumtype, char *desc, int *desc_len, int *bind, int *readonly, int *continuous, int *atomic);
+int PMPI_T_pvar_get_info(int pvar_index, char *name, int *name_len, int *verbosity, int *var_class, MPI_Datatype *datatype, MPI_T_enum *enumtype, char *desc, int *desc_len, int *bind, int *readonly, int *continuous, int *atomic);
+int MPI_T_pvar_get_index(const char *name, int var_class, int *pvar_index);
+int PMPI_T_pvar_get_index(const char *name, int var_class, int *pvar_index);
+int MPI_T_category_get_num(int *num_cat);
+int PMPI_T_category_get_num(int *num_cat);
+int MPI_T_category_get_info(int cat_index, char *name, int *name_len, char *desc, int *desc_len, int *num_cvars, int *num_pvars, int *num_categories);
+int PMPI_T_category_get_info(int cat_index, char *name, int *name_len, char *desc, int *desc_len, int *num_cvars, int *num_pvars, int *num_categories);
+int MPI_T_category_get_index(const char *name, int *cat_index);
+int PMPI_T_category_get_index(const char *name, int *cat_index);
+int MPI_T_category_changed(int *stamp);
+int PMPI_T_category_changed(int *stamp);
+int MPI_T_enum_get_info(MPI_T_enum enumtype, int *num, char *name, int *name_len);
+int PMPI_T_enum_get_info(MPI_T_enum enumtype, int *num, char *name, int *name_len);
+int MPI_T_pvar_session_create(MPI_T_pvar_session *session);
+int PMPI_T_pvar_session_create(MPI_T_pvar_session *session);
+int MPI_T_pvar_session_free(MPI_T_pvar_session *session);
+int PMPI_T_pvar_session_free(MPI_T_pvar_session *session);
+
+/* ---- generalized requests; C and Fortran handles (the same integers) ---- */
+typedef int MPI_Grequest_query_function(void *extra_state, MPI_Status *status);
+typedef int MPI_Grequest_free_function(void *extra_state);
+typedef int MPI_Grequest_cancel_function(void *extra_state, int complete);
+int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
+int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
+int MPI_Grequest_complete(MPI_Request request);
+int PMPI_Grequest_complete(MPI_Request request);
+MPI_Fint MPI_Comm_c2f(MPI_Comm comm);
+MPI_Comm MPI_Comm_f2c(MPI_Fint comm);
+MPI_Fint MPI_Type_c2f(MPI_Datatype datatype);
+MPI_Datatype MPI_Type_f2c(MPI_Fint datatype);
+MPI_Fint MPI_Group_c2f(MPI_Group group);
+MPI_Group MPI_Group_f2c(MPI_Fint group);
+MPI_Fint MPI_Request_c2f(MPI_Request request);
+MPI_Request MPI_Request_f2c(MPI_Fint request);
+MPI_Fint MPI_Op_c2f(MPI_Op op);
+MPI_Op MPI_Op_f2c(MPI_Fint op);
+MPI_Fint MPI_Info_c2f(MPI_Info info);
+MPI_Info MPI_Info_f2c(MPI_Fint info);
+MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler);
+MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler);
+MPI_Fint MPI_Message_c2f(MPI_Message message);
+MPI_Message MPI_Message_f2c(MPI_Fint message);
+int MPI_Status_c2f(const MPI_Status *c_status, MPI_Fint *f_status);
+int MPI_Status_f2c(const MPI_Fint *f_status, MPI_Status *c_status);
+
+/* ---- more datatype constructors, external32 ---- */
+#define MPI_ORDER_C                      56
+#define MPI_ORDER_FORTRAN                57
+#define MPI_DISTRIBUTE_BLOCK             121
+#define MPI_DISTRIBUTE_CYCLIC            122
+#define MPI_DISTRIBUTE_NONE              123
+#define MPI_DISTRIBUTE_DFLT_DARG         (-49767)
+#define MPI_TYPECLASS_REAL               1
+#define MPI_TYPECLASS_INTEGER            2
+#define MPI_TYPECLASS_COMPLEX            3
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[], const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[], const int array_of_starts[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[], const int array_of_distribs[], const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[], const int array_of_distribs[], const int array_of_dargs[], const int array_of_psizes[], int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int PMPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint array_of_displacements[], MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
+int PMPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
+int MPI_Pack_external_size(const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size);
+int PMPI_Pack_external_size(const char *datarep, int incount, MPI_Datatype datatype, MPI_Aint *size);
+int MPI_Pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position);
+int PMPI_Pack_external(const char *datarep, const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, MPI_Aint outsize, MPI_Aint *position);
+int MPI_Unpack_external(const char *datarep, const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
+int PMPI_Unpack_external(const char *datarep, const void *inbuf, MPI_Aint insize, MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
+int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request);
+int PMPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request);
 
 /* ---- MPI Stages extensions (ExaMPI's names, signatures and values) ----
  * With `mpiexec --recovery stages`, a failed rank is replaced; every MPI

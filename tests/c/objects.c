@@ -135,6 +135,21 @@ int main(int argc, char **argv) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Errhandler_free(&eh);
 
+    /* The tool interface: present, and empty. */
+    int provided, num;
+    CHECK(MPI_T_cvar_get_num(&num) == MPI_T_ERR_NOT_INITIALIZED, "MPI_T before init");
+    CHECK_RC(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided));
+    MPI_T_cvar_get_num(&num);
+    CHECK(num == 0, "no control variables");
+    MPI_T_pvar_get_num(&num);
+    CHECK(num == 0, "no performance variables");
+    char tname[64];
+    int tlen = sizeof tname, verb, bind, scope;
+    MPI_Datatype tdt;
+    MPI_T_enum ten;
+    CHECK(MPI_T_cvar_get_info(0, tname, &tlen, &verb, &tdt, &ten, NULL, NULL, &bind, &scope) == MPI_T_ERR_INVALID_INDEX, "cvar index 0");
+    CHECK_RC(MPI_T_finalize());
+
     /* Group ranges: the even ranks, then the odd ones. */
     MPI_Group world, evens, odds;
     MPI_Comm_group(MPI_COMM_WORLD, &world);

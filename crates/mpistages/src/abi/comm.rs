@@ -94,10 +94,17 @@ mpi_fn!(fn MPI_Comm_idup / PMPI_Comm_idup(c: c_int, out: *mut c_int, req: *mut c
     ret("MPI_Comm_idup", c, r)
 });
 
+mpi_fn!(fn MPI_Comm_idup_with_info / PMPI_Comm_idup_with_info(c: c_int, info: c_int, out: *mut c_int, req: *mut c_int) {
+    if let Err(e) = crate::api::info::get_or_empty(info) {
+        return ret("MPI_Comm_idup_with_info", c, Err(e));
+    }
+    // SAFETY: the same contract as MPI_Comm_idup's.
+    unsafe { PMPI_Comm_idup(c, out, req) }
+});
+
 mpi_fn!(fn MPI_Comm_split_type / PMPI_Comm_split_type(c: c_int, kind: c_int, key: c_int, info: c_int, out: *mut c_int) {
     new_comm("MPI_Comm_split_type", c, out, |m| {
-        crate::api::info::get_or_empty(info)?;
-        comm::split_type(m, c, kind, key)
+        comm::split_type(m, c, kind, key, info)
     })
 });
 

@@ -360,3 +360,121 @@ mpi_fn!(fn MPI_Type_get_name / PMPI_Type_get_name(h: c_int, name: *mut std::os::
     });
     ret("MPI_Type_get_name", COMM_WORLD, r)
 });
+
+fn order(o: c_int) -> MpiResult<bool> {
+    match o {
+        crate::api::datatype::ORDER_C => Ok(false),
+        crate::api::datatype::ORDER_FORTRAN => Ok(true),
+        _ => fail(
+            err::ARG,
+            format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"),
+        ),
+    }
+}
+
+mpi_fn!(fn MPI_Type_create_subarray / PMPI_Type_create_subarray(ndims: c_int, sizes: *const c_int, subsizes: *const c_int, starts: *const c_int, o: c_int, oldtype: c_int, out: *mut c_int) {
+    build("MPI_Type_create_subarray", out, |m| {
+        let n = super::count(ndims)?;
+        // SAFETY: caller's arrays of ndims elements.
+        let (a, b, c) = unsafe { (array(sizes, n)?, array(subsizes, n)?, array(starts, n)?) };
+        let old_t = old(m, oldtype)?;
+        let t = Datatype::subarray(&widen(a), &widen(b), &widen(c), order(o)?, &old_t)?;
+        let ints = [&[ndims][..], a, b, c, &[o]].concat();
+        Ok(t.made_by(C::SUBARRAY, ints, vec![], vec![(oldtype, old_t)]))
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_darray / PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsizes: *const c_int, distribs: *const c_int, dargs: *const c_int, psizes: *const c_int, o: c_int, oldtype: c_int, out: *mut c_int) {
+    build("MPI_Type_create_darray", out, |m| {
+        let n = super::count(ndims)?;
+        // SAFETY: caller's arrays of ndims elements.
+        let (g, d, a, p) = unsafe { (array(gsizes, n)?, array(distribs, n)?, array(dargs, n)?, array(psizes, n)?) };
+        let old_t = old(m, oldtype)?;
+        let t = Datatype::darray(size as i64, rank as i64, &widen(g), d, &widen(a), &widen(p), order(o)?, &old_t)?;
+        let ints = [&[size, rank, ndims][..], g, d, a, p, &[o]].concat();
+        Ok(t.made_by(C::DARRAY, ints, vec![], vec![(oldtype, old_t)]))
+    })
+});
+
+mpi_fn!(fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(n: c_int, bl: c_int, displs: *const Aint, oldtype: c_int, out: *mut c_int) {
+    build("MPI_Type_create_hindexed_block", out, |m| {
+        let k = super::count(n)?;
+        // SAFETY: caller's array of n elements.
+        let d: Vec<i64> = unsafe { array(displs, k)? }.to_vec();
+        let old_t = old(m, oldtype)?;
+        let t = Datatype::indexed(&vec![bl as i64; k], &d, true, &old_t)?;
+        Ok(t.made_by(C::HINDEXED_BLOCK, vec![n, bl], d, vec![(oldtype, old_t)]))
+    })
+});
+
+mpi_fn!(fn MPI_Type_match_size / PMPI_Type_match_size(class: c_int, size: c_int, out: *mut c_int) {
+    // SAFETY: caller's out-pointer.
+    let r = Datatype::match_size(class, size).and_then(|h| unsafe { put(out, h) });
+    ret("MPI_Type_match_size", COMM_WORLD, r)
+});
+
+/// The only data representation `MPI_Pack_external` knows.
+///
+/// # Safety
+/// `rep` is NULL or a NUL-terminated string.
+unsafe fn external32(rep: *const std::os::raw::c_char) -> MpiResult<()> {
+    // SAFETY: forwarded.
+    match unsafe { super::cstr(rep)? }.as_str() {
+        "external32" => Ok(()),
+        other => fail(
+            err::ARG,
+            format!("data representation {other:?} is not external32"),
+        ),
+    }
+}
+
+mpi_fn!(fn MPI_Pack_external_size / PMPI_Pack_external_size(rep: *const std::os::raw::c_char, n: c_int, h: c_int, size: *mut Aint) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's string and out-pointer.
+        unsafe {
+            external32(rep)?;
+            let t = m.tables().dtype(h)?;
+            put(size, (super::count(n)? * t.size) as Aint)
+        }
+    });
+    ret("MPI_Pack_external_size", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Pack_external / PMPI_Pack_external(rep: *const std::os::raw::c_char, inbuf: *const c_void, n: c_int, h: c_int, outbuf: *mut c_void, outsize: Aint, pos: *mut Aint) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's string, buffers (used during this call) and position.
+        unsafe {
+            external32(rep)?;
+            let tb = typed(m, inbuf, n, h)?;
+            let p = get(pos)?;
+            let mut data = tb.pack();
+            tb.dtype.swap_external32(tb.count, &mut data);
+            if p < 0 || outsize < 0 || p as usize + data.len() > outsize as usize {
+                return fail(err::TRUNCATE, format!("{} packed bytes do not fit at position {p} of a {outsize}-byte buffer", data.len()));
+            }
+            std::ptr::copy_nonoverlapping(data.as_ptr(), (outbuf as *mut u8).add(p as usize), data.len());
+            put(pos, p + data.len() as Aint)
+        }
+    });
+    ret("MPI_Pack_external", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Unpack_external / PMPI_Unpack_external(rep: *const std::os::raw::c_char, inbuf: *const c_void, insize: Aint, pos: *mut Aint, outbuf: *mut c_void, n: c_int, h: c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's string, buffers (used during this call) and position.
+        unsafe {
+            external32(rep)?;
+            let tb = typed(m, outbuf, n, h)?;
+            let p = get(pos)?;
+            let need = tb.bytes();
+            if p < 0 || insize < 0 || p as usize + need > insize as usize {
+                return fail(err::TRUNCATE, format!("unpacking {need} bytes at position {p} runs past the {insize}-byte buffer"));
+            }
+            let mut data = std::slice::from_raw_parts((inbuf as *const u8).add(p as usize), need).to_vec();
+            tb.dtype.swap_external32(tb.count, &mut data);
+            tb.unpack(&data);
+            put(pos, p + need as Aint)
+        }
+    });
+    ret("MPI_Unpack_external", COMM_WORLD, r)
+});

@@ -123,3 +123,166 @@ mpi_fn!(fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) {
     unsafe { libc::free(base) };
     err::SUCCESS
 });
+
+/// `int query(void *extra_state, MPI_Status *status)`.
+pub type QueryFn = unsafe extern "C" fn(*mut c_void, *mut CStatus) -> c_int;
+/// `int free(void *extra_state)`.
+pub type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// `int cancel(void *extra_state, int complete)`.
+pub type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+
+/// Generalized requests (`MPI_Grequest_start`): their callbacks, by
+/// request. The request is an external one of the engine, completed by
+/// `MPI_Grequest_complete`.
+struct Greq {
+    query: Option<QueryFn>,
+    free: Option<FreeFn>,
+    extra: usize,
+    /// The callbacks are Fortran subroutines: `QUERY(EXTRA, STATUS, IERROR)`
+    /// and `FREE(EXTRA, IERROR)`, all by reference.
+    fortran: bool,
+}
+
+type FortranQuery = unsafe extern "C" fn(*const isize, *mut CStatus, *mut c_int);
+type FortranFree = unsafe extern "C" fn(*const isize, *mut c_int);
+
+/// `MPI_Grequest_start` for C (`fortran` false) and Fortran callbacks.
+pub fn grequest_start(
+    query: Option<QueryFn>,
+    free: Option<FreeFn>,
+    extra: usize,
+    fortran: bool,
+) -> MpiResult<c_int> {
+    let m = mpi()?;
+    let id = crate::api::p2p::post(m, crate::api::Op::External, COMM_WORLD);
+    GREQS.lock().unwrap_or_else(|p| p.into_inner()).push((
+        id,
+        Greq {
+            query,
+            free,
+            extra,
+            fortran,
+        },
+    ));
+    Ok(super::request::handle(id))
+}
+
+static GREQS: std::sync::Mutex<Vec<(crate::api::ReqId, Greq)>> = std::sync::Mutex::new(Vec::new());
+
+mpi_fn!(fn MPI_Grequest_start / PMPI_Grequest_start(query: Option<QueryFn>, free: Option<FreeFn>, _cancel: Option<CancelFn>, extra: *mut c_void, req: *mut c_int) {
+    // SAFETY: caller's out-pointer.
+    let r = grequest_start(query, free, extra as usize, false).and_then(|h| unsafe { put(req, h) });
+    ret("MPI_Grequest_start", COMM_WORLD, r)
+});
+
+// The query function gives the status now, and the free function runs:
+// after completion nothing of the request but its status is needed.
+mpi_fn!(fn MPI_Grequest_complete / PMPI_Grequest_complete(req: c_int) {
+    let r = mpi().and_then(|m| {
+        let id = super::request::id_of(m, req)?;
+        let g = {
+            let mut t = GREQS.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(i) = t.iter().position(|(r, _)| *r == id) else {
+                return fail(err::REQUEST, format!("request {req} is not a generalized request"));
+            };
+            t.swap_remove(i).1
+        };
+        let mut cs = CStatus { source: crate::api::consts::ANY_SOURCE, tag: crate::api::consts::ANY_TAG, ..CStatus::default() };
+        let (q, f) = if g.fortran {
+            let (x, mut qe, mut fe) = (g.extra as isize, 0, 0);
+            // SAFETY: Fortran callbacks registered as such (transmuted back
+            // to their own signature), given locals by reference.
+            unsafe {
+                if let Some(q) = g.query {
+                    std::mem::transmute::<QueryFn, FortranQuery>(q)(&x, &mut cs, &mut qe);
+                }
+                if let Some(f) = g.free {
+                    std::mem::transmute::<FreeFn, FortranFree>(f)(&x, &mut fe);
+                }
+            }
+            (qe, fe)
+        } else {
+            // SAFETY: the program's callbacks, given its extra state and a
+            // status of ours.
+            unsafe {
+                (
+                    g.query.map_or(err::SUCCESS, |q| q(g.extra as *mut c_void, &mut cs)),
+                    g.free.map_or(err::SUCCESS, |f| f(g.extra as *mut c_void)),
+                )
+            }
+        };
+        let mut st = Status::empty();
+        st.source = cs.source;
+        st.tag = cs.tag;
+        st.bytes = cs.bytes() as usize;
+        st.cancelled = cs.count_hi_and_cancelled & 1 != 0;
+        let rc = if q != err::SUCCESS { q } else { f };
+        if rc != err::SUCCESS {
+            st.error = Some(crate::api::ReqError::Failed {
+                class: rc,
+                detail: format!("a generalized request's callback returned {rc}"),
+            });
+        }
+        m.engine.complete(id, st);
+        Ok(())
+    });
+    ret("MPI_Grequest_complete", COMM_WORLD, r)
+});
+
+/// The handle conversions between C and Fortran: the handles are the same
+/// integers in both languages.
+macro_rules! same_handle {
+    ($($c2f:ident / $f2c:ident),* $(,)?) => {$(
+        #[no_mangle]
+        pub extern "C" fn $c2f(h: c_int) -> c_int {
+            h
+        }
+        #[no_mangle]
+        pub extern "C" fn $f2c(h: c_int) -> c_int {
+            h
+        }
+    )*};
+}
+
+same_handle!(
+    MPI_Comm_c2f / MPI_Comm_f2c,
+    PMPI_Comm_c2f / PMPI_Comm_f2c,
+    MPI_Type_c2f / MPI_Type_f2c,
+    PMPI_Type_c2f / PMPI_Type_f2c,
+    MPI_Group_c2f / MPI_Group_f2c,
+    PMPI_Group_c2f / PMPI_Group_f2c,
+    MPI_Request_c2f / MPI_Request_f2c,
+    PMPI_Request_c2f / PMPI_Request_f2c,
+    MPI_Op_c2f / MPI_Op_f2c,
+    PMPI_Op_c2f / PMPI_Op_f2c,
+    MPI_Info_c2f / MPI_Info_f2c,
+    PMPI_Info_c2f / PMPI_Info_f2c,
+    MPI_Errhandler_c2f / MPI_Errhandler_f2c,
+    PMPI_Errhandler_c2f / PMPI_Errhandler_f2c,
+    MPI_Message_c2f / MPI_Message_f2c,
+    PMPI_Message_c2f / PMPI_Message_f2c,
+);
+
+/// # Safety
+/// Both pointers valid for an `MPI_Status` (5 ints in both languages).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Status_c2f(c: *const CStatus, f: *mut c_int) -> c_int {
+    if c.is_null() || f.is_null() {
+        return err::ARG;
+    }
+    // SAFETY: the contract above; the layouts are the same 5 ints.
+    unsafe { std::ptr::copy_nonoverlapping(c as *const c_int, f, 5) };
+    err::SUCCESS
+}
+
+/// # Safety
+/// Both pointers valid for an `MPI_Status` (5 ints in both languages).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Status_f2c(f: *const c_int, c: *mut CStatus) -> c_int {
+    if c.is_null() || f.is_null() {
+        return err::ARG;
+    }
+    // SAFETY: as for MPI_Status_c2f.
+    unsafe { std::ptr::copy_nonoverlapping(f, c as *mut c_int, 5) };
+    err::SUCCESS
+}

@@ -23,6 +23,7 @@ pub mod neighbor;
 pub mod p2p;
 pub mod reduce;
 pub mod request;
+pub mod tools;
 pub mod topo;
 
 use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
@@ -83,21 +84,32 @@ impl CStatus {
         }
     }
     pub fn bytes(&self) -> u64 {
-        (self.count_lo as u32 as u64) | (((self.count_hi_and_cancelled >> 1) as u32 as u64) << 32)
+        (self.count_lo as u32 as u64) | ((((self.count_hi_and_cancelled as u32) >> 1) as u64) << 32)
     }
 }
 
 /// `MPI_IN_PLACE` as C sees it.
 pub const IN_PLACE: *mut c_void = -1isize as *mut c_void;
 
-/// Writes a status unless the caller passed `MPI_STATUS_IGNORE` (NULL).
+/// Writes the status of a single-completion call unless the caller passed
+/// `MPI_STATUS_IGNORE` (NULL). Its `MPI_ERROR` field is left as it was
+/// when the operation succeeded: the standard sets it only in the
+/// multiple-completion calls (which fill their arrays with
+/// `CStatus::from_status`), and programs check it stays; a failed
+/// operation's class is put there too, beside the return code.
 ///
 /// # Safety
 /// `p` is NULL or points to a writable `MPI_Status`.
 pub unsafe fn put_status(p: *mut CStatus, s: &Status) {
     if !p.is_null() {
-        // SAFETY: non-null and writable by the caller's contract.
-        unsafe { p.write(CStatus::from_status(s)) };
+        // SAFETY: non-null, readable and writable by the caller's contract.
+        unsafe {
+            let mut c = CStatus::from_status(s);
+            if s.error.is_none() {
+                c.error = (*p).error;
+            }
+            p.write(c);
+        }
     }
 }
 

@@ -59,6 +59,7 @@ impl Union {
             rank: self.rank,
             context: self.context,
             tag: crate::coll::current_tag(),
+            wire: None,
         }
     }
 }
@@ -234,25 +235,54 @@ pub fn split(m: &Mpi, h: i32, color: i32, key: i32) -> MpiResult<i32> {
     })
 }
 
+/// `MPI_COMM_TYPE_SHARED`, `MPI_COMM_TYPE_HW_GUIDED`,
+/// `MPI_COMM_TYPE_HW_UNGUIDED` (MPI 4.0).
+pub const COMM_TYPE_HW_GUIDED: i32 = 2;
+pub const COMM_TYPE_HW_UNGUIDED: i32 = 3;
+
+/// The hardware level mpistages knows: the host (its shared memory).
+const SHARED_MEMORY: &str = "mpi_shared_memory";
+const HW_KEY: &str = "mpi_hw_resource_type";
+
 /// `MPI_Comm_split_type`: `MPI_COMM_TYPE_SHARED` puts the ranks of one
-/// host together.
-pub fn split_type(m: &Mpi, h: i32, kind: i32, key: i32) -> MpiResult<i32> {
+/// host together; `HW_GUIDED` does so when the info asks for
+/// `mpi_shared_memory` (any other resource gives `MPI_COMM_NULL`);
+/// `HW_UNGUIDED` gives the host's ranks when they are fewer than the
+/// communicator's, naming the level in `info`, else `MPI_COMM_NULL`.
+pub fn split_type(m: &Mpi, h: i32, kind: i32, key: i32, info: i32) -> MpiResult<i32> {
+    let hint = super::info::get_or_empty(info)?;
+    // Every member takes part in the same collectives whatever type it
+    // passed (MPI_UNDEFINED beside another type is allowed).
+    let (host, one_host) = host_color(m, h)?;
     let color = match kind {
         UNDEFINED => UNDEFINED,
-        COMM_TYPE_SHARED => {
-            let parent = m.tables().comm(h)?;
-            intra_only(&parent, "MPI_Comm_split_type")?;
-            let host = host_key();
-            let all = allgather_fixed(&parent.team(m), &host.to_le_bytes())?;
-            let key_of =
-                |r: usize| u64::from_le_bytes(all[8 * r..8 * r + 8].try_into().expect("8"));
-            (0..parent.size())
-                .position(|r| key_of(r) == host)
-                .expect("this rank's own key") as i32
+        COMM_TYPE_SHARED => host,
+        COMM_TYPE_HW_GUIDED if hint.get(HW_KEY)? == Some(SHARED_MEMORY) => host,
+        COMM_TYPE_HW_GUIDED => UNDEFINED,
+        COMM_TYPE_HW_UNGUIDED if one_host => UNDEFINED,
+        COMM_TYPE_HW_UNGUIDED => {
+            if info != super::info::INFO_NULL {
+                super::info::with(info, |i| i.set(HW_KEY, SHARED_MEMORY))?;
+            }
+            host
         }
         k => return fail(err::ARG, format!("split type {k} is not known")),
     };
     split(m, h, color, key)
+}
+
+/// This process's host as a color (the parent rank of the first member on
+/// the same host), and whether all members are on one host.
+fn host_color(m: &Mpi, h: i32) -> MpiResult<(i32, bool)> {
+    let parent = m.tables().comm(h)?;
+    intra_only(&parent, "MPI_Comm_split_type")?;
+    let host = host_key();
+    let all = allgather_fixed(&parent.team(m), &host.to_le_bytes())?;
+    let key_of = |r: usize| u64::from_le_bytes(all[8 * r..8 * r + 8].try_into().expect("8"));
+    let color = (0..parent.size())
+        .position(|r| key_of(r) == host)
+        .expect("this rank's own key") as i32;
+    Ok((color, (0..parent.size()).all(|r| key_of(r) == key_of(0))))
 }
 
 /// What identifies this process's host: mpiexec's placement when it gives
@@ -317,14 +347,21 @@ pub fn create_group(m: &Mpi, h: i32, g: i32, tag: i32) -> MpiResult<i32> {
     let Some(rank) = group.rank_of(parent.world(parent.rank)) else {
         return fail(err::GROUP, "this process is not in the group");
     };
-    // The subset talks on the parent's collective context, by its ranks
-    // in the group, under a tag of its own.
+    // The subset talks on the parent's collective context, under a tag of
+    // its own, its members named by their parent ranks: another subset's
+    // collective there (the same tag, other members) must never match.
+    let in_parent: Vec<usize> = group
+        .members
+        .iter()
+        .map(|&w| parent.group.rank_of(w).expect("checked"))
+        .collect();
     let team = Team {
         engine: &m.engine,
         members: &group.members,
         rank,
         context: parent.coll_context(),
         tag: CREATE_GROUP_TAG + (tag & 0xFFFF),
+        wire: Some(&in_parent),
     };
     let context = agree_context(m, &team)?;
     Ok(register(m, h, Comm::intra(context, group, rank)))

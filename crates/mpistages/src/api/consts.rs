@@ -148,6 +148,9 @@ pub mod dt {
     pub const COMPLEX16: i32 = 57;
     pub const LOGICAL1: i32 = 58;
     pub const LOGICAL4: i32 = 59;
+    pub const CXX_FLOAT_COMPLEX: i32 = 60;
+    pub const CXX_DOUBLE_COMPLEX: i32 = 61;
+    pub const CXX_LONG_DOUBLE_COMPLEX: i32 = 62;
     /// First handle given to derived datatypes.
     pub const FIRST_DERIVED: i32 = 64;
 }

@@ -105,6 +105,17 @@ pub struct Envelope {
     pub types: Vec<(i32, Arc<Datatype>)>,
 }
 
+/// `MPI_DISTRIBUTE_*`, `MPI_TYPECLASS_*` (MPICH's values).
+pub const DISTRIBUTE_BLOCK: i32 = 121;
+pub const DISTRIBUTE_CYCLIC: i32 = 122;
+pub const DISTRIBUTE_NONE: i32 = 123;
+pub const DISTRIBUTE_DFLT_DARG: i64 = -49767;
+pub const ORDER_C: i32 = 56;
+pub const ORDER_FORTRAN: i32 = 57;
+pub const TYPECLASS_REAL: i32 = 1;
+pub const TYPECLASS_INTEGER: i32 = 2;
+pub const TYPECLASS_COMPLEX: i32 = 3;
+
 /// `MPI_COMBINER_*` (MPICH's values).
 pub mod combiner {
     pub const NAMED: i32 = 1;
@@ -278,6 +289,9 @@ impl Datatype {
             dt::COMPLEX16 => b("MPI_COMPLEX16", CF64),
             dt::LOGICAL1 => b("MPI_LOGICAL1", Logical1),
             dt::LOGICAL4 => b("MPI_LOGICAL4", Logical4),
+            dt::CXX_FLOAT_COMPLEX => b("MPI_CXX_FLOAT_COMPLEX", CF32),
+            dt::CXX_DOUBLE_COMPLEX => b("MPI_CXX_DOUBLE_COMPLEX", CF64),
+            dt::CXX_LONG_DOUBLE_COMPLEX => b("MPI_CXX_LONG_DOUBLE_COMPLEX", CLongDouble),
             _ => None,
         }
     }
@@ -295,11 +309,15 @@ impl Datatype {
         let mut align = 1;
         for (disp, t) in parts {
             size = size.checked_add(t.size).map_or_else(overflow, Ok)?;
+            // Each copy brings its lower and upper bound markers: the new
+            // type's lower bound is the lowest lower marker and its upper
+            // bound the highest upper one, so an old type of negative
+            // extent makes one too (MPI 3.1 4.1.6).
             let lo = disp.checked_add(t.lb).map_or_else(overflow, Ok)?;
             let hi = lo.checked_add(t.extent).map_or_else(overflow, Ok)?;
             bounds = Some(match bounds {
-                None => (lo.min(hi), hi.max(lo)),
-                Some((l, h)) => (l.min(lo).min(hi), h.max(hi).max(lo)),
+                None => (lo, hi),
+                Some((l, h)) => (l.min(lo), h.max(hi)),
             });
             for r in &t.runs {
                 let off = disp.checked_add(r.off).map_or_else(overflow, Ok)?;
@@ -441,6 +459,205 @@ impl Datatype {
         }
     }
 
+    /// `MPI_Type_create_subarray`: `subsizes` elements from `starts` of an
+    /// array of `sizes` (C order: the last dimension varies fastest;
+    /// Fortran order: the first). Its extent is the whole array's.
+    pub fn subarray(
+        sizes: &[i64],
+        subsizes: &[i64],
+        starts: &[i64],
+        fortran: bool,
+        old: &Datatype,
+    ) -> MpiResult<Datatype> {
+        let n = sizes.len();
+        for i in 0..n {
+            if sizes[i] <= 0
+                || subsizes[i] <= 0
+                || starts[i] < 0
+                || starts[i] + subsizes[i] > sizes[i]
+            {
+                return fail(
+                    err::ARG,
+                    format!(
+                        "subarray dimension {i}: {} elements from {} do not fit {}",
+                        subsizes[i], starts[i], sizes[i]
+                    ),
+                );
+            }
+        }
+        let blocks: Vec<Vec<(i64, i64)>> = (0..n).map(|i| vec![(starts[i], subsizes[i])]).collect();
+        Self::grid_blocks(sizes, &blocks, fortran, old)
+    }
+
+    /// `MPI_Type_create_darray`: this process's part of an array of
+    /// `gsizes` distributed over a grid of `psizes` processes (the grid in
+    /// C order whatever the array's), block, cyclic or not distributed in
+    /// each dimension.
+    #[allow(clippy::too_many_arguments)]
+    pub fn darray(
+        size: i64,
+        rank: i64,
+        gsizes: &[i64],
+        distribs: &[i32],
+        dargs: &[i64],
+        psizes: &[i64],
+        fortran: bool,
+        old: &Datatype,
+    ) -> MpiResult<Datatype> {
+        let n = gsizes.len();
+        if psizes.iter().product::<i64>() != size || rank < 0 || rank >= size {
+            return fail(
+                err::ARG,
+                format!(
+                    "the process grid {psizes:?} does not hold {size} processes with rank {rank}"
+                ),
+            );
+        }
+        // Row-major coordinates of `rank` in the process grid.
+        let mut coords = vec![0i64; n];
+        let mut r = rank;
+        for i in (0..n).rev() {
+            coords[i] = r % psizes[i].max(1);
+            r /= psizes[i].max(1);
+        }
+        let mut blocks = Vec::with_capacity(n);
+        for i in 0..n {
+            let (g, p, c) = (gsizes[i], psizes[i], coords[i]);
+            if g <= 0 || p <= 0 {
+                return fail(
+                    err::ARG,
+                    format!("darray dimension {i}: size {g} over {p} processes"),
+                );
+            }
+            let b = match distribs[i] {
+                DISTRIBUTE_NONE => {
+                    if p != 1 {
+                        return fail(
+                            err::ARG,
+                            format!(
+                                "darray dimension {i} is not distributed but has {p} processes"
+                            ),
+                        );
+                    }
+                    vec![(0, g)]
+                }
+                DISTRIBUTE_BLOCK => {
+                    let k = if dargs[i] == DISTRIBUTE_DFLT_DARG {
+                        (g + p - 1) / p
+                    } else {
+                        dargs[i]
+                    };
+                    if k <= 0 || k * p < g {
+                        return fail(
+                            err::ARG,
+                            format!(
+                                "darray dimension {i}: blocks of {k} do not cover {g} over {p}"
+                            ),
+                        );
+                    }
+                    let start = (k * c).min(g);
+                    vec![(start, (g - start).min(k))]
+                }
+                DISTRIBUTE_CYCLIC => {
+                    let k = if dargs[i] == DISTRIBUTE_DFLT_DARG {
+                        1
+                    } else {
+                        dargs[i]
+                    };
+                    if k <= 0 {
+                        return fail(
+                            err::ARG,
+                            format!("darray dimension {i}: cyclic blocks of {k}"),
+                        );
+                    }
+                    (0..)
+                        .map(|j| (c + j * p) * k)
+                        .take_while(|&s| s < g)
+                        .map(|s| (s, (g - s).min(k)))
+                        .collect()
+                }
+                d => return fail(err::ARG, format!("darray distribution {d} is not known")),
+            };
+            blocks.push(b);
+        }
+        Self::grid_blocks(gsizes, &blocks, fortran, old)
+    }
+
+    /// The elements of an array of `sizes` whose index in dimension i lies
+    /// in one of `blocks[i]` ((start, length) runs), as one type spanning
+    /// the whole array.
+    fn grid_blocks(
+        sizes: &[i64],
+        blocks: &[Vec<(i64, i64)>],
+        fortran: bool,
+        old: &Datatype,
+    ) -> MpiResult<Datatype> {
+        let n = sizes.len();
+        // Dimensions from the fastest varying to the slowest.
+        let order: Vec<usize> = if fortran {
+            (0..n).collect()
+        } else {
+            (0..n).rev().collect()
+        };
+        let mut t = old.clone();
+        let mut stride = old.extent as i64;
+        for &i in &order {
+            let (lens, displs): (Vec<i64>, Vec<i64>) = blocks[i]
+                .iter()
+                .filter(|b| b.1 > 0)
+                .map(|&(s, l)| (l, s * stride))
+                .unzip();
+            let row = Self::indexed(&lens, &displs, true, &t)?;
+            stride = stride
+                .checked_mul(sizes[i])
+                .ok_or_else(|| super::error::MpiError::new(err::ARG, "the array is too large"))?;
+            t = Self::resized(&row, 0, stride as isize);
+        }
+        Ok(t)
+    }
+
+    /// The type `MPI_Type_match_size` gives for a type class and size.
+    pub fn match_size(class: i32, size: i32) -> MpiResult<i32> {
+        let h = match (class, size) {
+            (TYPECLASS_REAL, 4) => dt::REAL4,
+            (TYPECLASS_REAL, 8) => dt::REAL8,
+            (TYPECLASS_REAL, 16) => dt::LONG_DOUBLE,
+            (TYPECLASS_INTEGER, 1) => dt::INTEGER1,
+            (TYPECLASS_INTEGER, 2) => dt::INTEGER2,
+            (TYPECLASS_INTEGER, 4) => dt::INTEGER4,
+            (TYPECLASS_INTEGER, 8) => dt::INTEGER8,
+            (TYPECLASS_COMPLEX, 8) => dt::COMPLEX8,
+            (TYPECLASS_COMPLEX, 16) => dt::COMPLEX16,
+            (TYPECLASS_COMPLEX, 32) => dt::C_LONG_DOUBLE_COMPLEX,
+            _ => {
+                return fail(
+                    err::ARG,
+                    format!("no type of class {class} has {size} bytes"),
+                )
+            }
+        };
+        Ok(h)
+    }
+
+    /// Packed bytes of `count` elements to or from `external32`: each
+    /// basic value (each half of a complex) reversed, big-endian.
+    pub fn swap_external32(&self, count: usize, bytes: &mut [u8]) {
+        let mut at = 0;
+        for _ in 0..count {
+            for r in &self.runs {
+                let unit = match r.basic {
+                    Basic::CF32 | Basic::CF64 | Basic::CLongDouble => r.basic.size() / 2,
+                    b => b.size(),
+                };
+                let end = (at + r.len).min(bytes.len());
+                for v in bytes[at..end].chunks_exact_mut(unit) {
+                    v.reverse();
+                }
+                at = end;
+            }
+        }
+    }
+
     /// This type, recorded as made by `combiner` from these arguments.
     pub fn made_by(
         mut self,
@@ -571,6 +788,63 @@ mod tests {
         assert_eq!(s.elements_in(12 + 5), UNDEFINED as i64);
         let r = Datatype::resized(&d(dt::INT), -4, 12);
         assert_eq!((r.lb, r.extent, r.true_lb, r.true_extent), (-4, 12, 0, 4));
+    }
+
+    /// MPICH's datatype/lbub: a vector with a negative stride of a type
+    /// of negative extent takes its bounds from the copies' markers.
+    #[test]
+    fn negative_extents_keep_their_markers() {
+        let four = Datatype::contiguous(4, &d(dt::BYTE)).unwrap();
+        let neg = Datatype::resized(&four, 6, -9);
+        let v = Datatype::vector(3, 4, -5, false, &neg).unwrap();
+        assert_eq!(v.size, 48);
+        assert_eq!((v.lb, v.extent), (-21, 108));
+        assert_eq!((v.true_lb, v.true_extent), (-27, 121));
+    }
+
+    /// A 2x2 block at (1, 2) of a 4x5 int array, in C order: rows 1 and 2,
+    /// columns 2 and 3; the extent is the whole array's.
+    #[test]
+    fn subarray_and_darray() {
+        let i = d(dt::INT);
+        let s = Datatype::subarray(&[4, 5], &[2, 2], &[1, 2], false, &i).unwrap();
+        assert_eq!((s.size, s.lb, s.extent), (16, 0, 80));
+        let segs: Vec<_> = s.segments(1).collect();
+        assert_eq!(segs, vec![(28, 8), (48, 8)]);
+        let f = Datatype::subarray(&[4, 5], &[2, 2], &[1, 2], true, &i).unwrap();
+        let fsegs: Vec<_> = f.segments(1).collect();
+        assert_eq!(fsegs, vec![(36, 8), (52, 8)]);
+        // 10 ints cyclic(2) over 3 processes: process 1 has 2,3 and 8,9.
+        let c = Datatype::darray(3, 1, &[10], &[DISTRIBUTE_CYCLIC], &[2], &[3], false, &i).unwrap();
+        assert_eq!((c.size, c.extent), (16, 40));
+        assert_eq!(c.segments(1).collect::<Vec<_>>(), vec![(8, 8), (32, 8)]);
+        // Block over 2x2: process 3 has the bottom-right quarter of 4x4.
+        let b = Datatype::darray(
+            4,
+            3,
+            &[4, 4],
+            &[DISTRIBUTE_BLOCK; 2],
+            &[DISTRIBUTE_DFLT_DARG; 2],
+            &[2, 2],
+            false,
+            &i,
+        )
+        .unwrap();
+        assert_eq!(b.segments(1).collect::<Vec<_>>(), vec![(40, 8), (56, 8)]);
+        assert!(Datatype::subarray(&[4], &[3], &[2], false, &i).is_err());
+    }
+
+    #[test]
+    fn external32_is_big_endian() {
+        let t = Datatype::contiguous(2, &d(dt::INT)).unwrap();
+        let mut b = [1, 0, 0, 0, 2, 0, 0, 0];
+        t.swap_external32(1, &mut b);
+        assert_eq!(b, [0, 0, 0, 1, 0, 0, 0, 2]);
+        assert_eq!(
+            Datatype::match_size(TYPECLASS_INTEGER, 8).unwrap(),
+            dt::INTEGER8
+        );
+        assert!(Datatype::match_size(TYPECLASS_REAL, 3).is_err());
     }
 
     #[test]

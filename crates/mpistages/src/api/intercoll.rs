@@ -50,6 +50,7 @@ fn local_team<'a>(m: &'a Mpi, c: &'a Comm) -> Team<'a> {
         rank: c.rank,
         context: c.coll_context(),
         tag: coll::current_tag() | LOCAL,
+        wire: None,
     }
 }
 

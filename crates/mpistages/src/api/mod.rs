@@ -99,6 +99,7 @@ impl Comm {
             rank: self.rank,
             context: self.coll_context(),
             tag: crate::coll::current_tag(),
+            wire: None,
         }
     }
 }

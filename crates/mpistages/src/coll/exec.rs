@@ -17,11 +17,21 @@ pub struct Team<'a> {
     /// The tag of all this collective's messages on `context`: 0 for the
     /// blocking collectives, others to keep concurrent ones apart.
     pub tag: i32,
+    /// The source number each member's messages carry, when the team is a
+    /// subset of the communicator owning `context` (its ranks there):
+    /// teams of different subsets of one communicator then never mistake
+    /// each other's members. `None`: the team's own ranks.
+    pub wire: Option<&'a [usize]>,
 }
 
 impl Team<'_> {
     pub fn size(&self) -> usize {
         self.members.len()
+    }
+
+    /// The source number member `r`'s messages carry.
+    pub fn wire_rank(&self, r: usize) -> u32 {
+        self.wire.map_or(r, |w| w[r]) as u32
     }
 }
 
@@ -105,14 +115,14 @@ pub fn run(
             let op = match *st {
                 Step::Send { to, from, len } => Op::Send {
                     dest: Some(t.members[to]),
-                    src: t.rank as u32,
+                    src: t.wire_rank(t.rank),
                     context: t.context,
                     tag: t.tag,
                     mode: SendMode::Standard,
                     layout: Box::new(Bytes(loc(from, len)?)),
                 },
                 Step::Recv { from, into, len } => Op::Recv {
-                    src: Some(Src::Rank(from as u32)),
+                    src: Some(Src::Rank(t.wire_rank(from))),
                     tag: Some(t.tag),
                     context: t.context,
                     layout: Box::new(Bytes(loc(into, len)?)),

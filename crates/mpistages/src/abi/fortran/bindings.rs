@@ -283,6 +283,23 @@ fortran_bindings! {
     custom MPI_Comm_create_errhandler(comm_errhandler_fn: Fun, errhandler: O);
     custom MPI_Errhandler_create(function: Fun, errhandler: O);
     custom MPI_Pcontrol(level: I);
+    custom MPI_Grequest_start(query_fn: Fun, free_fn: Fun, cancel_fn: Fun, extra_state: A,
+        request: O);
+    auto MPI_Grequest_complete(request: I);
+    auto MPI_Type_create_subarray(ndims: I, array_of_sizes: IA, array_of_subsizes: IA,
+        array_of_starts: IA, order: I, oldtype: I, newtype: O);
+    auto MPI_Type_create_darray(size: I, rank: I, ndims: I, array_of_gsizes: IA,
+        array_of_distribs: IA, array_of_dargs: IA, array_of_psizes: IA, order: I, oldtype: I,
+        newtype: O);
+    auto MPI_Type_create_hindexed_block(count: I, blocklength: I, array_of_displacements: AA,
+        oldtype: I, newtype: O);
+    auto MPI_Type_match_size(typeclass: I, size: I, datatype: O);
+    custom MPI_Pack_external_size(datarep: Str, incount: I, datatype: I, size: AO);
+    custom MPI_Pack_external(datarep: Str, inbuf: Buf, incount: I, datatype: I, outbuf: Buf,
+        outsize: A, position: AO);
+    custom MPI_Unpack_external(datarep: Str, inbuf: Buf, insize: A, position: AO,
+        outbuf: Buf, outcount: I, datatype: I);
+    auto MPI_Comm_idup_with_info(comm: I, info: I, newcomm: O, request: O);
 
     // collectives and operations
     auto MPI_Barrier(comm: I);

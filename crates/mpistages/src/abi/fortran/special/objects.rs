@@ -12,6 +12,7 @@ use crate::abi::info::*;
 use crate::api::attr::{Kind, Lang};
 use crate::api::consts::err;
 use std::ffi::CString;
+use std::os::raw::c_void;
 use std::os::raw::{c_char, c_int};
 
 /// A Fortran string argument as a C string, or the error code.
@@ -365,4 +366,48 @@ twin!(mpi_errhandler_create_ / pmpi_errhandler_create_ (p; f: Option<FortranHand
 twin!(mpi_pcontrol_ / pmpi_pcontrol_ (_p; _level: *const c_int, ierror: *mut c_int) {
     // SAFETY: the caller's IERROR.
     unsafe { set(ierror, err::SUCCESS) }
+});
+
+twin!(mpi_grequest_start_ / pmpi_grequest_start_ (_p; query: usize, free: usize, _cancel: usize, extra: *const isize, request: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: Fortran subroutines, kept as addresses and called back with
+    // their own signature (abi::misc knows them as Fortran's).
+    let (q, f) = unsafe {
+        (
+            (query != 0).then(|| std::mem::transmute::<usize, crate::abi::misc::QueryFn>(query)),
+            (free != 0).then(|| std::mem::transmute::<usize, crate::abi::misc::FreeFn>(free)),
+        )
+    };
+    // SAFETY: the caller's references.
+    unsafe {
+        match crate::abi::misc::grequest_start(q, f, *extra as usize, true) {
+            Ok(h) => {
+                *request = h;
+                set(ierror, err::SUCCESS)
+            }
+            Err(e) => set(ierror, crate::abi::raise("MPI_GREQUEST_START", crate::api::consts::COMM_WORLD, e)),
+        }
+    }
+});
+
+twin!(mpi_pack_external_size_ / pmpi_pack_external_size_ (p; rep: *const c_char, n: *const c_int, dt: *const c_int, size: *mut i64, ierror: *mut c_int, rep_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (n, dt) = unsafe { (*n, *dt) };
+    // SAFETY: the caller's INTEGER(KIND=MPI_ADDRESS_KIND).
+    with_strings!(ierror, [rep: rep_len], |r: CString| unsafe { pick!(p, MPI_Pack_external_size)(r.as_ptr(), n, dt, size) })
+});
+
+twin!(mpi_pack_external_ / pmpi_pack_external_ (p; rep: *const c_char, inbuf: *const c_void, n: *const c_int, dt: *const c_int, outbuf: *mut c_void, outsize: *const i64, pos: *mut i64, ierror: *mut c_int, rep_len: usize) {
+    // SAFETY: the caller's references.
+    let (n, dt, outsize) = unsafe { (*n, *dt, *outsize) };
+    let (inbuf, outbuf) = (super::super::buf(inbuf as *mut c_void), super::super::buf(outbuf));
+    // SAFETY: the caller's buffers and position.
+    with_strings!(ierror, [rep: rep_len], |r: CString| unsafe { pick!(p, MPI_Pack_external)(r.as_ptr(), inbuf, n, dt, outbuf, outsize, pos) })
+});
+
+twin!(mpi_unpack_external_ / pmpi_unpack_external_ (p; rep: *const c_char, inbuf: *const c_void, insize: *const i64, pos: *mut i64, outbuf: *mut c_void, n: *const c_int, dt: *const c_int, ierror: *mut c_int, rep_len: usize) {
+    // SAFETY: the caller's references.
+    let (n, dt, insize) = unsafe { (*n, *dt, *insize) };
+    let (inbuf, outbuf) = (super::super::buf(inbuf as *mut c_void), super::super::buf(outbuf));
+    // SAFETY: the caller's buffers and position.
+    with_strings!(ierror, [rep: rep_len], |r: CString| unsafe { pick!(p, MPI_Unpack_external)(r.as_ptr(), inbuf, insize, pos, outbuf, n, dt) })
 });
