@@ -104,6 +104,12 @@ fn intercommunicator_collectives() {
     at_all_sizes("intercoll.c");
 }
 
+/// The large-count (`_c`) calls of MPI 4.0.
+#[test]
+fn large_counts() {
+    at_all_sizes("large_count.c");
+}
+
 /// Info, attributes with callbacks, names, envelopes, error classes and
 /// handlers, group ranges, Comm_create_group, split_type,
 /// inter-communicators.

@@ -16,6 +16,7 @@ pub mod errors;
 pub mod fortran;
 pub mod info;
 pub mod intercoll;
+pub mod large;
 pub mod misc;
 pub mod mpix;
 pub mod nbc;
@@ -200,6 +201,11 @@ pub unsafe fn cstr(p: *const std::os::raw::c_char) -> MpiResult<String> {
         .into_owned())
 }
 
+/// An `MPI_Count` (the large-count `_c` calls) as a number of elements.
+pub fn large_count(n: i64) -> MpiResult<usize> {
+    usize::try_from(n).or_else(|_| fail(err::COUNT, format!("count {n} is negative")))
+}
+
 pub fn count(n: c_int) -> MpiResult<usize> {
     if n < 0 {
         return fail(err::COUNT, format!("count {n} is negative"));
@@ -212,8 +218,13 @@ pub fn count(n: c_int) -> MpiResult<usize> {
 /// # Safety
 /// The MPI buffer rule: the memory the datatype describes stays valid until
 /// the operation completes.
-pub unsafe fn typed(m: &Mpi, buf: *const c_void, n: c_int, dt: i32) -> MpiResult<TypedBuf> {
-    let n = count(n)?;
+pub unsafe fn typed(
+    m: &Mpi,
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: i32,
+) -> MpiResult<TypedBuf> {
+    let n = large_count(n.into())?;
     let t = m.tables().dtype(dt)?;
     if buf.is_null() && n > 0 && t.size > 0 && t.true_lb == 0 {
         return fail(err::BUFFER, "the buffer is NULL but the count is not 0");

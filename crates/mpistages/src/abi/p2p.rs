@@ -16,7 +16,7 @@ use std::os::raw::{c_int, c_void};
 unsafe fn start_send(
     m: &Mpi,
     buf: *const c_void,
-    n: c_int,
+    n: impl Into<i64>,
     dt: c_int,
     dest: c_int,
     tag: c_int,
@@ -41,7 +41,7 @@ unsafe fn start_send(
 unsafe fn start_recv(
     m: &Mpi,
     buf: *mut c_void,
-    n: c_int,
+    n: impl Into<i64>,
     dt: c_int,
     src: c_int,
     tag: c_int,
@@ -163,7 +163,10 @@ unsafe fn bsend(
 
 macro_rules! blocking_send {
     ($name:ident, $pname:ident, $label:literal, $mode:expr) => {
-        mpi_fn!(fn $name / $pname(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
+        blocking_send!($name, $pname, $label, $mode, c_int);
+    };
+    ($name:ident, $pname:ident, $label:literal, $mode:expr, $cnt:ty) => {
+        mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the caller's buffer stays valid for this blocking call.
                 let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
@@ -179,7 +182,10 @@ blocking_send!(MPI_Rsend, PMPI_Rsend, "MPI_Rsend", SendMode::Standard);
 
 macro_rules! nonblocking_send {
     ($name:ident, $pname:ident, $label:literal, $mode:expr) => {
-        mpi_fn!(fn $name / $pname(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+        nonblocking_send!($name, $pname, $label, $mode, c_int);
+    };
+    ($name:ident, $pname:ident, $label:literal, $mode:expr, $cnt:ty) => {
+        mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the MPI buffer rule holds until the request completes.
                 let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
@@ -194,6 +200,49 @@ macro_rules! nonblocking_send {
 nonblocking_send!(MPI_Isend, PMPI_Isend, "MPI_Isend", SendMode::Standard);
 nonblocking_send!(MPI_Issend, PMPI_Issend, "MPI_Issend", SendMode::Sync);
 nonblocking_send!(MPI_Irsend, PMPI_Irsend, "MPI_Irsend", SendMode::Standard);
+// The large-count versions (MPI 4.0): the count is an MPI_Count.
+blocking_send!(
+    MPI_Send_c,
+    PMPI_Send_c,
+    "MPI_Send_c",
+    SendMode::Standard,
+    i64
+);
+blocking_send!(
+    MPI_Ssend_c,
+    PMPI_Ssend_c,
+    "MPI_Ssend_c",
+    SendMode::Sync,
+    i64
+);
+blocking_send!(
+    MPI_Rsend_c,
+    PMPI_Rsend_c,
+    "MPI_Rsend_c",
+    SendMode::Standard,
+    i64
+);
+nonblocking_send!(
+    MPI_Isend_c,
+    PMPI_Isend_c,
+    "MPI_Isend_c",
+    SendMode::Standard,
+    i64
+);
+nonblocking_send!(
+    MPI_Issend_c,
+    PMPI_Issend_c,
+    "MPI_Issend_c",
+    SendMode::Sync,
+    i64
+);
+nonblocking_send!(
+    MPI_Irsend_c,
+    PMPI_Irsend_c,
+    "MPI_Irsend_c",
+    SendMode::Standard,
+    i64
+);
 
 mpi_fn!(fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, n: c_int, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
     // SAFETY: the buffer is copied during the call.
@@ -262,6 +311,27 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, n: c_int, dt: c_int, src: c_
         unsafe { put(req, handle(id)) }
     });
     ret("MPI_Irecv", comm, r)
+});
+
+mpi_fn!(fn MPI_Recv_c / PMPI_Recv_c(buf: *mut c_void, n: i64, dt: c_int, src: c_int, tag: c_int, comm: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the caller's buffer stays valid for this blocking call.
+        let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { finish_recv(m, id, status) }
+    });
+    ret("MPI_Recv_c", comm, r)
+});
+
+mpi_fn!(fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, n: i64, dt: c_int, src: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the MPI buffer rule holds until the request completes.
+        let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
+        m.engine.background();
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, handle(id)) }
+    });
+    ret("MPI_Irecv_c", comm, r)
 });
 
 mpi_fn!(fn MPI_Sendrecv / PMPI_Sendrecv(sbuf: *const c_void, sn: c_int, sdt: c_int, dest: c_int, stag: c_int,
@@ -431,6 +501,11 @@ mpi_fn!(fn MPI_Probe / PMPI_Probe(src: c_int, tag: c_int, comm: c_int, status: *
 });
 
 fn count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<c_int> {
+    Ok(i32::try_from(large_count_in(m, st, dt, elements)?).unwrap_or(UNDEFINED))
+}
+
+/// The count of a status in elements of `dt`, as an `MPI_Count`.
+fn large_count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<i64> {
     let t = m.tables().any_dtype(dt)?;
     let bytes = st.bytes() as usize;
     let n = if elements {
@@ -442,8 +517,28 @@ fn count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<c_int
     } else {
         (bytes / t.size) as i64
     };
-    Ok(i32::try_from(n).unwrap_or(UNDEFINED))
+    Ok(n)
 }
+
+mpi_fn!(fn MPI_Get_count_c / PMPI_Get_count_c(status: *const CStatus, dt: c_int, count: *mut i64) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's pointers.
+        let st = unsafe { get(status)? };
+        // SAFETY: caller's pointer, checked for NULL by get/put.
+        unsafe { put(count, large_count_in(m, &st, dt, false)?) }
+    });
+    ret("MPI_Get_count_c", crate::api::consts::COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Get_elements_c / PMPI_Get_elements_c(status: *const CStatus, dt: c_int, count: *mut i64) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's pointers.
+        let st = unsafe { get(status)? };
+        // SAFETY: caller's pointer, checked for NULL by get/put.
+        unsafe { put(count, large_count_in(m, &st, dt, true)?) }
+    });
+    ret("MPI_Get_elements_c", crate::api::consts::COMM_WORLD, r)
+});
 
 mpi_fn!(fn MPI_Get_count / PMPI_Get_count(status: *const CStatus, dt: c_int, count: *mut c_int) {
     let r = mpi().and_then(|m| {

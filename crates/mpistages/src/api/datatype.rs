@@ -298,29 +298,56 @@ impl Datatype {
 
     /// Builds a type from copies of other types placed at byte displacements.
     /// `is_struct` applies the alignment padding MPI gives struct types.
+    /// Builds a type from blocks: (displacement, count, old type), each
+    /// `count` copies of the old type one extent apart.
     fn from_parts<'a>(
         name: &str,
-        parts: impl Iterator<Item = (isize, &'a Datatype)>,
+        parts: impl Iterator<Item = (isize, usize, &'a Datatype)>,
         is_struct: bool,
     ) -> MpiResult<Datatype> {
         let mut runs: Vec<Run> = Vec::new();
         let mut size: usize = 0;
         let mut bounds: Option<(isize, isize)> = None;
         let mut align = 1;
-        for (disp, t) in parts {
-            size = size.checked_add(t.size).map_or_else(overflow, Ok)?;
+        for (disp, count, t) in parts {
+            if count == 0 {
+                continue;
+            }
+            let total = t.size.checked_mul(count).map_or_else(overflow, Ok)?;
+            size = size.checked_add(total).map_or_else(overflow, Ok)?;
             // Each copy brings its lower and upper bound markers: the new
             // type's lower bound is the lowest lower marker and its upper
             // bound the highest upper one, so an old type of negative
             // extent makes one too (MPI 3.1 4.1.6).
+            let last = (count as isize - 1)
+                .checked_mul(t.extent)
+                .map_or_else(overflow, Ok)?;
             let lo = disp.checked_add(t.lb).map_or_else(overflow, Ok)?;
-            let hi = lo.checked_add(t.extent).map_or_else(overflow, Ok)?;
+            let (first_lo, last_lo) = (lo, lo.checked_add(last).map_or_else(overflow, Ok)?);
+            let block_lo = first_lo.min(last_lo);
+            let block_hi = first_lo
+                .max(last_lo)
+                .checked_add(t.extent)
+                .map_or_else(overflow, Ok)?;
             bounds = Some(match bounds {
-                None => (lo, hi),
-                Some((l, h)) => (l.min(lo), h.max(hi)),
+                None => (block_lo, block_hi),
+                Some((l, h)) => (l.min(block_lo), h.max(block_hi)),
             });
-            for r in &t.runs {
-                let off = disp.checked_add(r.off).map_or_else(overflow, Ok)?;
+            // A dense type (one run filling its extent) makes one run of all
+            // its copies: a 4 GiB contiguous type costs no 4 G iterations.
+            let dense = matches!(t.runs.as_slice(), [r] if r.off == 0 && r.len as isize == t.extent && t.extent > 0);
+            let copies: Box<dyn Iterator<Item = (isize, Run)>> = if dense {
+                let r = t.runs[0];
+                Box::new(std::iter::once((disp, Run { len: total, ..r })))
+            } else {
+                Box::new((0..count).flat_map(move |k| {
+                    t.runs
+                        .iter()
+                        .map(move |r| (disp + k as isize * t.extent, *r))
+                }))
+            };
+            for (base, r) in copies {
+                let off = base.checked_add(r.off).map_or_else(overflow, Ok)?;
                 align = align.max(r.basic.align());
                 match runs.last_mut() {
                     Some(last) if last.basic == r.basic && last.off + last.len as isize == off => {
@@ -330,7 +357,7 @@ impl Datatype {
                         if runs.len() >= MAX_RUNS {
                             return fail(err::ARG, "datatype has too many pieces");
                         }
-                        runs.push(Run { off, ..*r })
+                        runs.push(Run { off, ..r })
                     }
                 }
             }
@@ -373,8 +400,7 @@ impl Datatype {
 
     pub fn contiguous(count: i64, old: &Datatype) -> MpiResult<Datatype> {
         let n = Self::check_count(count, "count")?;
-        let ext = old.extent;
-        Self::from_parts("contiguous", (0..n).map(|i| (i as isize * ext, old)), false)
+        Self::from_parts("contiguous", std::iter::once((0, n, old)), false)
     }
 
     /// Blocks of `blocklen` elements, `stride` apart (in bytes when
@@ -396,8 +422,7 @@ impl Datatype {
                 .checked_mul(ext)
                 .map_or_else(overflow, Ok)?
         };
-        let parts = (0..n)
-            .flat_map(move |i| (0..b).map(move |j| (i as isize * step + j as isize * ext, old)));
+        let parts = (0..n).map(move |i| (i as isize * step, b, old));
         Self::from_parts(
             if stride_in_bytes { "hvector" } else { "vector" },
             parts,
@@ -416,13 +441,13 @@ impl Datatype {
             Self::check_count(b, "block length")?;
         }
         let ext = old.extent;
-        let parts = blocklens.iter().zip(displs).flat_map(move |(&b, &d)| {
+        let parts = blocklens.iter().zip(displs).map(move |(&b, &d)| {
             let base = if in_bytes {
                 d as isize
             } else {
                 d as isize * ext
             };
-            (0..b as usize).map(move |j| (base + j as isize * ext, old))
+            (base, b as usize, old)
         });
         Self::from_parts(if in_bytes { "hindexed" } else { "indexed" }, parts, false)
     }
@@ -439,9 +464,7 @@ impl Datatype {
             .iter()
             .zip(displs)
             .zip(types)
-            .flat_map(|((&b, &d), t)| {
-                (0..b as usize).map(move |j| (d as isize + j as isize * t.extent, *t))
-            });
+            .map(|((&b, &d), t)| (d as isize, b as usize, *t));
         Self::from_parts("struct", parts, true)
     }
 
