@@ -1,6 +1,7 @@
 //! Process topologies: `MPI_Dims_create`, `MPI_Cart_*`, `MPI_Graph_*`,
 //! `MPI_Dist_graph_*`, `MPI_Topo_test`.
 
+use super::comm::new_comm;
 use super::{array, array_mut, count, mpi, mpi_fn, put, ret};
 use crate::api::comm;
 use crate::api::consts::{err, COMM_WORLD};
@@ -17,24 +18,6 @@ const WEIGHTS_EMPTY: usize = 3;
 /// Whether a weights argument is one of the two constants.
 fn is_const(w: *const c_int, c: usize) -> bool {
     w as usize == c
-}
-
-fn new_comm(
-    name: &str,
-    parent: c_int,
-    out: *mut c_int,
-    f: impl FnOnce(&Mpi) -> MpiResult<i32>,
-) -> c_int {
-    let r = mpi().and_then(|m| {
-        let h = f(m)?;
-        // SAFETY: caller's out-pointer.
-        unsafe { put(out, h) }
-    });
-    if r.is_err() && !out.is_null() {
-        // SAFETY: caller's out-pointer: no communicator was made.
-        unsafe { out.write(crate::api::consts::COMM_NULL) };
-    }
-    ret(name, parent, r)
 }
 
 mpi_fn!(fn MPI_Dims_create / PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) {
