@@ -450,9 +450,3 @@ mpi_fn!(fn MPI_Startall / PMPI_Startall(n: c_int, reqs: *mut c_int) {
     })();
     ret("MPI_Startall", COMM_WORLD, r)
 });
-
-/// A request that is complete already (an operation done at once, like
-/// `MPI_Comm_idup`'s).
-pub fn completed(m: &Mpi, comm: c_int) -> c_int {
-    handle(crate::api::p2p::completed(m, comm))
-}

@@ -336,28 +336,28 @@ impl Datatype {
             // A dense type (one run filling its extent) makes one run of all
             // its copies: a 4 GiB contiguous type costs no 4 G iterations.
             let dense = matches!(t.runs.as_slice(), [r] if r.off == 0 && r.len as isize == t.extent && t.extent > 0);
-            let copies: Box<dyn Iterator<Item = (isize, Run)>> = if dense {
-                let r = t.runs[0];
-                Box::new(std::iter::once((disp, Run { len: total, ..r })))
-            } else {
-                Box::new((0..count).flat_map(move |k| {
-                    t.runs
-                        .iter()
-                        .map(move |r| (disp + k as isize * t.extent, *r))
-                }))
+            let merged = t.runs.first().map(|r| Run { len: total, ..*r });
+            let (copies, unit): (usize, &[Run]) = match (&merged, dense) {
+                (Some(m), true) => (1, std::slice::from_ref(m)),
+                _ => (count, &t.runs),
             };
-            for (base, r) in copies {
-                let off = base.checked_add(r.off).map_or_else(overflow, Ok)?;
-                align = align.max(r.basic.align());
-                match runs.last_mut() {
-                    Some(last) if last.basic == r.basic && last.off + last.len as isize == off => {
-                        last.len += r.len
-                    }
-                    _ => {
-                        if runs.len() >= MAX_RUNS {
-                            return fail(err::ARG, "datatype has too many pieces");
+            for k in 0..copies {
+                let base = disp + k as isize * t.extent;
+                for r in unit {
+                    let off = base.checked_add(r.off).map_or_else(overflow, Ok)?;
+                    align = align.max(r.basic.align());
+                    match runs.last_mut() {
+                        Some(last)
+                            if last.basic == r.basic && last.off + last.len as isize == off =>
+                        {
+                            last.len += r.len
                         }
-                        runs.push(Run { off, ..r })
+                        _ => {
+                            if runs.len() >= MAX_RUNS {
+                                return fail(err::ARG, "datatype has too many pieces");
+                            }
+                            runs.push(Run { off, ..*r })
+                        }
                     }
                 }
             }

@@ -184,8 +184,8 @@ impl Engine {
                 },
             );
             for &p in &parts {
-                c.join_parts.insert(p, parent);
                 if let Some(r) = c.req_mut(p) {
+                    r.part_of = Some(parent);
                     r.freed = true;
                 }
             }

@@ -72,6 +72,8 @@ pub(super) struct Req {
     pub(super) state: State,
     /// Packed copy of non-contiguous send data, alive until completion.
     pub(super) packed: Option<Vec<u8>>,
+    /// A part of this joined request (`Engine::join`).
+    pub(super) part_of: Option<ReqId>,
 }
 
 /// A frame that a correct peer would not send (it is logged; the frames
@@ -109,6 +111,7 @@ impl Req {
             freed: false,
             state: State::Inactive,
             packed: None,
+            part_of: None,
         }
     }
 }
@@ -119,7 +122,8 @@ impl Core {
         if matches!(r.state, State::Done(_)) {
             return;
         }
-        if let Some(parent) = self.join_parts.remove(&id) {
+        let parent = r.part_of.take();
+        if let Some(parent) = parent {
             self.part_done(parent, id, &status);
         }
         let Some(r) = self.req_mut(id) else { return };

@@ -81,9 +81,6 @@ pub struct Core {
     pub(super) bulk_active: usize,
     pub(super) waiters: usize,
     pub(super) shutdown: bool,
-    /// Requests that complete a joined request (`Engine::join`): part ->
-    /// the joined request.
-    pub(super) join_parts: std::collections::HashMap<ReqId, ReqId>,
     /// Joined requests: parts left, the part whose status it reports, and
     /// the status so far.
     pub(super) joins: std::collections::HashMap<ReqId, Join>,
@@ -140,7 +137,6 @@ impl Core {
             bulk_active: 0,
             waiters: 0,
             shutdown: false,
-            join_parts: Default::default(),
             joins: Default::default(),
             claimed: Default::default(),
             next_claim: 1,
@@ -327,7 +323,6 @@ impl Core {
     pub fn cleanup(&mut self, generation: u32) {
         self.halt();
         self.matcher.clear();
-        self.join_parts.clear();
         self.joins.clear();
         self.claimed.clear();
         self.requests.retain(|r| {
