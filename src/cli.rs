@@ -41,7 +41,8 @@ options for the whole job (before the first program):
                        (default: its address toward the first host)
   --heartbeat-timeout SECS  a host whose agent is silent this long is
                        lost with its ranks (default 2); so is a host whose
-                       agent's connection or process ends. Its ranks are
+                       agent's connection or process ends, or whose agent
+                       has not connected 30 s after its launch. Its ranks are
                        recovered as any failed rank, on the host with the
                        most free slots
   --spare-hosts LIST   hosts (as --host) where no rank starts: the

@@ -36,6 +36,23 @@ struct Handshake {
 /// How long a connection to the agent listener may take to say hello.
 const HELLO_WITHIN: Duration = Duration::from_secs(1);
 
+/// How long a host's agent may take to connect at all: a launcher (ssh,
+/// `ip netns exec`) on a loaded machine can take seconds to start it, so
+/// the heartbeat timeout applies only once it has connected. A launcher
+/// that fails ends, and that is seen at once (`agent_ended`).
+const AGENT_START: Duration = Duration::from_secs(30);
+
+impl Remote {
+    /// How long this host may stay silent before it is lost.
+    fn silence_allowed(&self, heartbeat_timeout: Duration) -> Duration {
+        if self.conn.is_some() {
+            heartbeat_timeout
+        } else {
+            heartbeat_timeout.max(AGENT_START)
+        }
+    }
+}
+
 /// What mpiexec needs for hosts other than this machine.
 pub(super) struct Remotes {
     handshakes: Vec<Option<Handshake>>,
@@ -168,7 +185,7 @@ impl Remotes {
             .iter()
             .flatten()
             .filter(|x| !x.lost)
-            .map(|x| x.heard + timeout + Duration::from_millis(1))
+            .map(|x| x.heard + x.silence_allowed(timeout) + Duration::from_millis(1))
             .fold(self.next_beat, Instant::min)
     }
 }
@@ -518,13 +535,13 @@ impl Job {
             }
             if send && x.conn.is_some() && !x.link.send(&ToAgent::Alive) {
                 silent.push((h, "its agent cannot be written to".to_string()));
-            } else if x.heard.elapsed() > timeout {
+            } else if x.heard.elapsed() > x.silence_allowed(timeout) {
                 let what = if x.conn.is_some() {
                     format!("no heartbeat for {:.2} s", x.heard.elapsed().as_secs_f64())
                 } else {
                     format!(
                         "its agent did not connect within {:.1} s",
-                        timeout.as_secs_f64()
+                        x.silence_allowed(timeout).as_secs_f64()
                     )
                 };
                 silent.push((h, what));
