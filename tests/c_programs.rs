@@ -169,3 +169,17 @@ fn log_levels_from_the_environment() {
         bad.stderr
     );
 }
+
+/// MPI-IO with the default view: explicit offsets, individual, shared and
+/// ordered pointers, sizes, modes, errors and handlers, in a scratch
+/// directory that must be empty when the program is done with it.
+#[test]
+fn files() {
+    let exe = build("file.c");
+    for &np in RANKS {
+        let dir = common::Scratch::new("file-io");
+        run_ok(&exe, np, &[("FILE_TEST_DIR", dir.path())]);
+        let left: Vec<_> = std::fs::read_dir(&dir.0).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}

@@ -1,7 +1,7 @@
 ! Beyond the LULESH/CoMD subset, from Fortran (`use mpi`): a periodic
 ! Cartesian grid and its neighbourhood, non-blocking and persistent
-! collectives, matched probe, Comm_split_type, an inter-communicator, info
-! and error classes.
+! collectives, matched probe, Comm_split_type, an inter-communicator, info,
+! error classes and MPI-IO (in FILE_TEST_DIR).
 program coverage
   use mpi
   use checks
@@ -14,6 +14,9 @@ program coverage
   integer(kind=MPI_ADDRESS_KIND) :: aval, aval2, extra
   character(len=MPI_MAX_INFO_VAL) :: sval
   character(len=MPI_MAX_OBJECT_NAME) :: cname
+  character(len=512) :: dir
+  integer :: fh, vals(3), back(3)
+  integer(kind=MPI_OFFSET_KIND) :: fsize, disp
 
   call MPI_INIT(ierr)
   call MPI_COMM_RANK(MPI_COMM_WORLD, rank, ierr)
@@ -116,6 +119,35 @@ program coverage
   call check(i == cls, 'MPI_ADD_ERROR_CODE')
   call MPI_TYPE_GET_ENVELOPE(MPI_INTEGER, ni, na, nt, comb, ierr)
   call check(comb == MPI_COMBINER_NAMED, 'MPI_TYPE_GET_ENVELOPE')
+
+  ! MPI-IO: each rank's three integers at its offset, read back by the
+  ! next rank; the shared pointer hands out distinct slots.
+  call get_environment_variable('FILE_TEST_DIR', dir)
+  call MPI_FILE_OPEN(MPI_COMM_WORLD, trim(dir)//'/f.bin', &
+       MPI_MODE_CREATE + MPI_MODE_RDWR + MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, fh, ierr)
+  call check_rc(ierr, 'MPI_FILE_OPEN')
+  vals = [rank, 2 * rank, 3 * rank]
+  disp = 12 * rank
+  call MPI_FILE_WRITE_AT_ALL(fh, disp, vals, 3, MPI_INTEGER, status, ierr)
+  call MPI_GET_COUNT(status, MPI_INTEGER, i, ierr)
+  call check(i == 3, 'MPI_FILE_WRITE_AT_ALL')
+  call MPI_BARRIER(MPI_COMM_WORLD, ierr)
+  call MPI_FILE_GET_SIZE(fh, fsize, ierr)
+  call check(fsize == 12 * np, 'MPI_FILE_GET_SIZE')
+  disp = 12 * mod(rank + 1, np)
+  call MPI_FILE_READ_AT(fh, disp, back, 3, MPI_INTEGER, MPI_STATUS_IGNORE, ierr)
+  call check(back(3) == 3 * mod(rank + 1, np), 'MPI_FILE_READ_AT')
+  call MPI_BARRIER(MPI_COMM_WORLD, ierr)
+  call MPI_FILE_SEEK_SHARED(fh, 0_MPI_OFFSET_KIND, MPI_SEEK_END, ierr)
+  call MPI_FILE_WRITE_SHARED(fh, rank, 1, MPI_INTEGER, MPI_STATUS_IGNORE, ierr)
+  call MPI_BARRIER(MPI_COMM_WORLD, ierr)
+  call MPI_FILE_GET_POSITION_SHARED(fh, disp, ierr)
+  call check(disp == 16 * np, 'MPI_FILE_WRITE_SHARED')
+  call MPI_FILE_CLOSE(fh, ierr)
+  call check(ierr == MPI_SUCCESS .and. fh == MPI_FILE_NULL, 'MPI_FILE_CLOSE')
+  call MPI_FILE_OPEN(MPI_COMM_WORLD, trim(dir)//'/missing/f.bin', MPI_MODE_RDONLY, &
+       MPI_INFO_NULL, fh, ierr)
+  call check(ierr == MPI_ERR_NO_SUCH_FILE, 'MPI_FILE_OPEN of a missing file')
 
   call checks_done('coverage')
   call MPI_FINALIZE(ierr)

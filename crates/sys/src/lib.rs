@@ -13,6 +13,7 @@ pub mod cma;
 pub mod epoll;
 pub mod eventfd;
 pub mod fdpass;
+pub mod file;
 pub mod process;
 pub mod socket;
 pub mod timerfd;

@@ -546,7 +546,7 @@ mpi_fn!(fn MPI_Alltoallw / PMPI_Alltoallw(sbuf: *const c_void, scounts: *const c
         let blocks = |buf: *const c_void, counts: *const c_int, displs: *const c_int, types: *const c_int| unsafe {
             let (cs, ds, ts) = (check_counts(array(counts, n)?)?, array(displs, n)?, array(types, n)?);
             (0..n)
-                .map(|r| typed(m, (buf as *const u8).wrapping_offset(ds[r] as isize) as *const c_void, cs[r] as c_int, ts[r]))
+                .map(|r| super::typed_block(m, (buf as *const u8).wrapping_offset(ds[r] as isize) as *const c_void, cs[r] as c_int, ts[r]))
                 .collect::<MpiResult<Vec<TypedBuf>>>()
         };
         let rblocks = blocks(rbuf, rcounts, rdispls, rtypes)?;

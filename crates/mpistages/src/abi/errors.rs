@@ -134,7 +134,7 @@ mpi_fn!(fn MPI_Add_error_string / PMPI_Add_error_string(code: c_int, s: *const c
     ret("MPI_Add_error_string", COMM_WORLD, r)
 });
 
-fn create_handler(f: Option<HandlerFn>, out: *mut c_int) -> MpiResult<()> {
+pub(super) fn create_handler(f: Option<HandlerFn>, out: *mut c_int) -> MpiResult<()> {
     let Some(f) = f else {
         return fail(err::ARG, "the error handler function is NULL");
     };

@@ -261,6 +261,8 @@ same_handle!(
     PMPI_Errhandler_c2f / PMPI_Errhandler_f2c,
     MPI_Message_c2f / MPI_Message_f2c,
     PMPI_Message_c2f / PMPI_Message_f2c,
+    MPI_File_c2f / MPI_File_f2c,
+    PMPI_File_c2f / PMPI_File_f2c,
 );
 
 /// # Safety

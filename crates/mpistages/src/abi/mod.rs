@@ -13,6 +13,7 @@ pub mod comm;
 pub mod dtype;
 pub mod env;
 pub mod errors;
+pub mod file;
 pub mod fortran;
 pub mod info;
 pub mod intercoll;
@@ -233,6 +234,23 @@ pub unsafe fn typed(
     Ok(unsafe { TypedBuf::new(buf as *mut u8, n, t) })
 }
 
+/// A block of an `MPI_Alltoallw`-like call. An empty block's datatype is
+/// not looked at, as MPICH does: programs pass `MPI_DATATYPE_NULL` (or the
+/// zeros of a `calloc`ed array) for the peers they exchange nothing with,
+/// as the Advanced MPI tutorial's stencils do.
+///
+/// # Safety
+/// As for `typed`.
+pub unsafe fn typed_block(m: &Mpi, buf: *const c_void, n: c_int, dt: i32) -> MpiResult<TypedBuf> {
+    let dt = if n == 0 {
+        crate::api::consts::dt::BYTE
+    } else {
+        dt
+    };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { typed(m, buf, n, dt) }
+}
+
 /// Turns an API result into a return code, running the error handler of
 /// `comm` (MPI_COMM_WORLD's when `comm` is not valid).
 pub fn ret(name: &str, comm: i32, r: MpiResult<()>) -> c_int {
@@ -263,17 +281,6 @@ pub fn capture(f: impl FnOnce() -> c_int) -> MpiResult<()> {
 }
 
 pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
-    let class = e.class;
-    let kept = CAPTURED.with_borrow_mut(|c| match c {
-        Some(slot) => {
-            *slot = Some(MpiError::new(class, format!("{name}: {}", e.detail)));
-            true
-        }
-        None => false,
-    });
-    if kept {
-        return class;
-    }
     let (handler, m) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();
@@ -292,6 +299,34 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
         }
         Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, None),
     };
+    handle(name, comm, handler, m, e)
+}
+
+/// Turns a file call's result into a return code, running the error
+/// handler of file `fh` (`MPI_FILE_NULL`'s when it is not valid).
+pub fn ret_file(name: &str, fh: i32, r: MpiResult<()>) -> c_int {
+    match r {
+        Ok(()) => err::SUCCESS,
+        Err(e) => {
+            let m = api::mpi().ok().map(|m| &**m);
+            handle(name, fh, api::file::errhandler(fh), m, e)
+        }
+    }
+}
+
+/// Runs error handler `handler` of the object `handle` for `e`.
+fn handle(name: &str, handle: i32, handler: i32, m: Option<&Mpi>, e: MpiError) -> c_int {
+    let class = e.class;
+    let kept = CAPTURED.with_borrow_mut(|c| match c {
+        Some(slot) => {
+            *slot = Some(MpiError::new(class, format!("{name}: {}", e.detail)));
+            true
+        }
+        None => false,
+    });
+    if kept {
+        return class;
+    }
     if e.class == err::TRY_RELOAD {
         if let Some(m) = m {
             return reload(m, name, handler);
@@ -303,10 +338,10 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
     }
     if let Some(f) = errors::user_handler(handler) {
         log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
-        let (mut c, mut code) = (comm, e.class);
+        let (mut h, mut code) = (handle, e.class);
         // SAFETY: the program's handler, of the standard's signature, gets
         // pointers to two locals.
-        unsafe { f(&mut c, &mut code) };
+        unsafe { f(&mut h, &mut code) };
         return e.class;
     }
     api::fatal(

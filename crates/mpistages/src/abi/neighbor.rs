@@ -131,7 +131,7 @@ unsafe fn typed_blocks(
         );
         (0..n)
             .map(|k| {
-                typed(
+                super::typed_block(
                     m,
                     (buf as *const u8).wrapping_offset(ds[k] as isize) as *const c_void,
                     cs[k] as c_int,

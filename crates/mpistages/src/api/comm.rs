@@ -104,8 +104,19 @@ pub fn dup(m: &Mpi, h: i32) -> MpiResult<i32> {
     Ok(register(m, h, c))
 }
 
+/// A duplicate of `h` with no handle, for the library's own use (an open
+/// file's collective steps): context ids are never reused, so its traffic
+/// meets nobody else's.
+pub fn private_dup(m: &Mpi, h: i32) -> MpiResult<Arc<Comm>> {
+    let parent = m.tables().comm(h)?;
+    let context = new_context(m, &parent)?;
+    let mut c = (*parent).clone();
+    c.context = context;
+    Ok(Arc::new(c))
+}
+
 /// Gathers one fixed-size record per member of `team`.
-fn allgather_fixed(team: &Team, mine: &[u8]) -> MpiResult<Vec<u8>> {
+pub(super) fn allgather_fixed(team: &Team, mine: &[u8]) -> MpiResult<Vec<u8>> {
     let (n, k) = (team.size(), mine.len());
     let mut all = vec![0u8; n * k];
     let mut mine = mine.to_vec();

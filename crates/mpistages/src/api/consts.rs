@@ -81,6 +81,19 @@ pub mod err {
     pub const UNSUPPORTED_OPERATION: i32 = 44;
     pub const WIN: i32 = 45;
     pub const SIZE: i32 = 51;
+    // Files (MPICH's numbers, but ACCESS: 20 is ERRHANDLER here).
+    pub const AMODE: i32 = 21;
+    pub const BAD_FILE: i32 = 22;
+    pub const CONVERSION: i32 = 23;
+    pub const DUP_DATAREP: i32 = 24;
+    pub const FILE_EXISTS: i32 = 25;
+    pub const FILE_IN_USE: i32 = 26;
+    pub const FILE: i32 = 27;
+    pub const NO_SUCH_FILE: i32 = 37;
+    pub const ACCESS: i32 = 38;
+    pub const QUOTA: i32 = 39;
+    pub const READ_ONLY: i32 = 40;
+    pub const UNSUPPORTED_DATAREP: i32 = 43;
     pub const LASTCODE: i32 = 127;
     /// MPI Stages: roll back and reload the last checkpoint.
     pub const TRY_RELOAD: i32 = 101;
@@ -228,6 +241,14 @@ mod tests {
             ("MPIX_TRY_RELOAD", err::TRY_RELOAD),
             ("MPI_ERR_IO", err::IO),
             ("MPI_ERR_NO_SPACE", err::NO_SPACE),
+            ("MPI_ERR_FILE", err::FILE),
+            ("MPI_ERR_ACCESS", err::ACCESS),
+            ("MPI_ERR_AMODE", err::AMODE),
+            ("MPI_ERR_NO_SUCH_FILE", err::NO_SUCH_FILE),
+            ("MPI_ERR_READ_ONLY", err::READ_ONLY),
+            ("MPI_MODE_CREATE", crate::api::file::mode::CREATE),
+            ("MPI_MODE_SEQUENTIAL", crate::api::file::mode::SEQUENTIAL),
+            ("MPI_SEEK_END", crate::api::file::SEEK_END),
             ("MPIX_RECOVERY_CPR", 3),
             ("MPI_DOUBLE", dt::DOUBLE),
             ("MPI_DOUBLE_INT", dt::DOUBLE_INT),

@@ -67,6 +67,11 @@ impl Info {
         }
     }
 
+    /// Every (key, value), in the order they were set.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     pub fn nkeys(&self) -> usize {
         self.pairs.len()
     }

@@ -9,6 +9,7 @@ pub mod comm;
 pub mod consts;
 pub mod datatype;
 pub mod error;
+pub mod file;
 pub mod group;
 pub mod info;
 pub mod intercoll;

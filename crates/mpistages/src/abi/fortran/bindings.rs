@@ -11,6 +11,7 @@ use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::env::*;
 use crate::abi::errors::*;
+use crate::abi::file::*;
 use crate::abi::info::*;
 use crate::abi::misc::*;
 use crate::abi::mpix::*;
@@ -40,6 +41,44 @@ fortran_bindings! {
     auto MPI_Comm_set_errhandler(comm: I, errhandler: I);
     auto MPI_Comm_get_errhandler(comm: I, errhandler: O);
     auto MPI_Errhandler_free(errhandler: IO);
+
+    // files (MPI-IO, default view)
+    custom MPI_File_open(comm: I, filename: Str, amode: I, info: I, fh: O);
+    auto MPI_File_close(fh: IO);
+    custom MPI_File_delete(filename: Str, info: I);
+    auto MPI_File_set_size(fh: I, size: Cnt);
+    auto MPI_File_preallocate(fh: I, size: Cnt);
+    auto MPI_File_get_size(fh: I, size: CntO);
+    auto MPI_File_get_group(fh: I, group: O);
+    auto MPI_File_get_amode(fh: I, amode: O);
+    auto MPI_File_set_info(fh: I, info: I);
+    auto MPI_File_get_info(fh: I, info_used: O);
+    custom MPI_File_get_view(fh: I, disp: CntO, etype: O, filetype: O, datarep: StrO);
+    auto MPI_File_read_at(fh: I, offset: Cnt, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_read_at_all(fh: I, offset: Cnt, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_write_at(fh: I, offset: Cnt, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_write_at_all(fh: I, offset: Cnt, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_read(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_read_all(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_write(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_write_all(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_seek(fh: I, offset: Cnt, whence: I);
+    auto MPI_File_get_position(fh: I, offset: CntO);
+    auto MPI_File_get_byte_offset(fh: I, offset: Cnt, disp: CntO);
+    auto MPI_File_read_shared(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_write_shared(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_read_ordered(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_write_ordered(fh: I, buf: Buf, count: I, datatype: I, status: St);
+    auto MPI_File_seek_shared(fh: I, offset: Cnt, whence: I);
+    auto MPI_File_get_position_shared(fh: I, offset: CntO);
+    auto MPI_File_get_type_extent(fh: I, datatype: I, extent: AO);
+    auto MPI_File_set_atomicity(fh: I, flag: L);
+    auto MPI_File_get_atomicity(fh: I, flag: LO);
+    auto MPI_File_sync(fh: I);
+    custom MPI_File_create_errhandler(file_errhandler_fn: Fun, errhandler: O);
+    auto MPI_File_set_errhandler(file: I, errhandler: I);
+    auto MPI_File_get_errhandler(file: I, errhandler: O);
+    auto MPI_File_call_errhandler(fh: I, errorcode: I);
 
     // point to point
     auto MPI_Send(buf: Buf, count: I, datatype: I, dest: I, tag: I, comm: I);

@@ -8,6 +8,7 @@ use crate::abi::attr::{self as attr_abi, CopyFn};
 use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::errors::*;
+use crate::abi::file::*;
 use crate::abi::info::*;
 use crate::api::attr::{Kind, Lang};
 use crate::api::consts::err;
@@ -410,4 +411,43 @@ twin!(mpi_unpack_external_ / pmpi_unpack_external_ (p; rep: *const c_char, inbuf
     let (inbuf, outbuf) = (super::super::buf(inbuf as *mut c_void), super::super::buf(outbuf));
     // SAFETY: the caller's buffers and position.
     with_strings!(ierror, [rep: rep_len], |r: CString| unsafe { pick!(p, MPI_Unpack_external)(r.as_ptr(), inbuf, insize, pos, outbuf, n, dt) })
+});
+
+// Files: the name strings and the datarep out-string.
+
+twin!(mpi_file_open_ / pmpi_file_open_ (p; comm: *const c_int, filename: *const c_char, amode: *const c_int, info: *const c_int, fh: *mut c_int, ierror: *mut c_int, filename_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (c, a, i) = unsafe { (*comm, *amode, *info) };
+    // SAFETY: a NUL-terminated string that lives through the call; `fh`
+    // is the caller's INTEGER.
+    with_strings!(ierror, [filename: filename_len], |f: CString| unsafe {
+        pick!(p, MPI_File_open)(c, f.as_ptr(), a, i, fh)
+    })
+});
+
+twin!(mpi_file_delete_ / pmpi_file_delete_ (p; filename: *const c_char, info: *const c_int, ierror: *mut c_int, filename_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let i = unsafe { *info };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [filename: filename_len], |f: CString| unsafe { pick!(p, MPI_File_delete)(f.as_ptr(), i) })
+});
+
+twin!(mpi_file_get_view_ / pmpi_file_get_view_ (p; fh: *const c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
+    let mut tmp = [0u8; crate::abi::file::MAX_DATAREP_STRING];
+    // SAFETY: the caller's INTEGERs; `tmp` holds MPI_MAX_DATAREP_STRING bytes.
+    let rc = unsafe { pick!(p, MPI_File_get_view)(*fh, disp, etype, filetype, tmp.as_mut_ptr() as *mut c_char) };
+    if rc == err::SUCCESS {
+        let end = tmp.iter().position(|&b| b == 0).unwrap_or(tmp.len());
+        // SAFETY: the caller's CHARACTER(LEN=datarep_len).
+        unsafe { str_out(&tmp[..end], datarep, datarep_len) };
+    }
+    // SAFETY: the caller's IERROR.
+    unsafe { set(ierror, rc) }
+});
+
+twin!(mpi_file_create_errhandler_ / pmpi_file_create_errhandler_ (p; f: Option<FortranHandler>, eh: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: as for mpi_comm_create_errhandler_.
+    let f: Option<HandlerFn> = f.map(|f| unsafe { std::mem::transmute::<FortranHandler, HandlerFn>(f) });
+    // SAFETY: the caller's INTEGERs.
+    unsafe { set(ierror, pick!(p, MPI_File_create_errhandler)(f, eh)) }
 });

@@ -1,0 +1,347 @@
+//! `MPI_File_*` (MPI-IO with the default view): C arguments to
+//! `api::file`. Errors go to the file's error handler (`MPI_ERRORS_RETURN`
+//! unless the program set another), those of open and delete to
+//! `MPI_FILE_NULL`'s.
+
+use super::errors::{create_handler, valid_handler, HandlerFn};
+use super::{cstr, get, mpi, mpi_fn, put, put_status, put_str, ret_file, typed, CStatus};
+use crate::api::consts::{dt, err};
+use crate::api::error::{fail, MpiError, MpiResult};
+use crate::api::file::{self, At, File, FILE_NULL};
+use crate::api::usermem::TypedBuf;
+use crate::api::{info, Layout, Status};
+use std::os::raw::{c_char, c_int, c_void};
+
+/// Runs `f` on open file `fh`.
+fn with<T>(fh: c_int, f: impl FnOnce(&mut File) -> MpiResult<T>) -> MpiResult<T> {
+    let file = file::get(fh)?;
+    let mut g = file::lock(&file);
+    f(&mut g)
+}
+
+mpi_fn!(fn MPI_File_open / PMPI_File_open(comm: c_int, name: *const c_char, amode: c_int, info_h: c_int, fh: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's NUL-terminated string.
+        let name = unsafe { cstr(name)? };
+        let hints = info::get_or_empty(info_h)?;
+        let h = file::open(m, comm, &name, amode, hints)?;
+        // SAFETY: caller's out-pointer.
+        unsafe { put(fh, h) }
+    });
+    ret_file("MPI_File_open", FILE_NULL, r)
+});
+
+mpi_fn!(fn MPI_File_close / PMPI_File_close(fh: *mut c_int) {
+    // SAFETY: caller's in/out pointer.
+    let h = match unsafe { get(fh) } {
+        Ok(h) => h,
+        Err(e) => return ret_file("MPI_File_close", FILE_NULL, Err(e)),
+    };
+    let r = mpi().and_then(|m| file::close(m, h)).and_then(|()| {
+        // SAFETY: as above.
+        unsafe { put(fh, FILE_NULL) }
+    });
+    ret_file("MPI_File_close", h, r)
+});
+
+mpi_fn!(fn MPI_File_delete / PMPI_File_delete(name: *const c_char, _info: c_int) {
+    // SAFETY: caller's NUL-terminated string.
+    let r = unsafe { cstr(name) }.and_then(|n| file::delete(&n));
+    ret_file("MPI_File_delete", FILE_NULL, r)
+});
+
+/// Writes `count` elements of `datatype` from `buf` at `at`.
+///
+/// # Safety
+/// The buffer and status pointers are the caller's, valid for the call.
+unsafe fn write(
+    fh: c_int,
+    at: At,
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+    status: *mut CStatus,
+) -> MpiResult<()> {
+    let m = mpi()?;
+    // SAFETY: the caller's buffer stays valid for this blocking call.
+    let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+    let n = with(fh, |f| f.write(at, &data))?;
+    // SAFETY: caller's status pointer or NULL.
+    unsafe { put_status(status, &done(n)) };
+    Ok(())
+}
+
+/// Reads up to `count` elements of `datatype` into `buf` from `at`.
+///
+/// # Safety
+/// As for `write`.
+unsafe fn read(
+    fh: c_int,
+    at: At,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+    status: *mut CStatus,
+) -> MpiResult<()> {
+    let m = mpi()?;
+    // SAFETY: the caller's buffer stays valid for this blocking call.
+    let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
+    let got = with(fh, |f| f.read(at, into.bytes()))?;
+    into.unpack(&got);
+    // SAFETY: caller's status pointer or NULL.
+    unsafe { put_status(status, &done(got.len())) };
+    Ok(())
+}
+
+fn done(bytes: usize) -> Status {
+    Status {
+        bytes,
+        ..Status::empty()
+    }
+}
+
+fn offset(o: i64) -> MpiResult<At> {
+    u64::try_from(o)
+        .map(At::Offset)
+        .or_else(|_| fail(err::ARG, format!("offset {o} is negative")))
+}
+
+/// Defines the read and write calls that differ only by where they start
+/// (and, for `_all`, by being collective, which the default view needs no
+/// more for).
+macro_rules! access {
+    ($($name:ident / $pname:ident ($kind:ident) => $at:expr;)*) => {$(
+        access!(@one $kind $name / $pname => $at);
+    )*};
+    (@one write $name:ident / $pname:ident => $at:expr) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
+            // SAFETY: the caller's buffer and status for this blocking call.
+            let r = unsafe { write(fh, $at, buf, count, datatype, status) };
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+    (@one read $name:ident / $pname:ident => $at:expr) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, buf: *mut c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
+            // SAFETY: the caller's buffer and status for this blocking call.
+            let r = unsafe { read(fh, $at, buf, count, datatype, status) };
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+}
+
+access! {
+    MPI_File_write / PMPI_File_write(write) => At::Individual;
+    MPI_File_write_all / PMPI_File_write_all(write) => At::Individual;
+    MPI_File_write_shared / PMPI_File_write_shared(write) => At::Shared;
+    MPI_File_read / PMPI_File_read(read) => At::Individual;
+    MPI_File_read_all / PMPI_File_read_all(read) => At::Individual;
+    MPI_File_read_shared / PMPI_File_read_shared(read) => At::Shared;
+}
+
+/// Defines the explicit-offset calls.
+macro_rules! access_at {
+    ($($name:ident / $pname:ident ($kind:ident);)*) => {$(
+        access_at!(@one $kind $name / $pname);
+    )*};
+    (@one write $name:ident / $pname:ident) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, off: i64, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
+            // SAFETY: the caller's buffer and status for this blocking call.
+            let r = offset(off).and_then(|at| unsafe { write(fh, at, buf, count, datatype, status) });
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+    (@one read $name:ident / $pname:ident) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, off: i64, buf: *mut c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
+            // SAFETY: the caller's buffer and status for this blocking call.
+            let r = offset(off).and_then(|at| unsafe { read(fh, at, buf, count, datatype, status) });
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+}
+
+access_at! {
+    MPI_File_write_at / PMPI_File_write_at(write);
+    MPI_File_write_at_all / PMPI_File_write_at_all(write);
+    MPI_File_read_at / PMPI_File_read_at(read);
+    MPI_File_read_at_all / PMPI_File_read_at_all(read);
+}
+
+mpi_fn!(fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the caller's buffer stays valid for this blocking call.
+        let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+        let n = with(fh, |f| f.write_ordered(m, &data))?;
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { put_status(status, &done(n)) };
+        Ok(())
+    });
+    ret_file("MPI_File_write_ordered", fh, r)
+});
+
+mpi_fn!(fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: c_int, buf: *mut c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: the caller's buffer stays valid for this blocking call.
+        let into = unsafe { typed(m, buf, count, datatype)? };
+        let got = with(fh, |f| f.read_ordered(m, into.bytes()))?;
+        into.unpack(&got);
+        // SAFETY: caller's status pointer or NULL.
+        unsafe { put_status(status, &done(got.len())) };
+        Ok(())
+    });
+    ret_file("MPI_File_read_ordered", fh, r)
+});
+
+mpi_fn!(fn MPI_File_seek / PMPI_File_seek(fh: c_int, off: i64, whence: c_int) {
+    ret_file("MPI_File_seek", fh, with(fh, |f| f.seek(off, whence)))
+});
+
+mpi_fn!(fn MPI_File_get_position / PMPI_File_get_position(fh: c_int, off: *mut i64) {
+    let r = with(fh, |f| Ok(f.position()));
+    // SAFETY: caller's out-pointer.
+    ret_file("MPI_File_get_position", fh, r.and_then(|p| unsafe { put(off, p as i64) }))
+});
+
+mpi_fn!(fn MPI_File_seek_shared / PMPI_File_seek_shared(fh: c_int, off: i64, whence: c_int) {
+    let r = mpi().and_then(|m| with(fh, |f| f.seek_shared(m, off, whence)));
+    ret_file("MPI_File_seek_shared", fh, r)
+});
+
+mpi_fn!(fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: c_int, off: *mut i64) {
+    let r = with(fh, |f| f.position_shared());
+    // SAFETY: caller's out-pointer.
+    ret_file("MPI_File_get_position_shared", fh, r.and_then(|p| unsafe { put(off, p as i64) }))
+});
+
+mpi_fn!(fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: c_int, off: i64, disp: *mut i64) {
+    // With the default view an offset is a byte offset.
+    let r = with(fh, |_| offset(off)).and_then(|_| {
+        // SAFETY: caller's out-pointer.
+        unsafe { put(disp, off) }
+    });
+    ret_file("MPI_File_get_byte_offset", fh, r)
+});
+
+mpi_fn!(fn MPI_File_get_size / PMPI_File_get_size(fh: c_int, size: *mut i64) {
+    let r = with(fh, |f| f.size());
+    // SAFETY: caller's out-pointer.
+    ret_file("MPI_File_get_size", fh, r.and_then(|s| unsafe { put(size, s as i64) }))
+});
+
+mpi_fn!(fn MPI_File_set_size / PMPI_File_set_size(fh: c_int, size: i64) {
+    let r = mpi().and_then(|m| with(fh, |f| f.set_size(m, size)));
+    ret_file("MPI_File_set_size", fh, r)
+});
+
+mpi_fn!(fn MPI_File_preallocate / PMPI_File_preallocate(fh: c_int, size: i64) {
+    let r = mpi().and_then(|m| with(fh, |f| f.preallocate(m, size)));
+    ret_file("MPI_File_preallocate", fh, r)
+});
+
+mpi_fn!(fn MPI_File_sync / PMPI_File_sync(fh: c_int) {
+    ret_file("MPI_File_sync", fh, with(fh, |f| f.sync()))
+});
+
+mpi_fn!(fn MPI_File_get_amode / PMPI_File_get_amode(fh: c_int, amode: *mut c_int) {
+    let r = with(fh, |f| Ok(f.amode));
+    // SAFETY: caller's out-pointer.
+    ret_file("MPI_File_get_amode", fh, r.and_then(|a| unsafe { put(amode, a) }))
+});
+
+mpi_fn!(fn MPI_File_get_group / PMPI_File_get_group(fh: c_int, group: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let g = with(fh, |f| Ok((*f.comm.group).clone()))?;
+        let h = m.tables().add_group(g);
+        // SAFETY: caller's out-pointer.
+        unsafe { put(group, h) }
+    });
+    ret_file("MPI_File_get_group", fh, r)
+});
+
+mpi_fn!(fn MPI_File_set_info / PMPI_File_set_info(fh: c_int, info_h: c_int) {
+    let r = info::get_or_empty(info_h).and_then(|i| with(fh, |f| {
+        for (k, v) in i.entries() {
+            f.info.set(k, v)?;
+        }
+        Ok(())
+    }));
+    ret_file("MPI_File_set_info", fh, r)
+});
+
+mpi_fn!(fn MPI_File_get_info / PMPI_File_get_info(fh: c_int, info_h: *mut c_int) {
+    let r = with(fh, |f| Ok(f.info.clone())).map(info::add);
+    // SAFETY: caller's out-pointer.
+    ret_file("MPI_File_get_info", fh, r.and_then(|h| unsafe { put(info_h, h) }))
+});
+
+mpi_fn!(fn MPI_File_set_atomicity / PMPI_File_set_atomicity(fh: c_int, flag: c_int) {
+    // Each access is one positioned read or write of contiguous bytes,
+    // which POSIX already makes atomic; the flag is kept for get_atomicity.
+    ret_file("MPI_File_set_atomicity", fh, with(fh, |f| {
+        f.atomic = flag != 0;
+        Ok(())
+    }))
+});
+
+mpi_fn!(fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: c_int, flag: *mut c_int) {
+    let r = with(fh, |f| Ok(f.atomic as c_int));
+    // SAFETY: caller's out-pointer.
+    ret_file("MPI_File_get_atomicity", fh, r.and_then(|a| unsafe { put(flag, a) }))
+});
+
+mpi_fn!(fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: c_int, datatype: c_int, extent: *mut i64) {
+    let r = with(fh, |_| Ok(())).and_then(|()| {
+        let t = mpi()?.tables().dtype(datatype)?;
+        // SAFETY: caller's out-pointer.
+        unsafe { put(extent, t.extent as i64) }
+    });
+    ret_file("MPI_File_get_type_extent", fh, r)
+});
+
+mpi_fn!(fn MPI_File_get_view / PMPI_File_get_view(fh: c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char) {
+    let r = with(fh, |_| Ok(())).and_then(|()| {
+        let mut len = 0;
+        // SAFETY: caller's out-pointers; `datarep` holds
+        // MPI_MAX_DATAREP_STRING bytes by the standard.
+        unsafe {
+            put(disp, 0)?;
+            put(etype, dt::BYTE)?;
+            put(filetype, dt::BYTE)?;
+            put_str("native", datarep, MAX_DATAREP_STRING, &mut len)
+        }
+    });
+    ret_file("MPI_File_get_view", fh, r)
+});
+
+/// `MPI_MAX_DATAREP_STRING`.
+pub const MAX_DATAREP_STRING: usize = 128;
+
+mpi_fn!(fn MPI_File_create_errhandler / PMPI_File_create_errhandler(f: Option<HandlerFn>, out: *mut c_int) {
+    ret_file("MPI_File_create_errhandler", FILE_NULL, create_handler(f, out))
+});
+
+mpi_fn!(fn MPI_File_set_errhandler / PMPI_File_set_errhandler(fh: c_int, eh: c_int) {
+    let r = if valid_handler(eh) {
+        file::set_errhandler(fh, eh)
+    } else {
+        fail(err::ARG, format!("invalid error handler {eh}"))
+    };
+    ret_file("MPI_File_set_errhandler", fh, r)
+});
+
+mpi_fn!(fn MPI_File_get_errhandler / PMPI_File_get_errhandler(fh: c_int, eh: *mut c_int) {
+    let r = if fh == FILE_NULL { Ok(()) } else { file::get(fh).map(|_| ()) };
+    // SAFETY: caller's out-pointer.
+    let r = r.and_then(|()| unsafe { put(eh, file::errhandler(fh)) });
+    ret_file("MPI_File_get_errhandler", fh, r)
+});
+
+mpi_fn!(fn MPI_File_call_errhandler / PMPI_File_call_errhandler(fh: c_int, code: c_int) {
+    if fh != FILE_NULL {
+        if let Err(e) = file::get(fh) {
+            return ret_file("MPI_File_call_errhandler", FILE_NULL, Err(e));
+        }
+    }
+    let e = MpiError::new(code, super::errors::text_of(code));
+    ret_file("MPI_File_call_errhandler", fh, Err(e));
+    err::SUCCESS
+});

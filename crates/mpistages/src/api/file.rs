@@ -1,0 +1,645 @@
+//! MPI-IO files with the default view (displacement 0, etype and filetype
+//! `MPI_BYTE`, "native"): open and close, independent and collective reads
+//! and writes at explicit offsets, at the individual file pointer and at
+//! the shared one, sizes, sync, atomicity and the file's error handler.
+//! Views other than the default, non-blocking and split-collective calls
+//! and collective buffering are not here yet.
+//!
+//! Each open file has a private duplicate of the communicator it was opened
+//! on, so its collective steps never meet the program's own messages. The
+//! shared file pointer lives in a side file beside the data file, read and
+//! advanced under an exclusive lock (`flock`, which the kernel drops when a
+//! process dies, so a rank's death never leaves the pointer locked). Files
+//! are not part of the MPI state checkpoint: a rank replaced in a recovery
+//! starts with none open.
+
+use super::comm;
+use super::consts::{err, ERRORS_RETURN};
+use super::error::{fail, MpiError, MpiResult};
+use super::info::Info;
+use super::{Comm, Mpi};
+use crate::coll;
+use crate::transport::RawBuf;
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `MPI_FILE_NULL`.
+pub const FILE_NULL: i32 = 0;
+
+/// Access modes (`MPI_MODE_*`, MPICH's values).
+pub mod mode {
+    pub const CREATE: i32 = 1;
+    pub const RDONLY: i32 = 2;
+    pub const WRONLY: i32 = 4;
+    pub const RDWR: i32 = 8;
+    pub const DELETE_ON_CLOSE: i32 = 16;
+    pub const UNIQUE_OPEN: i32 = 32;
+    pub const EXCL: i32 = 64;
+    pub const APPEND: i32 = 128;
+    pub const SEQUENTIAL: i32 = 256;
+    pub const ALL: i32 = 511;
+}
+
+/// `MPI_SEEK_SET`, `MPI_SEEK_CUR`, `MPI_SEEK_END`.
+pub const SEEK_SET: i32 = 600;
+pub const SEEK_CUR: i32 = 602;
+pub const SEEK_END: i32 = 604;
+
+/// An open file.
+pub struct File {
+    /// The private duplicate of the communicator it was opened on.
+    pub comm: Arc<Comm>,
+    path: PathBuf,
+    fd: std::fs::File,
+    pub amode: i32,
+    pub info: Info,
+    /// The individual file pointer, in bytes.
+    pos: u64,
+    shared: SharedPointer,
+    pub atomic: bool,
+}
+
+/// The file table: handle 0 is `MPI_FILE_NULL`, which holds only the error
+/// handler that open and delete use.
+struct Table {
+    files: Vec<Option<Arc<Mutex<File>>>>,
+    handlers: Vec<i32>,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    files: Vec::new(),
+    handlers: Vec::new(),
+});
+
+fn table() -> MutexGuard<'static, Table> {
+    let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    if t.handlers.is_empty() {
+        t.files.push(None);
+        t.handlers.push(ERRORS_RETURN);
+    }
+    t
+}
+
+/// The open file behind a handle.
+pub fn get(h: i32) -> MpiResult<Arc<Mutex<File>>> {
+    let t = table();
+    match usize::try_from(h).ok().and_then(|i| t.files.get(i)) {
+        Some(Some(f)) => Ok(f.clone()),
+        _ => fail(err::FILE, format!("invalid file handle {h}")),
+    }
+}
+
+/// Locks a file (a panic of another thread leaves it usable).
+pub fn lock(f: &Mutex<File>) -> MutexGuard<'_, File> {
+    f.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The error handler of a file handle (`MPI_FILE_NULL`'s for an invalid one,
+/// as the standard says for errors no file can be named for).
+pub fn errhandler(h: i32) -> i32 {
+    let t = table();
+    let i = usize::try_from(h)
+        .ok()
+        .filter(|&i| i == 0 || t.files.get(i).is_some_and(Option::is_some));
+    t.handlers[i.unwrap_or(0)]
+}
+
+pub fn set_errhandler(h: i32, eh: i32) -> MpiResult<()> {
+    if h != FILE_NULL {
+        get(h)?;
+    }
+    table().handlers[h as usize] = eh;
+    Ok(())
+}
+
+fn add(f: File) -> i32 {
+    let mut t = table();
+    let eh = t.handlers[0];
+    let f = Some(Arc::new(Mutex::new(f)));
+    match t.files.iter().skip(1).position(Option::is_none) {
+        Some(i) => {
+            t.files[i + 1] = f;
+            t.handlers[i + 1] = eh;
+            (i + 1) as i32
+        }
+        None => {
+            t.files.push(f);
+            t.handlers.push(eh);
+            (t.files.len() - 1) as i32
+        }
+    }
+}
+
+/// An I/O error as the MPI error class that names it.
+fn io_error(what: &str, path: &Path, e: std::io::Error) -> MpiError {
+    let class = match e.kind() {
+        ErrorKind::NotFound => err::NO_SUCH_FILE,
+        ErrorKind::PermissionDenied => err::ACCESS,
+        ErrorKind::AlreadyExists => err::FILE_EXISTS,
+        ErrorKind::StorageFull => err::NO_SPACE,
+        ErrorKind::QuotaExceeded => err::QUOTA,
+        ErrorKind::ReadOnlyFilesystem => err::READ_ONLY,
+        ErrorKind::IsADirectory | ErrorKind::InvalidFilename | ErrorKind::InvalidInput => {
+            err::BAD_FILE
+        }
+        _ => err::IO,
+    };
+    MpiError::new(class, format!("{what} {}: {e}", path.display()))
+}
+
+/// Checks an access mode as the standard requires.
+pub fn check_amode(amode: i32) -> MpiResult<()> {
+    let access = [mode::RDONLY, mode::WRONLY, mode::RDWR]
+        .iter()
+        .filter(|&&m| amode & m != 0)
+        .count();
+    let why = if amode & !mode::ALL != 0 {
+        "has bits that are no MPI_MODE_*"
+    } else if access != 1 {
+        "must have exactly one of MPI_MODE_RDONLY, MPI_MODE_WRONLY and MPI_MODE_RDWR"
+    } else if amode & mode::RDONLY != 0 && amode & (mode::CREATE | mode::EXCL) != 0 {
+        "cannot create a file opened read-only"
+    } else if amode & mode::RDWR != 0 && amode & mode::SEQUENTIAL != 0 {
+        "cannot be MPI_MODE_RDWR and MPI_MODE_SEQUENTIAL together"
+    } else {
+        return Ok(());
+    };
+    fail(err::AMODE, format!("access mode {amode:#x} {why}"))
+}
+
+fn open_local(path: &Path, amode: i32, create: bool) -> MpiResult<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(amode & mode::WRONLY == 0)
+        .write(amode & mode::RDONLY == 0)
+        .mode(0o644);
+    if create && amode & mode::CREATE != 0 {
+        o.create(true);
+    }
+    if create && amode & mode::EXCL != 0 {
+        o.create_new(true);
+    }
+    o.open(path).map_err(|e| io_error("cannot open", path, e))
+}
+
+/// The first error of any member (all return it), or nothing.
+fn agree(team: &coll::Team, mine: &MpiResult<()>) -> MpiResult<()> {
+    let code = mine.as_ref().err().map_or(0, |e| e.class);
+    let all = comm::allgather_fixed(team, &code.to_le_bytes())?;
+    let first = all
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .enumerate()
+        .find(|&(_, c)| c != 0);
+    match (mine, first) {
+        (Err(e), _) => Err(e.clone()),
+        (Ok(()), Some((r, c))) => fail(c, format!("rank {r} of the file's group failed")),
+        (Ok(()), None) => Ok(()),
+    }
+}
+
+/// `MPI_File_open`: collective over `h`'s members; the first member creates
+/// the file when asked, then everyone opens it.
+pub fn open(m: &Mpi, h: i32, name: &str, amode: i32, info: Info) -> MpiResult<i32> {
+    check_amode(amode)?;
+    let comm = comm::private_dup(m, h)?;
+    if comm.is_inter() {
+        return fail(
+            err::COMM,
+            "a file cannot be opened on an inter-communicator",
+        );
+    }
+    let team = comm.team(m);
+    let path = PathBuf::from(name);
+    // The first member creates (EXCL is checked once), then everyone opens.
+    let first = if comm.rank == 0 {
+        open_local(&path, amode, true).map(Some)
+    } else {
+        Ok(None)
+    };
+    agree(&team, &first.as_ref().map(|_| ()).map_err(Clone::clone))?;
+    let fd = match first? {
+        Some(fd) => Ok(fd),
+        None => open_local(&path, amode, false),
+    };
+    agree(&team, &fd.as_ref().map(|_| ()).map_err(Clone::clone))?;
+    let fd = fd?;
+    // Rank 0's pid and a count of its opens name the shared pointer's file.
+    let mut id = [0u8; 12];
+    if comm.rank == 0 {
+        static OPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = OPENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        id[..4].copy_from_slice(&std::process::id().to_le_bytes());
+        id[4..].copy_from_slice(&n.to_le_bytes());
+    }
+    // SAFETY: `id` outlives the blocking broadcast.
+    coll::bcast(&team, 0, unsafe { RawBuf::new(id.as_mut_ptr(), id.len()) })?;
+    let end = if amode & mode::APPEND != 0 {
+        size_of(&fd, &path)?
+    } else {
+        0
+    };
+    let shared = SharedPointer::new(&path, &id, end);
+    Ok(add(File {
+        comm,
+        path,
+        fd,
+        amode,
+        info,
+        pos: end,
+        shared,
+        atomic: false,
+    }))
+}
+
+fn size_of(fd: &std::fs::File, path: &Path) -> MpiResult<u64> {
+    Ok(fd
+        .metadata()
+        .map_err(|e| io_error("cannot read the size of", path, e))?
+        .len())
+}
+
+/// `MPI_File_close`: collective; the shared pointer's file goes, and the
+/// data file too under `MPI_MODE_DELETE_ON_CLOSE`.
+pub fn close(m: &Mpi, h: i32) -> MpiResult<()> {
+    let f = get(h)?;
+    {
+        let f = lock(&f);
+        // Everyone is done with the shared pointer and the data.
+        coll::barrier(&f.comm.team(m))?;
+        if f.comm.rank == 0 {
+            f.shared.remove();
+            if f.amode & mode::DELETE_ON_CLOSE != 0 {
+                std::fs::remove_file(&f.path).map_err(|e| io_error("cannot delete", &f.path, e))?;
+            }
+        }
+    }
+    let mut t = table();
+    t.files[h as usize] = None;
+    t.handlers[h as usize] = ERRORS_RETURN;
+    Ok(())
+}
+
+/// `MPI_File_delete`.
+pub fn delete(name: &str) -> MpiResult<()> {
+    let path = Path::new(name);
+    std::fs::remove_file(path).map_err(|e| io_error("cannot delete", path, e))
+}
+
+/// Where an access starts.
+#[derive(Clone, Copy)]
+pub enum At {
+    /// An explicit offset (`_at` calls).
+    Offset(u64),
+    /// The individual file pointer, which moves past the data.
+    Individual,
+    /// The shared file pointer, which moves past the data.
+    Shared,
+}
+
+impl File {
+    fn allows(&self, write: bool, at: At) -> MpiResult<()> {
+        if write && self.amode & mode::RDONLY != 0 {
+            return fail(err::READ_ONLY, "the file was opened MPI_MODE_RDONLY");
+        }
+        if !write && self.amode & mode::WRONLY != 0 {
+            return fail(err::ACCESS, "the file was opened MPI_MODE_WRONLY");
+        }
+        if self.amode & mode::SEQUENTIAL != 0 && !matches!(at, At::Shared) {
+            return fail(
+                err::UNSUPPORTED_OPERATION,
+                "a file opened MPI_MODE_SEQUENTIAL is accessed only through the shared file pointer",
+            );
+        }
+        Ok(())
+    }
+
+    /// Where `len` bytes go or come from, moving the pointer used.
+    fn place(&mut self, at: At, len: u64) -> MpiResult<u64> {
+        Ok(match at {
+            At::Offset(o) => o,
+            At::Individual => {
+                let o = self.pos;
+                self.pos += len;
+                o
+            }
+            At::Shared => self.shared.fetch_add(len)?,
+        })
+    }
+
+    /// Writes `data` (already packed), returning the bytes written.
+    pub fn write(&mut self, at: At, data: &[u8]) -> MpiResult<usize> {
+        self.allows(true, at)?;
+        let off = self.place(at, data.len() as u64)?;
+        self.write_at(off, data)?;
+        Ok(data.len())
+    }
+
+    fn write_at(&self, off: u64, data: &[u8]) -> MpiResult<()> {
+        self.fd
+            .write_all_at(data, off)
+            .map_err(|e| io_error("cannot write", &self.path, e))
+    }
+
+    /// Reads up to `len` bytes (fewer at the end of the file).
+    pub fn read(&mut self, at: At, len: usize) -> MpiResult<Vec<u8>> {
+        self.allows(false, at)?;
+        let off = self.place(at, len as u64)?;
+        let got = self.read_at(off, len)?;
+        if let At::Individual = at {
+            // The pointer moves past what was read, not what was asked.
+            self.pos -= (len - got.len()) as u64;
+        }
+        Ok(got)
+    }
+
+    fn read_at(&self, off: u64, len: usize) -> MpiResult<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        let mut n = 0;
+        while n < len {
+            match self.fd.read_at(&mut buf[n..], off + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error("cannot read", &self.path, e)),
+            }
+        }
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// `MPI_File_write_ordered`: the members' data one after the other, in
+    /// rank order, at the shared file pointer.
+    pub fn write_ordered(&mut self, m: &Mpi, data: &[u8]) -> MpiResult<usize> {
+        self.allows(true, At::Shared)?;
+        let off = self.ordered_offset(m, data.len() as u64)?;
+        self.write_at(off, data)?;
+        Ok(data.len())
+    }
+
+    pub fn read_ordered(&mut self, m: &Mpi, len: usize) -> MpiResult<Vec<u8>> {
+        self.allows(false, At::Shared)?;
+        let off = self.ordered_offset(m, len as u64)?;
+        self.read_at(off, len)
+    }
+
+    /// Each member's offset for an ordered access of `len` bytes: the first
+    /// member advances the shared pointer by the sum and tells everyone.
+    fn ordered_offset(&mut self, m: &Mpi, len: u64) -> MpiResult<u64> {
+        let team = self.comm.team(m);
+        let lens = comm::allgather_fixed(&team, &len.to_le_bytes())?;
+        let lens: Vec<u64> = lens
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
+        let mut base = [0u8; 8];
+        let start = if self.comm.rank == 0 {
+            self.shared.fetch_add(lens.iter().sum())
+        } else {
+            Ok(0)
+        };
+        agree(&team, &start.as_ref().map(|_| ()).map_err(Clone::clone))?;
+        base.copy_from_slice(&start?.to_le_bytes());
+        // SAFETY: `base` outlives the blocking broadcast.
+        coll::bcast(&team, 0, unsafe { RawBuf::new(base.as_mut_ptr(), 8) })?;
+        let before: u64 = lens[..self.comm.rank].iter().sum();
+        Ok(u64::from_le_bytes(base) + before)
+    }
+
+    /// `MPI_File_seek` (individual pointer).
+    pub fn seek(&mut self, offset: i64, whence: i32) -> MpiResult<()> {
+        if self.amode & mode::SEQUENTIAL != 0 {
+            return fail(
+                err::UNSUPPORTED_OPERATION,
+                "a file opened MPI_MODE_SEQUENTIAL has no individual file pointer",
+            );
+        }
+        let end = self.size()?;
+        self.pos = moved(self.pos, end, offset, whence)?;
+        Ok(())
+    }
+
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// `MPI_File_seek_shared`: collective, everyone gives the same values.
+    pub fn seek_shared(&mut self, m: &Mpi, offset: i64, whence: i32) -> MpiResult<()> {
+        // The others check their arguments alike.
+        moved(0, 0, offset.max(0), whence)?;
+        self.first_member_does(m, |f| {
+            let cur = f.shared.get()?;
+            let to = moved(cur, f.size()?, offset, whence)?;
+            f.shared.set(to)
+        })
+    }
+
+    /// A collective change made once: after every member has called (so
+    /// nobody's earlier access sees it), the first member makes it, and
+    /// everyone returns its outcome.
+    fn first_member_does(
+        &mut self,
+        m: &Mpi,
+        change: impl FnOnce(&mut File) -> MpiResult<()>,
+    ) -> MpiResult<()> {
+        let comm = self.comm.clone();
+        let team = comm.team(m);
+        coll::barrier(&team)?;
+        let r = if comm.rank == 0 { change(self) } else { Ok(()) };
+        agree(&team, &r)
+    }
+
+    pub fn position_shared(&mut self) -> MpiResult<u64> {
+        self.shared.get()
+    }
+
+    pub fn size(&self) -> MpiResult<u64> {
+        size_of(&self.fd, &self.path)
+    }
+
+    /// `MPI_File_set_size` (collective): the first member truncates or
+    /// extends.
+    pub fn set_size(&mut self, m: &Mpi, size: i64) -> MpiResult<()> {
+        let size = self.new_size(size)?;
+        self.first_member_does(m, |f| f.resize(size))
+    }
+
+    /// `MPI_File_preallocate`: storage for `size` bytes (the file grows to
+    /// it, with zeros, if smaller; it never shrinks).
+    pub fn preallocate(&mut self, m: &Mpi, size: i64) -> MpiResult<()> {
+        let size = self.new_size(size)?;
+        self.first_member_does(m, |f| {
+            if f.size()? < size {
+                f.resize(size)?;
+            }
+            mpistages_sys::file::allocate(&f.fd, size)
+                .map_err(|e| io_error("cannot allocate", &f.path, e))
+        })
+    }
+
+    fn new_size(&self, size: i64) -> MpiResult<u64> {
+        if self.amode & mode::RDONLY != 0 {
+            return fail(err::READ_ONLY, "the file was opened MPI_MODE_RDONLY");
+        }
+        u64::try_from(size).or_else(|_| fail(err::ARG, format!("size {size} is negative")))
+    }
+
+    fn resize(&self, size: u64) -> MpiResult<()> {
+        self.fd
+            .set_len(size)
+            .map_err(|e| io_error("cannot resize", &self.path, e))
+    }
+
+    pub fn sync(&self) -> MpiResult<()> {
+        self.fd
+            .sync_all()
+            .map_err(|e| io_error("cannot sync", &self.path, e))
+    }
+}
+
+/// A pointer at `cur` in a file of `end` bytes moved by `offset` from
+/// `whence`.
+fn moved(cur: u64, end: u64, offset: i64, whence: i32) -> MpiResult<u64> {
+    let from = match whence {
+        SEEK_SET => 0,
+        SEEK_CUR => cur as i64,
+        SEEK_END => end as i64,
+        w => {
+            return fail(
+                err::ARG,
+                format!("whence {w} is not MPI_SEEK_SET, _CUR or _END"),
+            )
+        }
+    };
+    let to = from.checked_add(offset).unwrap_or(-1);
+    u64::try_from(to).or_else(|_| fail(err::ARG, format!("the pointer would move to {to}")))
+}
+
+/// The shared file pointer: a side file holding it as 8 bytes, changed
+/// under an exclusive lock. Until it exists the pointer is `initial`.
+struct SharedPointer {
+    path: PathBuf,
+    initial: u64,
+    fd: Option<std::fs::File>,
+}
+
+impl SharedPointer {
+    fn new(data: &Path, id: &[u8; 12], initial: u64) -> SharedPointer {
+        let name = data
+            .file_name()
+            .map_or("file".into(), |n| n.to_string_lossy());
+        let pid = u32::from_le_bytes(id[..4].try_into().expect("4 bytes"));
+        let n = u64::from_le_bytes(id[4..].try_into().expect("8 bytes"));
+        let side = format!(".{name}.mpistages-shfp.{pid}.{n}");
+        SharedPointer {
+            path: data.with_file_name(side),
+            initial,
+            fd: None,
+        }
+    }
+
+    /// Runs `f` on the pointer's value under the lock; `f` returns the new
+    /// value and what to give back.
+    fn locked<T>(&mut self, f: impl FnOnce(u64) -> MpiResult<(u64, T)>) -> MpiResult<T> {
+        if self.fd.is_none() {
+            let fd = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&self.path)
+                .map_err(|e| io_error("cannot open the shared file pointer", &self.path, e))?;
+            self.fd = Some(fd);
+        }
+        let fd = self.fd.as_ref().expect("opened above");
+        let path = &self.path;
+        let ioerr = |e| io_error("cannot use the shared file pointer", path, e);
+        fd.lock().map_err(ioerr)?;
+        let r = (|| {
+            let mut b = [0u8; 8];
+            let now = match fd.read_at(&mut b, 0).map_err(ioerr)? {
+                8 => u64::from_le_bytes(b),
+                0 => self.initial,
+                n => return fail(err::IO, format!("{}: {n} bytes, not 8", path.display())),
+            };
+            let (next, out) = f(now)?;
+            fd.write_all_at(&next.to_le_bytes(), 0).map_err(ioerr)?;
+            Ok(out)
+        })();
+        let unlocked = fd.unlock().map_err(ioerr);
+        let out = r?;
+        unlocked?;
+        Ok(out)
+    }
+
+    fn fetch_add(&mut self, len: u64) -> MpiResult<u64> {
+        self.locked(|now| Ok((now + len, now)))
+    }
+
+    fn get(&mut self) -> MpiResult<u64> {
+        self.locked(|now| Ok((now, now)))
+    }
+
+    fn set(&mut self, to: u64) -> MpiResult<()> {
+        self.locked(|_| Ok((to, ())))
+    }
+
+    fn remove(&self) {
+        // Absent when nobody used the shared pointer.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_modes_follow_the_standard() {
+        assert!(check_amode(mode::RDONLY).is_ok());
+        assert!(check_amode(mode::WRONLY | mode::CREATE | mode::EXCL).is_ok());
+        assert!(check_amode(mode::WRONLY | mode::SEQUENTIAL | mode::CREATE).is_ok());
+        for bad in [
+            0,
+            mode::RDONLY | mode::WRONLY,
+            mode::RDONLY | mode::CREATE,
+            mode::RDONLY | mode::EXCL,
+            mode::RDWR | mode::SEQUENTIAL,
+            mode::RDWR | 1024,
+        ] {
+            assert_eq!(check_amode(bad).unwrap_err().class, err::AMODE, "{bad:#x}");
+        }
+    }
+
+    #[test]
+    fn seeks_move_from_where_they_say() {
+        assert_eq!(moved(5, 100, 7, SEEK_SET).unwrap(), 7);
+        assert_eq!(moved(5, 100, 7, SEEK_CUR).unwrap(), 12);
+        assert_eq!(moved(5, 100, -10, SEEK_END).unwrap(), 90);
+        assert_eq!(moved(5, 100, -6, SEEK_CUR).unwrap_err().class, err::ARG);
+        assert_eq!(moved(5, 100, 0, 1).unwrap_err().class, err::ARG);
+        assert_eq!(
+            moved(5, 100, i64::MAX, SEEK_END).unwrap_err().class,
+            err::ARG
+        );
+    }
+
+    #[test]
+    fn the_shared_pointer_starts_at_its_initial_value_and_advances() {
+        let dir = std::env::temp_dir().join(format!("mpistages-shfp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = dir.join("data.bin");
+        let mut a = SharedPointer::new(&data, &[1; 12], 40);
+        let mut b = SharedPointer::new(&data, &[1; 12], 40);
+        assert_eq!(a.fetch_add(10).unwrap(), 40);
+        assert_eq!(b.fetch_add(5).unwrap(), 50);
+        assert_eq!(a.get().unwrap(), 55);
+        b.set(3).unwrap();
+        assert_eq!(a.fetch_add(1).unwrap(), 3);
+        a.remove();
+        assert!(!a.path.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

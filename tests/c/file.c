@@ -1,0 +1,257 @@
+/* MPI-IO with the default view: every rank writes and reads back at
+ * explicit offsets, at its individual pointer, at the shared pointer and
+ * in rank order; sizes, seeks, modes and errors. The directory comes from
+ * FILE_TEST_DIR (the harness makes and removes it). */
+#include "check.h"
+#include <string.h>
+#include <unistd.h>
+
+static char dir[512];
+
+static void path(char *out, const char *name) {
+    snprintf(out, 600, "%s/%s", dir, name);
+}
+
+/* Each rank writes 100 ints (its rank * 1000 + i) at its block with
+ * write_at_all, reads a neighbour's block back, and checks the size. */
+static void explicit_offsets(int rank, int size) {
+    char name[600];
+    path(name, "at.bin");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh));
+    int buf[100];
+    for (int i = 0; i < 100; i++) buf[i] = rank * 1000 + i;
+    MPI_Status st;
+    CHECK_RC(MPI_File_write_at_all(fh, (MPI_Offset)rank * sizeof buf, buf, 100, MPI_INT, &st));
+    int n = -1;
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(n == 100, "wrote %d ints", n);
+    MPI_File_sync(fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Offset sz = -1;
+    CHECK_RC(MPI_File_get_size(fh, &sz));
+    CHECK(sz == (MPI_Offset)size * (MPI_Offset)sizeof buf, "size %lld", (long long)sz);
+    int peer = (rank + 1) % size, got[100];
+    CHECK_RC(MPI_File_read_at(fh, (MPI_Offset)peer * sizeof got, got, 100, MPI_INT, &st));
+    for (int i = 0; i < 100; i++) CHECK(got[i] == peer * 1000 + i, "got[%d] = %d", i, got[i]);
+    /* A read past the end gets what there is: the last 10 ints. */
+    MPI_Offset last = sz - 10 * (MPI_Offset)sizeof(int);
+    CHECK_RC(MPI_File_read_at(fh, last, got, 100, MPI_INT, &st));
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(n == 10 && got[9] == (size - 1) * 1000 + 99, "short read: %d ints, last %d", n, got[9]);
+    /* Everyone has read before anyone writes past the end. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* A strided memory type: every other int of 20 goes to the file. */
+    MPI_Datatype every_other;
+    MPI_Type_vector(10, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    int src[20], dense[10];
+    for (int i = 0; i < 20; i++) src[i] = rank * 100 + i;
+    MPI_Offset at = sz + (MPI_Offset)rank * sizeof dense;
+    CHECK_RC(MPI_File_write_at(fh, at, src, 1, every_other, &st));
+    CHECK_RC(MPI_File_read_at(fh, at, dense, 10, MPI_INT, &st));
+    for (int i = 0; i < 10; i++) CHECK(dense[i] == rank * 100 + 2 * i, "dense[%d] = %d", i, dense[i]);
+    MPI_Type_free(&every_other);
+    CHECK_RC(MPI_File_close(&fh));
+    CHECK(fh == MPI_FILE_NULL, "close must set MPI_FILE_NULL");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) CHECK_RC(MPI_File_delete(name, MPI_INFO_NULL));
+}
+
+/* The individual pointer: seek to the rank's block, write, seek back,
+ * read; get_position and get_byte_offset follow. */
+static void individual_pointer(int rank) {
+    char name[600];
+    path(name, "ind.bin");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh));
+    double v[4] = {rank + 0.5, rank + 1.5, rank + 2.5, rank + 3.5}, w[4];
+    CHECK_RC(MPI_File_seek(fh, (MPI_Offset)rank * sizeof v, MPI_SEEK_SET));
+    CHECK_RC(MPI_File_write_all(fh, v, 4, MPI_DOUBLE, MPI_STATUS_IGNORE));
+    MPI_Offset pos = -1, byte = -1;
+    CHECK_RC(MPI_File_get_position(fh, &pos));
+    CHECK(pos == (MPI_Offset)(rank + 1) * sizeof v, "position %lld", (long long)pos);
+    CHECK_RC(MPI_File_get_byte_offset(fh, pos, &byte));
+    CHECK(byte == pos, "byte offset %lld", (long long)byte);
+    CHECK_RC(MPI_File_seek(fh, -(MPI_Offset)sizeof v, MPI_SEEK_CUR));
+    CHECK_RC(MPI_File_read(fh, w, 4, MPI_DOUBLE, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 4; i++) CHECK(w[i] == v[i], "w[%d] = %g", i, w[i]);
+    CHECK(MPI_File_seek(fh, -1, MPI_SEEK_SET) == MPI_ERR_ARG, "a negative position is refused");
+    CHECK(MPI_File_seek(fh, 0, 12345) == MPI_ERR_ARG, "a bad whence is refused");
+    int amode = 0;
+    CHECK_RC(MPI_File_get_amode(fh, &amode));
+    CHECK(amode == (MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE), "amode %#x", amode);
+    MPI_Group g, wg;
+    int cmp = -1;
+    CHECK_RC(MPI_File_get_group(fh, &g));
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_compare(g, wg, &cmp);
+    CHECK(cmp == MPI_IDENT, "the file's group is the world's (%d)", cmp);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+    MPI_Offset disp = -1;
+    MPI_Datatype et = MPI_DATATYPE_NULL, ft = MPI_DATATYPE_NULL;
+    char rep[MPI_MAX_DATAREP_STRING];
+    CHECK_RC(MPI_File_get_view(fh, &disp, &et, &ft, rep));
+    CHECK(disp == 0 && et == MPI_BYTE && ft == MPI_BYTE && strcmp(rep, "native") == 0, "view %s", rep);
+    CHECK_RC(MPI_File_close(&fh));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(access(name, F_OK) != 0, "MPI_MODE_DELETE_ON_CLOSE left %s", name);
+}
+
+/* The shared pointer: each rank appends its record once; every record
+ * lands exactly once. Then write_ordered puts records in rank order. */
+static void shared_pointer(int rank, int size) {
+    char name[600];
+    path(name, "shared.bin");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_WRONLY | MPI_MODE_SEQUENTIAL, MPI_INFO_NULL, &fh));
+    int rec[3] = {rank, rank * rank, -rank};
+    CHECK_RC(MPI_File_write_shared(fh, rec, 3, MPI_INT, MPI_STATUS_IGNORE));
+    /* Only the shared pointer exists in sequential mode. */
+    CHECK(MPI_File_write_at(fh, 0, rec, 3, MPI_INT, MPI_STATUS_IGNORE) == MPI_ERR_UNSUPPORTED_OPERATION,
+          "write_at on a sequential file is refused");
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Offset sp = -1;
+    CHECK_RC(MPI_File_get_position_shared(fh, &sp));
+    CHECK(sp == (MPI_Offset)size * sizeof rec, "shared pointer at %lld", (long long)sp);
+    int mine[2] = {rank, 7};
+    CHECK_RC(MPI_File_write_ordered(fh, mine, rank == 0 ? 1 : 2, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK_RC(MPI_File_close(&fh));
+
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh));
+    int all[3 * 64], seen[64] = {0};
+    CHECK_RC(MPI_File_read_at_all(fh, 0, all, 3 * size, MPI_INT, MPI_STATUS_IGNORE));
+    for (int i = 0; i < size; i++) {
+        int r = all[3 * i];
+        CHECK(r >= 0 && r < size && all[3 * i + 1] == r * r && all[3 * i + 2] == -r, "record %d: %d %d %d", i, r, all[3 * i + 1], all[3 * i + 2]);
+        seen[r]++;
+    }
+    for (int r = 0; r < size; r++) CHECK(seen[r] == 1, "rank %d's record %d times", r, seen[r]);
+    /* Ordered: rank 0's one int, then (r, 7) for each other rank. */
+    int ord[128];
+    MPI_Offset base = (MPI_Offset)size * sizeof rec;
+    CHECK_RC(MPI_File_read_at(fh, base, ord, 2 * size - 1, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK(ord[0] == 0, "ordered[0] = %d", ord[0]);
+    for (int r = 1; r < size; r++) CHECK(ord[2 * r - 1] == r && ord[2 * r] == 7, "ordered rank %d: %d %d", r, ord[2 * r - 1], ord[2 * r]);
+    /* read_shared hands out consecutive records; seek_shared moves it. */
+    CHECK_RC(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
+    int one[3];
+    CHECK_RC(MPI_File_read_shared(fh, one, 3, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK(one[1] == one[0] * one[0], "read_shared got %d %d", one[0], one[1]);
+    /* Writing a read-only file fails, to this file's handler (RETURN). */
+    CHECK(MPI_File_write_at(fh, 0, one, 1, MPI_INT, MPI_STATUS_IGNORE) == MPI_ERR_READ_ONLY, "write to RDONLY");
+    CHECK_RC(MPI_File_close(&fh));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) CHECK_RC(MPI_File_delete(name, MPI_INFO_NULL));
+    /* No side file of the shared pointer is left behind. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", dir);
+        CHECK(system(cmd) == 0, "files left in %s", dir);
+    }
+}
+
+/* Sizes, modes and errors. */
+static int handled;
+static void on_error(MPI_File *fh, int *code, ...) {
+    (void)fh;
+    handled = *code;
+}
+
+static void sizes_and_errors(int rank) {
+    char name[600], missing[600];
+    path(name, "size.bin");
+    path(missing, "no/such/dir/file");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh));
+    CHECK_RC(MPI_File_set_size(fh, 4096));
+    MPI_Offset sz = -1;
+    CHECK_RC(MPI_File_get_size(fh, &sz));
+    CHECK(sz == 4096, "set_size: %lld", (long long)sz);
+    CHECK_RC(MPI_File_preallocate(fh, 100));
+    CHECK_RC(MPI_File_get_size(fh, &sz));
+    CHECK(sz == 4096, "preallocate must not shrink: %lld", (long long)sz);
+    CHECK_RC(MPI_File_preallocate(fh, 8192));
+    CHECK_RC(MPI_File_get_size(fh, &sz));
+    CHECK(sz == 8192, "preallocate grows: %lld", (long long)sz);
+    CHECK_RC(MPI_File_set_size(fh, 10));
+    CHECK_RC(MPI_File_get_size(fh, &sz));
+    CHECK(sz == 10, "truncate: %lld", (long long)sz);
+    int flag = -1;
+    CHECK_RC(MPI_File_set_atomicity(fh, 1));
+    CHECK_RC(MPI_File_get_atomicity(fh, &flag));
+    CHECK(flag == 1, "atomicity %d", flag);
+    MPI_Aint ext = 0;
+    CHECK_RC(MPI_File_get_type_extent(fh, MPI_DOUBLE, &ext));
+    CHECK(ext == sizeof(double), "extent %ld", (long)ext);
+    int x;
+    CHECK(MPI_File_read_at(fh, 0, &x, 1, MPI_INT, MPI_STATUS_IGNORE) == MPI_ERR_ACCESS, "read of WRONLY");
+    /* A program's handler on the file sees the error. */
+    MPI_Errhandler eh, got;
+    CHECK_RC(MPI_File_create_errhandler(on_error, &eh));
+    CHECK_RC(MPI_File_set_errhandler(fh, eh));
+    CHECK_RC(MPI_File_get_errhandler(fh, &got));
+    CHECK(got == eh, "get_errhandler");
+    handled = 0;
+    MPI_File_read_at(fh, 0, &x, 1, MPI_INT, MPI_STATUS_IGNORE);
+    CHECK(handled == MPI_ERR_ACCESS, "handler saw %d", handled);
+    CHECK_RC(MPI_File_call_errhandler(fh, MPI_ERR_OTHER));
+    CHECK(handled == MPI_ERR_OTHER, "call_errhandler: %d", handled);
+    MPI_Errhandler_free(&eh);
+    CHECK_RC(MPI_File_close(&fh));
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Open errors return (MPI_FILE_NULL's handler is MPI_ERRORS_RETURN),
+     * the same class on every rank, with a text. */
+    int rc = MPI_File_open(MPI_COMM_WORLD, missing, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    int cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_NO_SUCH_FILE, "open of a missing file: %d", rc);
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    CHECK(len > 0 && strstr(text, "MPI_ERR_NO_SUCH_FILE"), "text: %s", text);
+    rc = MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    CHECK(rc == MPI_ERR_FILE_EXISTS, "EXCL on an existing file: %d", rc);
+    rc = MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_RDONLY | MPI_MODE_CREATE, MPI_INFO_NULL, &fh);
+    CHECK(rc == MPI_ERR_AMODE, "RDONLY|CREATE: %d", rc);
+    rc = MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_RDWR | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    CHECK(rc == MPI_ERR_AMODE, "two access modes: %d", rc);
+    MPI_File bogus = 12345;
+    CHECK(MPI_File_close(&bogus) == MPI_ERR_FILE, "close of an invalid handle");
+    CHECK(MPI_File_sync(MPI_FILE_NULL) == MPI_ERR_FILE, "sync of MPI_FILE_NULL");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        CHECK_RC(MPI_File_delete(name, MPI_INFO_NULL));
+        CHECK(MPI_File_delete(name, MPI_INFO_NULL) == MPI_ERR_NO_SUCH_FILE, "second delete");
+    }
+    /* Files on a sub-communicator: each half writes its own file. */
+    int color = rank % 2;
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, color, rank, &half);
+    char hn[600];
+    snprintf(hn, sizeof hn, "%s/half%d.bin", dir, color);
+    CHECK_RC(MPI_File_open(half, hn, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh));
+    MPI_Comm_free(&half);  /* the file keeps its own communicator */
+    CHECK_RC(MPI_File_write_ordered(fh, &rank, 1, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK_RC(MPI_File_close(&fh));
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *d = getenv("FILE_TEST_DIR");
+    CHECK(d != NULL, "FILE_TEST_DIR is not set");
+    snprintf(dir, sizeof dir, "%s", d);
+    explicit_offsets(rank, size);
+    individual_pointer(rank);
+    shared_pointer(rank, size);
+    sizes_and_errors(rank);
+    pass("file.c");
+    MPI_Finalize();
+    return 0;
+}
