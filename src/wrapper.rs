@@ -72,7 +72,8 @@ fn compiler(lang: Lang) -> String {
 
 /// What `mpifort` adds for the Fortran compiler it runs.
 pub struct FortranSetup {
-    /// The directory holding `mpi.mod` for this compiler.
+    /// The directory holding `mpi.mod`, `mpi_f08.mod` and the f08
+    /// module's procedures (`libmpistages_f08.a`) for this compiler.
     pub module_dir: PathBuf,
     /// gfortran 10 and later reject one routine called with different
     /// argument types in one file, which every `mpif.h` code does (an
@@ -93,10 +94,14 @@ pub fn compile_flags(layout: &Layout, fortran: Option<&FortranSetup>) -> Vec<Str
     v
 }
 
-/// The flags a link needs (the library, found again at run time).
-pub fn link_flags(layout: &Layout) -> Vec<String> {
+/// The flags a link needs (the library, found again at run time; for
+/// Fortran the `mpi_f08` module's procedures, taken only when called).
+pub fn link_flags(layout: &Layout, fortran: Option<&FortranSetup>) -> Vec<String> {
     let lib = layout.lib.display().to_string();
     let mut v = vec![format!("-L{lib}"), format!("-Wl,-rpath,{lib}")];
+    if let Some(f) = fortran {
+        v.push(f.module_dir.join(F08_ARCHIVE).display().to_string());
+    }
     v.extend(["-lmpistages", "-lpthread", "-ldl", "-lm"].map(String::from));
     v
 }
@@ -115,7 +120,7 @@ pub fn command(
     cmd.extend(compile_flags(layout, fortran));
     cmd.extend(args.iter().cloned());
     if !compile_only {
-        cmd.extend(link_flags(layout));
+        cmd.extend(link_flags(layout, fortran));
     }
     cmd
 }
@@ -174,8 +179,10 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     // The module source and mpif.h are in the name, so a changed library
     // never uses a module compiled from an older interface.
     let source = mpistages::abi::fortran::module::source();
+    let f08 = mpistages::abi::fortran::f08::source();
     let mut crc = crc32fast::Hasher::new();
     crc.update(source.as_bytes());
+    crc.update(f08.as_bytes());
     crc.update(&std::fs::read(layout.include.join("mpif.h")).unwrap_or_default());
     let id: String = format!("{base}-{version}-{:08x}", crc.finalize())
         .chars()
@@ -197,10 +204,16 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     let mut errors = Vec::new();
     for root in roots {
         let dir = root.join(&id);
-        let ready = if dir.join("mpi.mod").exists() {
+        let ready = if dir.join(F08_ARCHIVE).exists() {
             Ok(())
         } else {
-            build_module(fc, layout, &source, &root, &dir)
+            build_module(
+                fc,
+                layout,
+                &[("mpi", &source), ("mpi_f08", &f08)],
+                &root,
+                &dir,
+            )
         };
         match ready {
             Ok(()) => {
@@ -215,10 +228,15 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     Err(errors.join("; "))
 }
 
+/// The archive of the `mpi_f08` module's procedures, beside its `.mod`.
+const F08_ARCHIVE: &str = "libmpistages_f08.a";
+
+/// Compiles the module sources (in order: `mpi_f08` uses nothing of
+/// `mpi`, but each must see the headers) and archives `mpi_f08`'s object.
 fn build_module(
     fc: &str,
     layout: &Layout,
-    source: &str,
+    sources: &[(&str, &str)],
     root: &Path,
     dir: &Path,
 ) -> Result<(), String> {
@@ -228,27 +246,42 @@ fn build_module(
     let tmp = root.join(format!(".build-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let result = (|| {
-        let src = tmp.join("mpi.f90");
-        std::fs::write(&src, source).map_err(|e| format!("cannot write {}: {e}", src.display()))?;
-        let out = Command::new(fc)
-            .args(["-c", "-O0", "-fPIC"])
-            .arg(format!("-I{}", layout.include.display()))
-            .arg(format!("-J{}", tmp.display()))
-            .arg(&src)
-            .arg("-o")
-            .arg(tmp.join("mpi.o"))
+        for (name, source) in sources {
+            let src = tmp.join(format!("{name}.f90"));
+            std::fs::write(&src, source)
+                .map_err(|e| format!("cannot write {}: {e}", src.display()))?;
+            let out = Command::new(fc)
+                .args(["-c", "-O0", "-fPIC"])
+                .arg(format!("-I{}", layout.include.display()))
+                .arg(format!("-J{}", tmp.display()))
+                .arg(&src)
+                .arg("-o")
+                .arg(tmp.join(format!("{name}.o")))
+                .output()
+                .map_err(|e| format!("cannot run '{fc}': {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "'{fc}' could not compile the {name} module:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        let out = Command::new("ar")
+            .arg("rcs")
+            .arg(tmp.join(F08_ARCHIVE))
+            .arg(tmp.join("mpi_f08.o"))
             .output()
-            .map_err(|e| format!("cannot run '{fc}': {e}"))?;
+            .map_err(|e| format!("cannot run 'ar': {e}"))?;
         if !out.status.success() {
             return Err(format!(
-                "'{fc}' could not compile the mpi module:\n{}",
+                "'ar' could not archive the mpi_f08 module:\n{}",
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
         match std::fs::rename(&tmp, dir) {
             Ok(()) => Ok(()),
-            // Another mpifort finished first: use its module.
-            Err(_) if dir.join("mpi.mod").exists() => Ok(()),
+            // Another mpifort finished first: use its modules.
+            Err(_) if dir.join(F08_ARCHIVE).exists() => Ok(()),
             Err(e) => Err(format!("cannot create {}: {e}", dir.display())),
         }
     })();
@@ -278,11 +311,15 @@ pub fn main(lang: Lang) -> ! {
         let shown = match what {
             Show::Command => cmd,
             Show::CompileFlags => compile(),
-            Show::LinkFlags => link_flags(&layout),
+            Show::LinkFlags => link_flags(&layout, fortran.as_ref()),
             Show::CompileCommand => [vec![compiler(lang)], compile(), args].concat(),
-            Show::LinkCommand => {
-                [vec![compiler(lang)], compile(), args, link_flags(&layout)].concat()
-            }
+            Show::LinkCommand => [
+                vec![compiler(lang)],
+                compile(),
+                args,
+                link_flags(&layout, fortran.as_ref()),
+            ]
+            .concat(),
         };
         println!("{}", shown.join(" "));
         std::process::exit(0);

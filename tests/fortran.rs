@@ -84,8 +84,9 @@ fn passes_at_1_to_4(file: &str, min_checks: usize) {
     let exe = test_program(file);
     let name = exe.file_name().unwrap().to_string_lossy().into_owned();
     for np in 1..=4 {
-        // Where a program may write files (coverage.f90's MPI-IO).
-        let dir = common::Scratch::new("fortran-files");
+        // Where a program may write files (MPI-IO); one per test, as the
+        // tests of this process run side by side.
+        let dir = common::Scratch::new(&format!("fortran-files-{name}"));
         let env = [("FILE_TEST_DIR", dir.path())];
         let r = mpiexec(&["-n", &np.to_string(), exe.to_str().unwrap()], &env, LIMIT);
         let line = r
@@ -311,4 +312,11 @@ fn every_binding_is_exported_with_gfortran_names() {
         assert!(syms.contains(&n), "{n} is not exported");
         assert!(syms.contains(&format!("p{n}")), "p{n} is not exported");
     }
+}
+
+/// `use mpi_f08`: handle types, TYPE(MPI_Status), optional IERROR, the
+/// sentinels, and the common calls.
+#[test]
+fn the_f08_module_runs_the_common_calls() {
+    passes_at_1_to_4("f08.f90", 24);
 }

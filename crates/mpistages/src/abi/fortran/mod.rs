@@ -13,6 +13,7 @@
 //! the `mpi` module, so the two cannot drift apart.
 
 mod bindings;
+pub mod f08;
 pub mod module;
 mod special;
 
