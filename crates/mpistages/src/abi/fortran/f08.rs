@@ -12,6 +12,7 @@
 //! handler constructors, user operations, generalized requests), whose
 //! f08 callbacks have other interfaces, and the `PMPI_` names.
 
+use super::module::header;
 use super::{Binding, Kind, TABLE};
 use std::fmt::Write;
 
@@ -165,28 +166,6 @@ fn pass(name: &str, kind: Kind) -> String {
         (Kind::I | Kind::O | Kind::IO, Some(_)) => format!("{name}%MPI_VAL"),
         _ => name.to_string(),
     }
-}
-
-/// `subroutine NAME(a, b, &\n  c, ierror)` wrapped before column 100.
-fn header(indent: &str, name: &str, args: &[&str]) -> String {
-    let mut line = format!("{indent}subroutine {name}(");
-    let mut out = String::new();
-    for (i, a) in args.iter().enumerate() {
-        let piece = if i == 0 {
-            a.to_string()
-        } else {
-            format!(", {a}")
-        };
-        if line.len() + piece.len() > 96 {
-            out.push_str(&line);
-            out.push_str(" &\n");
-            line = format!("{indent}    ");
-        }
-        line.push_str(&piece);
-    }
-    out.push_str(&line);
-    out.push(')');
-    out
 }
 
 fn arg_names(b: &Binding) -> Vec<&str> {

@@ -39,12 +39,12 @@ fn declare(name: &str, kind: Kind) -> String {
     }
 }
 
-/// `subroutine NAME(a, b, &\n  c, ierror)`, wrapped before column 100.
-fn header(name: &str, b: &Binding) -> String {
-    let mut line = format!("    subroutine {name}(");
+/// `{indent}subroutine NAME(a, b, &\n  c)`, wrapped before column 100
+/// (also the f08 module's, and its calls).
+pub(super) fn header(indent: &str, name: &str, args: &[&str]) -> String {
+    let mut line = format!("{indent}subroutine {name}(");
     let mut out = String::new();
-    let args = b.args.iter().map(|(a, _)| *a).chain(["ierror"]);
-    for (i, a) in args.enumerate() {
+    for (i, a) in args.iter().enumerate() {
         let piece = if i == 0 {
             a.to_string()
         } else {
@@ -53,7 +53,7 @@ fn header(name: &str, b: &Binding) -> String {
         if line.len() + piece.len() > 96 {
             out.push_str(&line);
             out.push_str(" &\n");
-            line = "        ".to_string();
+            line = format!("{indent}    ");
         }
         line.push_str(&piece);
     }
@@ -63,7 +63,8 @@ fn header(name: &str, b: &Binding) -> String {
 }
 
 fn interface(out: &mut String, name: &str, b: &Binding) {
-    let _ = writeln!(out, "{}", header(name, b));
+    let args: Vec<&str> = b.args.iter().map(|(a, _)| *a).chain(["ierror"]).collect();
+    let _ = writeln!(out, "{}", header("    ", name, &args));
     for (a, k) in b.args {
         let _ = writeln!(out, "      {}", declare(a, *k));
     }
