@@ -214,7 +214,7 @@ mpi_fn!(fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: c_in
 
 mpi_fn!(fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: c_int, off: i64, disp: *mut i64) {
     // With the default view an offset is a byte offset.
-    let r = with(fh, |_| offset(off)).and_then(|_| {
+    let r = file::get(fh).and_then(|_| offset(off)).and_then(|_| {
         // SAFETY: caller's out-pointer.
         unsafe { put(disp, off) }
     });
@@ -289,7 +289,7 @@ mpi_fn!(fn MPI_File_get_atomicity / PMPI_File_get_atomicity(fh: c_int, flag: *mu
 });
 
 mpi_fn!(fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: c_int, datatype: c_int, extent: *mut i64) {
-    let r = with(fh, |_| Ok(())).and_then(|()| {
+    let r = file::get(fh).and_then(|_| {
         let t = mpi()?.tables().dtype(datatype)?;
         // SAFETY: caller's out-pointer.
         unsafe { put(extent, t.extent as i64) }
@@ -298,7 +298,7 @@ mpi_fn!(fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: c_int, datat
 });
 
 mpi_fn!(fn MPI_File_get_view / PMPI_File_get_view(fh: c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char) {
-    let r = with(fh, |_| Ok(())).and_then(|()| {
+    let r = file::get(fh).and_then(|_| {
         let mut len = 0;
         // SAFETY: caller's out-pointers; `datarep` holds
         // MPI_MAX_DATAREP_STRING bytes by the standard.

@@ -281,6 +281,9 @@ pub fn capture(f: impl FnOnce() -> c_int) -> MpiResult<()> {
 }
 
 pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
+    if let Some(class) = captured(name, &e) {
+        return class;
+    }
     let (handler, m) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();
@@ -308,25 +311,27 @@ pub fn ret_file(name: &str, fh: i32, r: MpiResult<()>) -> c_int {
     match r {
         Ok(()) => err::SUCCESS,
         Err(e) => {
+            if let Some(class) = captured(name, &e) {
+                return class;
+            }
             let m = api::mpi().ok().map(|m| &**m);
             handle(name, fh, api::file::errhandler(fh), m, e)
         }
     }
 }
 
+/// Keeps `e` for the request when a non-blocking collective's worker runs
+/// the call (`capture`), returning its class; `None` when it must be raised.
+fn captured(name: &str, e: &MpiError) -> Option<c_int> {
+    CAPTURED.with_borrow_mut(|c| {
+        let slot = c.as_mut()?;
+        *slot = Some(MpiError::new(e.class, format!("{name}: {}", e.detail)));
+        Some(e.class)
+    })
+}
+
 /// Runs error handler `handler` of the object `handle` for `e`.
 fn handle(name: &str, handle: i32, handler: i32, m: Option<&Mpi>, e: MpiError) -> c_int {
-    let class = e.class;
-    let kept = CAPTURED.with_borrow_mut(|c| match c {
-        Some(slot) => {
-            *slot = Some(MpiError::new(class, format!("{name}: {}", e.detail)));
-            true
-        }
-        None => false,
-    });
-    if kept {
-        return class;
-    }
     if e.class == err::TRY_RELOAD {
         if let Some(m) = m {
             return reload(m, name, handler);
