@@ -558,6 +558,8 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
 pub fn finalize() -> MpiResult<()> {
     let m = mpi()?;
     nbc::stop_workers();
+    // The parity thread's report of the last epoch goes before this.
+    m.stages().settle();
     if let Some(c) = &m.client {
         let _ = c.send(&crate::control::proto::ToController::Finalizing);
     }

@@ -96,27 +96,63 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             return Err(e);
         }
     };
+    let mut reported_by_parity = false;
     if let Some(copy) = copy {
         match recovery::protect_copy(m, epoch, &copy)? {
             // An empty copy: the partner could not write its checkpoint.
             Some(recovery::Held::Copy(held)) if held.is_empty() => {}
             Some(recovery::Held::Copy(held)) => m.stages().hold(epoch, held, copy.len()),
             // The parity is computed while the application goes on.
-            Some(recovery::Held::Chunks(c)) => {
-                m.stages().hold_later(epoch, copy.len(), move || c.parity())
-            }
+            // The parity is computed while the application goes on; the
+            // thread that makes it reports the epoch once it is held.
+            Some(recovery::Held::Chunks(c)) => match m.client.clone() {
+                Some(client) => {
+                    m.stages()
+                        .hold_later(epoch, copy.len(), move || c.parity(), client);
+                    reported_by_parity = true;
+                }
+                // (A set without mpiexec: not a job this runs in.)
+                None => match c.parity() {
+                    Ok(bytes) => m.stages().hold(epoch, bytes, copy.len()),
+                    Err(why) => log::warn!(
+                        "mpistages: warning: the parity of epoch {epoch} was not made: {why}"
+                    ),
+                },
+            },
             None => {}
         }
     }
     let (committed, durable) = m.engine.committed();
     let mut st = m.stages();
-    st.report(epoch, m.client.as_deref(), committed, durable)
-        .map_err(|e| stages_error("MPIX_Checkpoint_write", e))?;
+    if reported_by_parity {
+        st.apply_committed(committed, durable);
+    } else {
+        st.report(epoch, m.client.as_deref(), committed, durable)
+            .map_err(|e| stages_error("MPIX_Checkpoint_write", e))?;
+    }
     if let Some(spec) = inject::after_checkpoint(epoch) {
         st.damage(inject::damage_of(spec));
         inject::kill_self(m.client.as_deref(), spec);
     }
     Ok(())
+}
+
+/// Under an erasure-coded level, an epoch commits once every member of
+/// every set holds its parity, which threads make in the background. A
+/// rank killed by `call=` after its newest checkpoint waits (up to 5 s)
+/// for that epoch to commit, so that the failure comes after the
+/// checkpoint as the injection means it, not before the others' parity
+/// threads are done (which tests the fallback to the epoch before).
+fn wait_for_parity_commit(m: &Mpi) {
+    let written = {
+        let st = m.stages();
+        if st.redundancy().is_none_or(|r| r.set_shape().is_none()) {
+            return;
+        }
+        st.epoch
+    };
+    m.engine
+        .wait_committed(written, std::time::Duration::from_secs(5));
 }
 
 /// `--inject rank=R,writing=E`: a thread that SIGKILLs this process as
@@ -163,6 +199,9 @@ pub(super) fn rejoin_and_restore(
     client: &crate::control::client::Client,
     replacement: bool,
 ) -> MpiResult<()> {
+    // A parity thread still running reports its (rolled-back) epoch now,
+    // while mpiexec ignores reports, not after the recovery.
+    m.stages().settle();
     // The copy this rank holds is looked up (and a file copy read and
     // verified) before the barrier, while the other ranks are still on
     // their way to it; when every rank holds the same epoch, mpiexec says
@@ -511,6 +550,7 @@ fn fire_on_call(name: &str) {
     };
     if let Ok(m) = super::mpi() {
         m.stages().damage(inject::damage_of(spec));
+        wait_for_parity_commit(m);
         inject::kill_self(m.client.as_deref(), spec);
     }
     inject::kill_self(None, spec);

@@ -424,6 +424,23 @@ impl Engine {
         self.with(|c| (c.notices.committed, c.notices.durable))
     }
 
+    /// Waits, at most `within`, until mpiexec announces `epoch` (or a
+    /// newer one) committed; says whether it did. Polls without blocking
+    /// and sleeps between polls (fault injection only: not a hot path).
+    pub fn wait_committed(&self, epoch: u64, within: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + within;
+        loop {
+            if self.committed().0 >= epoch {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            self.poke();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     /// A replacement learns the epoch it restores from its environment
     /// rather than from a notice.
     pub fn set_restore_epoch(&self, epoch: u64) {

@@ -326,16 +326,22 @@ impl Stages {
 
     /// Holds, once `compute` has made them on a thread of its own (while
     /// the application goes on), the bytes this rank keeps of `epoch` for
-    /// others; written to node-local storage by that thread too.
+    /// others; written to node-local storage by that thread too. The same
+    /// thread then reports `epoch` to mpiexec through `client`: this
+    /// rank's part of an epoch is complete only once the parity it holds
+    /// for its set is, so no epoch commits before every member of a set
+    /// holds its parity (a relaunch after a commit finds it on disk).
     pub fn hold_later(
         &mut self,
         epoch: u64,
         own: usize,
         compute: impl FnOnce() -> Result<Vec<u8>, String> + Send + 'static,
+        client: Arc<Client>,
     ) {
         self.settle();
         let files = self.store.held_files();
         let holder = self.store.rank();
+        let durable = self.store.durable();
         let thread = std::thread::Builder::new()
             .name("mpistages-parity".into())
             .spawn(move || {
@@ -344,6 +350,11 @@ impl Stages {
                     (Ok(b), Some(d)) => crate::checkpoint::store::write_held(d, epoch, holder, b),
                     _ => None,
                 };
+                if bytes.is_ok() {
+                    // A failed send means mpiexec is gone: the application
+                    // thread learns it at its next call.
+                    let _ = client.send(&ToController::Checkpoint { epoch, durable });
+                }
                 (bytes, warning)
             });
         match thread {
