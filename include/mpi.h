@@ -125,6 +125,8 @@ typedef void (MPI_User_function)(void *invec, void *inoutvec, int *len, MPI_Data
 #define MPI_ERR_NO_SPACE                 36
 #define MPI_ERR_ERRHANDLER               20
 #define MPI_ERR_PROC_FAILED              75
+#define MPI_ERR_PROC_FAILED_PENDING      76
+#define MPI_ERR_REVOKED                  77
 #define MPI_ERR_INFO                     28
 #define MPI_ERR_INFO_KEY                 29
 #define MPI_ERR_INFO_VALUE               30
@@ -1135,6 +1137,7 @@ typedef enum { MPIX_REINIT_NEW = 1, MPIX_REINIT_REINITED, MPIX_REINIT_RESTARTED 
 #define MPIX_RECOVERY_STAGES 1
 #define MPIX_RECOVERY_REINIT 2
 #define MPIX_RECOVERY_CPR    3
+#define MPIX_RECOVERY_ULFM   4
 int MPIX_Get_recovery_mode(int *mode);
 int PMPIX_Get_recovery_mode(int *mode);
 typedef int (*MPIX_Restart_point)(int argc, char **argv, MPIX_Reinit_state state);

@@ -70,6 +70,13 @@ options for the whole job (before the first program):
                          cpr     every rank is killed and the whole job
                                  relaunched; MPIX_Get_fault_epoch gives the
                                  checkpoint to reload
+                         ulfm    nothing is replaced: the survivors go on,
+                                 get MPIX_ERR_PROC_FAILED from what involves
+                                 the dead rank, and mend their communicators
+                                 with the ULFM calls of <mpi-ext.h>
+                                 (MPIX_Comm_revoke, _agree, _shrink, ...)
+  --with-ft ulfm       the same as --recovery ulfm (Open MPI 5's spelling;
+                       --with-ft mpi too)
   --spares N           with --recovery stages or reinit: keep N spare
                        processes of the program waiting in MPI_Init; a
                        failed rank is replaced by one of them (no exec,
@@ -393,6 +400,10 @@ impl Global {
                 self.recovery =
                     Some(RecoveryMode::parse(&v).map_err(|e| format!("--recovery {e}"))?)
             }
+            "--with-ft" => match v.as_str() {
+                "ulfm" | "mpi" => self.recovery = Some(RecoveryMode::Ulfm),
+                _ => return Err(format!("--with-ft '{v}': expected ulfm (or mpi)")),
+            },
             "--max-restarts" => {
                 self.max_restarts = Some(
                     v.parse()

@@ -158,6 +158,27 @@ impl Job {
                     return Err(format!("unexpected spare (pid {pid})"));
                 }
             }
+            (ToController::Revoke { context, members }, Some(r)) => {
+                self.on_revoke(r, context, members)
+            }
+            (
+                ToController::Agree {
+                    context,
+                    seq,
+                    members,
+                    flag,
+                    acked,
+                    proposal,
+                },
+                Some(r),
+            ) => {
+                let c = agreement::Contribution {
+                    flag,
+                    acked,
+                    context: proposal,
+                };
+                self.on_agree(r, (context, seq), members, c)?
+            }
             (ToController::Spare { .. }, Some(r)) => {
                 return Err(format!("rank {r} says it is a spare"))
             }

@@ -21,6 +21,7 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+mod agreement;
 mod barrier;
 mod injections;
 mod messages;
@@ -28,6 +29,7 @@ mod recoveries;
 mod recovery;
 mod remote;
 pub mod stdin;
+mod ulfm;
 
 const TOKEN_LISTENER: u64 = 1;
 const TOKEN_SIGNALS: u64 = 2;
@@ -140,6 +142,10 @@ struct Job {
     /// `--restart`: where the job starts from (its ranks read those files
     /// under the identity of the job that wrote them).
     restart: Option<crate::restart::Found>,
+    /// `--recovery ulfm`: the ranks that died (the job went on), and the
+    /// agreements in progress.
+    ulfm_dead: std::collections::BTreeSet<u32>,
+    agreements: agreement::Agreements,
 }
 
 pub fn main() -> ! {
@@ -246,6 +252,8 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         spares: Spares::default(),
         remote,
         restart,
+        ulfm_dead: Default::default(),
+        agreements: Default::default(),
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
@@ -527,6 +535,10 @@ impl Job {
             Exit::Code(c) if st.finalizing => format!("exited with status {c}"),
             Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
         });
+        if self.opts.recovery == RecoveryMode::Ulfm && !st.finalizing {
+            self.ulfm_failed(r, pid, &what);
+            return;
+        }
         if self.opts.recovery != RecoveryMode::None && !st.finalizing {
             self.recover(r, &what);
             return;

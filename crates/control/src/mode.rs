@@ -12,14 +12,19 @@ pub enum RecoveryMode {
     Reinit,
     /// Every rank is relaunched and reads the last checkpoint.
     Cpr,
+    /// Nothing is replaced: the survivors hear of the failure and go on,
+    /// with the ULFM interface (revoke, agree, shrink) to mend their
+    /// communicators (`mpiexec --with-ft ulfm`, as in Open MPI 5).
+    Ulfm,
 }
 
 impl RecoveryMode {
-    pub const ALL: [RecoveryMode; 4] = [
+    pub const ALL: [RecoveryMode; 5] = [
         RecoveryMode::None,
         RecoveryMode::Stages,
         RecoveryMode::Reinit,
         RecoveryMode::Cpr,
+        RecoveryMode::Ulfm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -28,6 +33,7 @@ impl RecoveryMode {
             RecoveryMode::Stages => "stages",
             RecoveryMode::Reinit => "reinit",
             RecoveryMode::Cpr => "cpr",
+            RecoveryMode::Ulfm => "ulfm",
         }
     }
 
@@ -36,7 +42,7 @@ impl RecoveryMode {
         Self::ALL
             .into_iter()
             .find(|m| m.name() == name)
-            .ok_or_else(|| format!("'{name}': expected none, stages, reinit or cpr"))
+            .ok_or_else(|| format!("'{name}': expected none, stages, reinit, cpr or ulfm"))
     }
 
     /// The failed rank alone is replaced (the others live on).
@@ -49,6 +55,16 @@ impl RecoveryMode {
     pub fn announced(self) -> bool {
         self != RecoveryMode::None
     }
+
+    /// A failure stops every rank for a recovery (the rollback modes): a
+    /// lost peer is no error of its own then, the announcement halts all.
+    /// Under `ulfm` (and `none`) a lost peer fails what involves it.
+    pub fn halts(self) -> bool {
+        matches!(
+            self,
+            RecoveryMode::Stages | RecoveryMode::Reinit | RecoveryMode::Cpr
+        )
+    }
 }
 
 #[cfg(test)]
@@ -60,7 +76,7 @@ mod tests {
         for m in RecoveryMode::ALL {
             assert_eq!(RecoveryMode::parse(m.name()), Ok(m));
         }
-        assert!(RecoveryMode::parse("ulfm")
+        assert!(RecoveryMode::parse("ulf")
             .unwrap_err()
             .contains("expected none"));
     }

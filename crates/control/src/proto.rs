@@ -50,6 +50,21 @@ pub enum ToController {
     Injecting { spec: usize },
     /// First message of a spare process: it waits for an `Assign`.
     Spare { key: Vec<u8>, pid: u32 },
+    /// ULFM (`MPIX_Comm_revoke`): tell the other `members` (world ranks)
+    /// that the communicator of `context` is revoked.
+    Revoke { context: u32, members: Vec<u32> },
+    /// ULFM: this rank's contribution to agreement `seq` on the
+    /// communicator of `context` among `members` (world ranks): its
+    /// `flag`, the failures it acknowledged there, and its proposal for a
+    /// new context id (for a shrink).
+    Agree {
+        context: u32,
+        seq: u32,
+        members: Vec<u32>,
+        flag: u32,
+        acked: Vec<u32>,
+        proposal: u32,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -90,6 +105,24 @@ pub enum ToRank {
         generation: u32,
         epoch: u64,
         inject: String,
+    },
+    /// ULFM: these ranks died (in the order mpiexec learned it; every
+    /// rank hears of every death in the same order). The job goes on.
+    ProcFailed { ranks: Vec<u32> },
+    /// ULFM: the communicator of `context` was revoked by a member.
+    Revoked { context: u32 },
+    /// ULFM: the answer to agreement `seq` on the communicator of
+    /// `context`, the same for every member (see the controller's
+    /// `agreement` module): the AND of the flags, the members that died
+    /// without contributing, whether one of those was not acknowledged
+    /// by every contributor, and the largest context proposed.
+    Agreed {
+        context: u32,
+        seq: u32,
+        flag: u32,
+        failed: Vec<u32>,
+        unacked: bool,
+        proposal: u32,
     },
 }
 
@@ -219,6 +252,18 @@ mod tests {
                 key: vec![1; 32],
                 pid: 77,
             },
+            ToController::Revoke {
+                context: 8,
+                members: vec![0, 1, 2],
+            },
+            ToController::Agree {
+                context: 8,
+                seq: 3,
+                members: vec![0, 1, 2],
+                flag: 1,
+                acked: vec![2],
+                proposal: 12,
+            },
         ]
     }
 
@@ -236,7 +281,7 @@ mod tests {
         /// message that decodes re-encodes to a message of its own.
         #[test]
         fn mutated_messages_decode_or_fail(
-            which in 0usize..11,
+            which in 0usize..13,
             flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
             cut in any::<usize>(),
             tail in proptest::collection::vec(any::<u8>(), 0..8),

@@ -27,6 +27,7 @@ pub mod reduce;
 pub mod request;
 pub mod tools;
 pub mod topo;
+pub mod ulfm;
 
 use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
 use crate::api::error::{class_name, fail, MpiError, MpiResult};

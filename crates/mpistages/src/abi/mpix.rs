@@ -35,6 +35,7 @@ mpi_fn!(fn MPIX_Get_recovery_mode / PMPIX_Get_recovery_mode(mode: *mut c_int) {
             R::Stages => 1,
             R::Reinit => 2,
             R::Cpr => 3,
+            R::Ulfm => 4,
         };
         // SAFETY: caller's out-pointer (NULL is refused).
         unsafe { put(mode, v) }

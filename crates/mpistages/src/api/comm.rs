@@ -28,7 +28,7 @@ fn agree_context(m: &Mpi, team: &Team) -> MpiResult<u32> {
 
 /// Takes the context pair at or above `agreed` (so a concurrent creation
 /// cannot take it too).
-fn reserve(m: &Mpi, agreed: u32) -> u32 {
+pub(super) fn reserve(m: &Mpi, agreed: u32) -> u32 {
     let mut t = m.tables();
     t.max_context = t.max_context.max(agreed + 2);
     agreed.next_multiple_of(2)
@@ -87,7 +87,42 @@ pub(super) fn union_team(_m: &Mpi, c: &Comm) -> Union {
     }
 }
 
-fn register(m: &Mpi, parent_handle: i32, c: Comm) -> i32 {
+/// Tells the engine which world ranks a communicator's context pair
+/// names (for what a failure ends: `progress::ulfm`).
+pub fn announce(m: &Mpi, c: &Comm) {
+    let peers: Arc<[u32]> = c.peers().members.iter().map(|&w| w as u32).collect();
+    let all: Arc<[u32]> = match &c.remote {
+        None => peers.clone(),
+        Some(r) => c
+            .group
+            .members
+            .iter()
+            .chain(&r.members)
+            .map(|&w| w as u32)
+            .collect(),
+    };
+    m.engine
+        .register_context(c.context, crate::progress::ulfm::Members { peers, all });
+}
+
+/// `announce` for every communicator in the tables (after MPI_Init and
+/// after a restore of MPI state).
+pub fn announce_all(m: &Mpi) {
+    let comms: Vec<Arc<Comm>> = m
+        .tables()
+        .comms
+        .iter()
+        .flatten()
+        .map(|e| e.comm.clone())
+        .collect();
+    for c in comms {
+        announce(m, &c);
+    }
+}
+
+/// Adds `c` to the tables with the error handler of `parent_handle`.
+pub(crate) fn register(m: &Mpi, parent_handle: i32, c: Comm) -> i32 {
+    announce(m, &c);
     let mut t = m.tables();
     let eh = t.comms[parent_handle as usize]
         .as_ref()
@@ -112,6 +147,7 @@ pub fn private_dup(m: &Mpi, h: i32) -> MpiResult<Arc<Comm>> {
     let context = new_context(m, &parent)?;
     let mut c = (*parent).clone();
     c.context = context;
+    announce(m, &c);
     Ok(Arc::new(c))
 }
 

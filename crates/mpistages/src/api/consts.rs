@@ -71,6 +71,8 @@ pub mod err {
     pub const NO_SPACE: i32 = 36;
     pub const ERRHANDLER: i32 = 20;
     pub const PROC_FAILED: i32 = 75;
+    pub const PROC_FAILED_PENDING: i32 = 76;
+    pub const REVOKED: i32 = 77;
     pub const INFO: i32 = 28;
     pub const INFO_KEY: i32 = 29;
     pub const INFO_VALUE: i32 = 30;

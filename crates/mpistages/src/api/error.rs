@@ -32,10 +32,16 @@ pub fn request_error(e: &crate::progress::ReqError) -> MpiError {
     use crate::progress::ReqError;
     match e {
         ReqError::Truncate => MpiError::new(err::TRUNCATE, "message truncated"),
-        ReqError::PeerLost(p) => {
-            MpiError::new(err::OTHER, format!("the connection to rank {p} was lost"))
-        }
+        ReqError::PeerLost(p) => MpiError::new(
+            err::PROC_FAILED,
+            format!("world rank {p}, which this operation involves, has failed"),
+        ),
         ReqError::Halted => MpiError::new(err::TRY_RELOAD, "a process failed"),
+        ReqError::ProcFailedPending => MpiError::new(
+            err::PROC_FAILED_PENDING,
+            "a process of the communicator failed and the failure is not acknowledged (MPIX_Comm_failure_ack): a receive from MPI_ANY_SOURCE cannot wait",
+        ),
+        ReqError::Revoked => MpiError::new(err::REVOKED, "the communicator was revoked"),
         ReqError::Failed { class, detail } => MpiError::new(*class, detail.clone()),
     }
 }
@@ -95,6 +101,8 @@ pub fn class_name(class: i32) -> &'static str {
         err::NO_SPACE => "MPI_ERR_NO_SPACE",
         err::ERRHANDLER => "MPI_ERR_ERRHANDLER",
         err::PROC_FAILED => "MPI_ERR_PROC_FAILED",
+        err::PROC_FAILED_PENDING => "MPI_ERR_PROC_FAILED_PENDING",
+        err::REVOKED => "MPI_ERR_REVOKED",
         err::INFO => "MPI_ERR_INFO",
         err::INFO_KEY => "MPI_ERR_INFO_KEY",
         err::INFO_VALUE => "MPI_ERR_INFO_VALUE",
@@ -151,6 +159,8 @@ pub fn class_text(class: i32) -> &'static str {
         err::NO_SPACE => "no space left on the device",
         err::ERRHANDLER => "invalid error handler",
         err::PROC_FAILED => "a process in the communicator has failed",
+        err::PROC_FAILED_PENDING => "a potential sender of a wildcard receive has failed and the failure is not acknowledged",
+        err::REVOKED => "the communicator was revoked",
         err::INFO => "invalid info object",
         err::INFO_KEY => "info key too long or empty",
         err::INFO_VALUE => "info value too long or empty",

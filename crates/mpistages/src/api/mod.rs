@@ -25,6 +25,7 @@ pub mod redundancy;
 pub mod reinit;
 pub mod state;
 pub mod topo;
+pub mod ulfm;
 pub mod usermem;
 
 use crate::control::client::Client;
@@ -397,6 +398,13 @@ pub fn init(required: i32) -> MpiResult<i32> {
     };
     let replacement = mpi.relaunched;
     let _ = MPI.set(Arc::new(mpi));
+    if let Some(m) = MPI.get() {
+        comm::announce_all(m);
+        // The library's own communicator (`recovery`): the world's ranks.
+        let world = m.tables().comm(consts::COMM_WORLD)?;
+        let internal = Comm::intra(recovery::STAGES_CONTEXT, world.group.clone(), m.rank);
+        comm::announce(m, &internal);
+    }
     if replacement {
         let m = MPI.get().expect("just set");
         if let Err(e) = mpix::restore_replacement(m) {
@@ -478,6 +486,7 @@ fn start() -> MpiResult<Mpi> {
         transport,
         control,
         replacement,
+        ulfm: recovery == RecoveryMode::Ulfm,
     })
     .map_err(io_err("starting the progress engine"))?;
     engine.set_restore_epoch(restore_epoch);
@@ -569,6 +578,10 @@ pub fn finalize() -> MpiResult<()> {
     let flushed = m.stages().wait_flushes();
     let closing = if m.engine.halted() {
         Err(MpiError::new(err::TRY_RELOAD, ""))
+    } else if m.mode == RecoveryMode::Ulfm {
+        // Dead ranks do not come to a barrier: an agreement among the
+        // live ones is the barrier (no epoch is claimed durable).
+        ulfm::barrier(m, &world).map(|()| (0, 0))
     } else {
         recovery::min_max(m, &world, flushed.unwrap_or(0))
     };

@@ -382,6 +382,7 @@ pub fn restore(
     let saved = Stages::mpi_state(&copy.sections, copy.epoch, m.size)
         .map_err(|e| stages_error("restoring MPI state", e))?;
     state::load(&mut m.tables(), &saved, m.rank)?;
+    super::comm::announce_all(m);
     let mut st = m.stages();
     st.library = saved.library;
     st.set_restored(copy);

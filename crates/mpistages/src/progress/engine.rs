@@ -43,6 +43,9 @@ pub struct EngineConfig {
     pub control: Option<(ControlReader, Arc<Client>)>,
     /// A replacement process: halted until the job resumes.
     pub replacement: bool,
+    /// `--recovery ulfm`: the job goes on after a failure and what
+    /// involves the dead process fails (no halt for a recovery).
+    pub ulfm: bool,
 }
 
 /// Who advances communication: a user thread blocked in a wait polls the
@@ -109,7 +112,7 @@ impl Engine {
             cfg.generation,
             cfg.replacement,
             cfg.transport,
-            cfg.control.is_some(),
+            cfg.control.is_some() && !cfg.ulfm,
         );
         core.control = cfg.control;
         core.control_sets = vec![cfg.epoll.clone(), standby.clone()];
@@ -439,6 +442,50 @@ impl Engine {
             self.poke();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// Registers the context pair of a communicator with its members.
+    pub fn register_context(&self, ctx: u32, members: super::ulfm::Members) {
+        self.with(|c| c.register_context(ctx, members))
+    }
+
+    /// The dead members of the communicator of `ctx` (world ranks, in the
+    /// order their deaths were announced).
+    pub fn failed_members(&self, ctx: u32) -> Vec<u32> {
+        self.with(|c| c.failed_members(ctx))
+    }
+
+    /// Acknowledges the first `n` failures on the communicator of `ctx`;
+    /// returns how many are acknowledged there.
+    pub fn ack_failures(&self, ctx: u32, n: usize) -> usize {
+        self.with(|c| c.ack(ctx, n))
+    }
+
+    pub fn acked_failures(&self, ctx: u32) -> usize {
+        self.with(|c| c.acked(ctx))
+    }
+
+    /// Revokes the communicator of `ctx` here (what is pending on it fails).
+    pub fn revoke(&self, ctx: u32) {
+        self.with(|c| c.on_revoked(ctx))
+    }
+
+    pub fn is_revoked(&self, ctx: u32) -> bool {
+        self.with(|c| c.is_revoked(ctx))
+    }
+
+    /// The number of the next agreement on the communicator of `ctx`.
+    pub fn next_agreement(&self, ctx: u32) -> u32 {
+        self.with(|c| c.next_agreement(ctx))
+    }
+
+    /// Waits for mpiexec's answer to agreement `seq` on `ctx`; `None` when
+    /// mpiexec is gone.
+    pub fn wait_agreed(&self, ctx: u32, seq: u32) -> Option<super::ulfm::Agreed> {
+        self.wait_until(|c| match c.take_agreed(ctx, seq) {
+            Some(a) => Some(Some(a)),
+            None => c.notices.orphaned.then_some(None),
+        })
     }
 
     /// A replacement learns the epoch it restores from its environment

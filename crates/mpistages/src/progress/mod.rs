@@ -16,6 +16,7 @@ mod protocol_tests;
 pub mod request;
 mod slab;
 mod state;
+pub mod ulfm;
 mod wait;
 
 pub use engine::{Engine, EngineConfig, ProgressMode, ReqState};

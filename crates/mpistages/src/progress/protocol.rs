@@ -13,7 +13,6 @@
 //! transport event); they touch no socket themselves: frames go to the
 //! `Transport`, notices for mpiexec into `Core::outbox`.
 
-use super::matcher::Src;
 use super::request::{Op, ReqError, ReqId, SendMode, Status};
 use super::state::Core;
 use crate::control::proto::ToController;
@@ -187,6 +186,9 @@ impl Core {
         if self.halted() {
             return self.fail(id, ReqError::Halted);
         }
+        if let Some(e) = self.req(id).and_then(|r| self.refused(&r.op)) {
+            return self.fail(id, e);
+        }
         let Some(r) = self.req_mut(id) else { return };
         let len = match &r.op {
             Op::Send { layout, .. } | Op::Recv { layout, .. } => layout.packed_len(),
@@ -217,10 +219,10 @@ impl Core {
                 r.state = State::Active(Phase::RecvPosted);
                 if let Some((s, t, msg)) = self.matcher.post(ctx, src, tag, id) {
                     self.deliver(id, s, t, msg);
-                } else if let Src::Rank(p) = src {
-                    // What the peer sent before it ended was matched above.
-                    if self.lost.contains(&p) && self.matcher.cancel(ctx, id) {
-                        self.fail(id, ReqError::PeerLost(p as usize));
+                } else if let Some(e) = self.refused_unmatched(ctx, src) {
+                    // What a dead peer sent before it ended was matched above.
+                    if self.matcher.cancel(ctx, id) {
+                        self.fail(id, e);
                     }
                 }
             }
@@ -598,30 +600,12 @@ impl Core {
             return;
         }
         self.lost.insert(peer as u32);
-        let failed = self.requests.ids_where(|r| match (&r.op, &r.state) {
-            (Op::Send { dest: Some(d), .. }, State::Active(_)) => *d == peer,
-            (Op::Recv { .. }, State::Active(Phase::RecvData { .. })) => true,
-            (
-                Op::Recv {
-                    src: Some(Src::Rank(s)),
-                    ..
-                },
-                State::Active(Phase::RecvPosted),
-            ) => *s as usize == peer,
-            _ => false,
-        });
-        for id in failed {
-            if let Some(Req {
-                op: Op::Recv { context, .. },
-                state: State::Active(Phase::RecvPosted),
-                ..
-            }) = self.req_mut(id)
-            {
-                let ctx = *context;
-                self.matcher.cancel(ctx, id);
-            }
-            self.fail(id, ReqError::PeerLost(peer));
-        }
+        let ended: Vec<(ReqId, ReqError)> = self
+            .requests
+            .iter()
+            .filter_map(|(id, q)| self.ended_by(q, peer as u32, false).map(|e| (id, e)))
+            .collect();
+        self.fail_all(ended);
     }
 
     /// Handles what the transport reported until nothing is left.

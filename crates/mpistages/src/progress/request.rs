@@ -91,6 +91,11 @@ pub enum ReqError {
     PeerLost(usize),
     /// MPI state was halted for a recovery.
     Halted,
+    /// ULFM: a wildcard receive while a process of its communicator has
+    /// failed and the failure is not acknowledged.
+    ProcFailedPending,
+    /// ULFM: the communicator was revoked.
+    Revoked,
     /// Work outside the engine failed with this MPI error class.
     Failed { class: i32, detail: String },
 }

@@ -88,6 +88,9 @@ pub struct Core {
     /// (`MPI_Mprobe`), by handle, until a receive takes them.
     pub(super) claimed: std::collections::HashMap<u64, (u32, i32, Msg)>,
     pub(super) next_claim: u64,
+    /// Communicators' members, failures the job goes on after, revoked
+    /// communicators, agreements (`ulfm.rs`).
+    pub(super) ulfm: super::ulfm::Ulfm,
 }
 
 pub(super) struct Join {
@@ -140,6 +143,7 @@ impl Core {
             joins: Default::default(),
             claimed: Default::default(),
             next_claim: 1,
+            ulfm: Default::default(),
         }
     }
 
@@ -274,6 +278,32 @@ impl Core {
                     self.notices.agreed = agreed;
                 }
                 self.changes += 1;
+                true
+            }
+            ToRank::ProcFailed { ranks } => {
+                log::debug!("mpistages: rank {}: ranks {ranks:?} failed", self.me);
+                self.on_proc_failed(&ranks);
+                true
+            }
+            ToRank::Revoked { context } => {
+                self.on_revoked(context);
+                true
+            }
+            ToRank::Agreed {
+                context,
+                seq,
+                flag,
+                failed,
+                unacked,
+                proposal,
+            } => {
+                let a = super::ulfm::Agreed {
+                    flag,
+                    failed,
+                    unacked,
+                    proposal,
+                };
+                self.on_agreed(context, seq, a);
                 true
             }
             ToRank::Committed { epoch, durable } => {

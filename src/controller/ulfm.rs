@@ -1,0 +1,73 @@
+//! `--recovery ulfm` (`--with-ft ulfm`) at mpiexec: a dead rank is not
+//! replaced; every live rank hears of it (in one order for all) and the
+//! job goes on. mpiexec also relays revocations and makes agreements
+//! (`agreement.rs`), since it outlives every rank and sees every death.
+
+use super::agreement::{Contribution, Decision};
+use super::*;
+
+impl Job {
+    /// Rank `r` died under ULFM: the others hear of it, and agreements
+    /// that waited for it are decided.
+    pub(super) fn ulfm_failed(&mut self, r: usize, pid: i32, what: &str) {
+        eprintln!("mpiexec: rank {r} (pid {pid}) {what}; the job goes on without it (ULFM)");
+        self.ulfm_dead.insert(r as u32);
+        let notice = ToRank::ProcFailed {
+            ranks: vec![r as u32],
+        };
+        for x in 0..self.ranks.len() {
+            if x != r && self.ranks[x].exit.is_none() {
+                self.send_to(x, &notice);
+            }
+        }
+        for d in self.agreements.on_death(&self.ulfm_dead) {
+            self.answer(d);
+        }
+    }
+
+    /// `MPIX_Comm_revoke` at rank `r`: the other members hear of it.
+    pub(super) fn on_revoke(&mut self, r: usize, context: u32, members: Vec<u32>) {
+        let notice = ToRank::Revoked { context };
+        for m in members {
+            let m = m as usize;
+            if m != r && m < self.ranks.len() && self.ranks[m].exit.is_none() {
+                self.send_to(m, &notice);
+            }
+        }
+    }
+
+    pub(super) fn on_agree(
+        &mut self,
+        r: usize,
+        key: agreement::Key,
+        members: Vec<u32>,
+        c: Contribution,
+    ) -> Result<(), String> {
+        if members.iter().any(|&m| m as usize >= self.ranks.len()) {
+            return Err(format!(
+                "rank {r}: an agreement among ranks that do not exist"
+            ));
+        }
+        if let Some(d) = self
+            .agreements
+            .contribute(r as u32, key, members, c, &self.ulfm_dead)?
+        {
+            self.answer(d);
+        }
+        Ok(())
+    }
+
+    fn answer(&mut self, d: Decision) {
+        let msg = ToRank::Agreed {
+            context: d.key.0,
+            seq: d.key.1,
+            flag: d.flag,
+            failed: d.failed,
+            unacked: d.unacked,
+            proposal: d.context,
+        };
+        for &x in &d.to {
+            self.send_to(x as usize, &msg);
+        }
+    }
+}
