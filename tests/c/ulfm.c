@@ -97,12 +97,27 @@ int main(int argc, char **argv) {
     rc = MPI_Barrier(MPI_COMM_WORLD);
     CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED, "barrier with the dead rank: %d", rc);
 
-    /* A wildcard receive cannot wait while the failure is not acknowledged. */
+    /* A wildcard receive cannot wait while the failure is not
+     * acknowledged: a blocking one fails; a non-blocking one is reported
+     * pending and stays posted. */
     MPI_Request req;
     MPI_Status st;
-    MPI_Irecv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 2, MPI_COMM_WORLD, &req);
+    rc = MPI_Recv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 4, MPI_COMM_WORLD, &st);
+    CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED, "blocking wildcard receive: %d", rc);
+    int y = -1;
+    MPI_Irecv(&y, 1, MPI_INT, MPI_ANY_SOURCE, 2, MPI_COMM_WORLD, &req);
     rc = MPI_Wait(&req, &st);
-    CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED_PENDING, "wildcard receive: %d", rc);
+    CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED_PENDING, "wildcard wait: %d", rc);
+    CHECK(req != MPI_REQUEST_NULL, "the pending receive's request was freed");
+    rc = MPI_Test(&req, &flag, &st);
+    CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED_PENDING && flag == 0, "wildcard test: %d, flag %d", rc, flag);
+    int idx = -5;
+    rc = MPI_Waitany(1, &req, &idx, &st);
+    CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED_PENDING && idx == 0, "wildcard waitany: %d, index %d", rc, idx);
+    MPI_Status sts[1];
+    rc = MPI_Waitall(1, &req, sts);
+    CHECK(rc == MPI_ERR_IN_STATUS && class_of(sts[0].MPI_ERROR) == MPIX_ERR_PROC_FAILED_PENDING && req != MPI_REQUEST_NULL,
+          "wildcard waitall: %d", rc);
 
     /* The failure as every survivor knows it. */
     MPI_Group failed, wg;
@@ -135,6 +150,11 @@ int main(int argc, char **argv) {
     MPI_Group_size(failed, &n);
     CHECK(n == 1, "%d acknowledged after the ack", n);
     MPI_Group_free(&failed);
+    /* The pending receive completes once a survivor sends to it. */
+    MPI_Send(&me, 1, MPI_INT, (me + 1) % dead, 2, MPI_COMM_WORLD);
+    rc = MPI_Wait(&req, &st);
+    CHECK(rc == MPI_SUCCESS && req == MPI_REQUEST_NULL, "resumed wait: %d", rc);
+    CHECK(y == (me + dead - 1) % dead && st.MPI_SOURCE == y, "resumed wait got %d from %d", y, st.MPI_SOURCE);
     if (me == 0) {
         for (int r = 1; r < dead; r++) MPI_Send(&r, 1, MPI_INT, r, 3, MPI_COMM_WORLD);
     } else {

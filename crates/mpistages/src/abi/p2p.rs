@@ -63,7 +63,7 @@ unsafe fn start_recv(
 /// # Safety
 /// `status` is NULL or a writable `MPI_Status`.
 unsafe fn finish_recv(m: &Mpi, id: ReqId, status: *mut CStatus) -> MpiResult<()> {
-    let st = m.engine.wait(id);
+    let st = wait_blocking(m, id);
     m.tables().req_comm.remove(&id.index);
     // SAFETY: forwarded.
     unsafe { put_status(status, &st) };
@@ -93,8 +93,27 @@ fn from_copy(op: Op, data: Vec<u8>) -> Op {
     }
 }
 
+/// Waits for a request of a blocking call. A wildcard receive that a
+/// failure not acknowledged blocks (ULFM) is cancelled and fails with
+/// MPIX_ERR_PROC_FAILED, as the blocking receive's error.
+fn wait_blocking(m: &Mpi, id: ReqId) -> Status {
+    if let Some(st) = m.engine.wait_unless_blocked(id) {
+        return st;
+    }
+    m.engine.cancel(id);
+    let mut st = m.engine.wait(id);
+    if st.cancelled {
+        st.cancelled = false;
+        st.error = Some(crate::progress::ReqError::Failed {
+            class: err::PROC_FAILED,
+            detail: "a process that could send to this MPI_ANY_SOURCE receive has failed and the failure is not acknowledged (MPIX_Comm_failure_ack)".into(),
+        });
+    }
+    st
+}
+
 fn finish(m: &Mpi, id: ReqId) -> MpiResult<Status> {
-    let st = m.engine.wait(id);
+    let st = wait_blocking(m, id);
     m.tables().req_comm.remove(&id.index);
     match &st.error {
         Some(e) => Err(req_error(e)),

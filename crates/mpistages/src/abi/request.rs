@@ -45,6 +45,21 @@ fn status_result(name: &str, m: &Mpi, id: ReqId, st: &Status) -> c_int {
     }
 }
 
+/// ULFM: a wildcard receive that cannot complete while a failure on its
+/// communicator is not acknowledged. The request stays posted: a wait
+/// may resume after `MPIX_Comm_failure_ack`.
+fn blocked(name: &str, m: &Mpi, id: ReqId) -> c_int {
+    let e = crate::api::error::request_error(&crate::api::ReqError::ProcFailedPending);
+    super::raise(name, comm_of(m, id), e)
+}
+
+/// The status of a request `blocked` reports.
+fn blocked_status() -> CStatus {
+    let mut st = Status::empty();
+    st.error = Some(crate::api::ReqError::ProcFailedPending);
+    CStatus::from_status(&st)
+}
+
 /// What a handle is right now, for the wait/test family.
 enum Slot {
     /// `MPI_REQUEST_NULL` or an inactive persistent request.
@@ -76,7 +91,9 @@ mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
             err::SUCCESS
         }
         Slot::Live(id, persistent) => {
-            let st = m.engine.wait(id);
+            let Some(st) = m.engine.wait_unless_blocked(id) else {
+                return blocked("MPI_Wait", m, id);
+            };
             let mut hh = h;
             retire(m, id, persistent, &mut hh);
             // SAFETY: caller's pointers, checked non-null above for req.
@@ -103,7 +120,12 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
             None => {
                 // SAFETY: caller's flag pointer.
                 unsafe { put(flag, 0)? };
-                Ok(err::SUCCESS)
+                match slot(m, h)? {
+                    Slot::Live(id, _) if !m.engine.blocked_among(&[id]).is_empty() => {
+                        Ok(blocked("MPI_Test", m, id))
+                    }
+                    _ => Ok(err::SUCCESS),
+                }
             }
             Some((id, persistent, st)) => {
                 let mut hh = h;
@@ -197,11 +219,23 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
             s.iter_mut().for_each(|x| *x = empty);
         }
         let ids = live(m, hs)?;
-        for &(_, id) in &ids {
-            m.engine.wait_done(id);
+        let mut stuck = Vec::new();
+        for &(i, id) in &ids {
+            if !m.engine.wait_done_unless_blocked(id) {
+                stuck.push((i, id));
+            }
         }
-        let pick: Vec<usize> = ids.iter().map(|x| x.0).collect();
-        let done = collect(m, hs, sts, &pick);
+        let pick: Vec<usize> = ids.iter().map(|x| x.0).filter(|i| !stuck.iter().any(|s| s.0 == *i)).collect();
+        let done = collect(m, hs, sts.as_deref_mut(), &pick);
+        if let Some(&(_, id)) = stuck.first() {
+            if let Some(s) = sts.as_deref_mut() {
+                for &(i, _) in &stuck {
+                    s[i] = blocked_status();
+                }
+            }
+            blocked("MPI_Waitall", m, id);
+            return Ok(err::IN_STATUS);
+        }
         Ok(finish_many("MPI_Waitall", m, &done))
     })();
     match r { Ok(c) => c, Err(e) => super::raise("MPI_Waitall", COMM_WORLD, e) }
@@ -220,6 +254,9 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
         if !all {
             // SAFETY: caller's flag.
             unsafe { put(flag, 0)? };
+            if let Some(&k) = m.engine.blocked_among(&reqs).first() {
+                return Ok(blocked("MPI_Testall", m, reqs[k]));
+            }
             return Ok(err::SUCCESS);
         }
         // SAFETY: caller's array of n statuses, or NULL.
@@ -236,6 +273,24 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
     })();
     match r { Ok(c) => c, Err(e) => super::raise("MPI_Testall", COMM_WORLD, e) }
 });
+
+/// The positions of the complete requests among `reqs`, waiting for one
+/// if `block`; `Err` with the positions of wildcard receives blocked by
+/// a failure (ULFM) when none is complete.
+fn done_or_blocked(m: &Mpi, reqs: &[ReqId], block: bool) -> Result<Vec<usize>, Vec<usize>> {
+    if block {
+        return m.engine.wait_some_unless_blocked(reqs);
+    }
+    m.engine.poke();
+    let done = m.engine.done_among(reqs);
+    if done.is_empty() {
+        let stuck = m.engine.blocked_among(reqs);
+        if !stuck.is_empty() {
+            return Err(stuck);
+        }
+    }
+    Ok(done)
+}
 
 /// Waitany / Testany: `block` selects waiting.
 ///
@@ -268,11 +323,22 @@ unsafe fn any(
             return Ok(err::SUCCESS);
         }
         let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
-        let done = if block {
-            m.engine.wait_some(&reqs)
-        } else {
-            m.engine.poke();
-            m.engine.done_among(&reqs)
+        let done = match done_or_blocked(m, &reqs, block) {
+            Ok(done) => done,
+            Err(stuck) => {
+                let (i, id) = ids[stuck[0]];
+                // SAFETY: caller's pointers.
+                unsafe {
+                    put(index, i as c_int)?;
+                    if !flag.is_null() {
+                        flag.write(0)
+                    }
+                    if !status.is_null() {
+                        status.write(blocked_status());
+                    }
+                }
+                return Ok(blocked(name, m, id));
+            }
         };
         let hit = done.first().map(|&k| ids[k].0);
         let Some(i) = hit else {
@@ -336,11 +402,26 @@ unsafe fn some(
             return Ok(err::SUCCESS);
         }
         let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
-        let done = if block {
-            m.engine.wait_some(&reqs)
-        } else {
-            m.engine.poke();
-            m.engine.done_among(&reqs)
+        let done = match done_or_blocked(m, &reqs, block) {
+            Ok(done) => done,
+            Err(stuck) => {
+                // Reported as the requests of the call, each with its
+                // error (their handles stay).
+                // SAFETY: caller's arrays of n elements.
+                unsafe {
+                    put(outcount, stuck.len() as c_int)?;
+                    let idx = array_mut(indices, stuck.len())?;
+                    let mut sts = statuses_arg(statuses, n);
+                    for (k, &j) in stuck.iter().enumerate() {
+                        idx[k] = ids[j].0 as c_int;
+                        if let Some(s) = sts.as_deref_mut() {
+                            s[k] = blocked_status();
+                        }
+                    }
+                }
+                blocked(name, m, ids[stuck[0]].1);
+                return Ok(err::IN_STATUS);
+            }
         };
         let pick: Vec<usize> = done.iter().map(|&k| ids[k].0).collect();
         let mut tmp = vec![CStatus::default(); n];

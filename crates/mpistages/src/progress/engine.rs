@@ -236,6 +236,51 @@ impl Engine {
         })
     }
 
+    /// `wait`, except that a wildcard receive blocked by a failure not
+    /// acknowledged (ULFM) comes back as `None` and stays posted.
+    pub fn wait_unless_blocked(&self, id: ReqId) -> Option<Status> {
+        self.wait_until(|c| {
+            if !c.exists(id) || c.is_inactive(id) {
+                return Some(Some(Status::empty()));
+            }
+            match c.take(id) {
+                Some(st) => Some(Some(st)),
+                None => c.wildcard_blocked(id).then_some(None),
+            }
+        })
+    }
+
+    /// `wait_done`, except that it returns false (not done) for a wildcard
+    /// receive blocked by a failure not acknowledged (ULFM).
+    pub fn wait_done_unless_blocked(&self, id: ReqId) -> bool {
+        self.wait_until(|c| {
+            if !c.exists(id) || !c.is_running(id) {
+                Some(true)
+            } else {
+                c.wildcard_blocked(id).then_some(false)
+            }
+        })
+    }
+
+    /// Blocks until one of `ids` is complete (`Ok` with the positions of
+    /// those that are) or, none being complete, some are wildcard receives
+    /// blocked by a failure not acknowledged (`Err` with their positions).
+    pub fn wait_some_unless_blocked(&self, ids: &[ReqId]) -> Result<Vec<usize>, Vec<usize>> {
+        self.wait_until(|c| {
+            let done = c.done_among(ids);
+            if !done.is_empty() {
+                return Some(Ok(done));
+            }
+            let blocked = c.blocked_among(ids);
+            (!blocked.is_empty()).then_some(Err(blocked))
+        })
+    }
+
+    /// The positions in `ids` of wildcard receives blocked by a failure.
+    pub fn blocked_among(&self, ids: &[ReqId]) -> Vec<usize> {
+        self.with(|c| c.blocked_among(ids))
+    }
+
     /// `MPI_Request_free`: an active request completes on its own, then goes.
     pub fn free(&self, id: ReqId) {
         self.with(|c| {

@@ -600,6 +600,9 @@ impl Core {
             return;
         }
         self.lost.insert(peer as u32);
+        // Known here before mpiexec's notice comes (ULFM: what
+        // MPIX_Comm_get_failed shows is what this process knows).
+        self.note_dead(peer as u32);
         let ended: Vec<(ReqId, ReqError)> = self
             .requests
             .iter()

@@ -8,7 +8,8 @@
 //!   `PeerLost` (MPIX_ERR_PROC_FAILED): sends to it, receives from it,
 //!   every operation on the collective context of a communicator it is
 //!   in, and wildcard receives on such a communicator while a failure
-//!   there is not acknowledged (`ProcFailedPending`);
+//!   there is not acknowledged (reported by waits as pending, and the
+//!   receive stays posted: `wildcard_blocked`);
 //! - a revoked communicator (`MPIX_Comm_revoke` here or at any member)
 //!   fails everything pending and started on it (`Revoked`);
 //! - agreements (`MPIX_Comm_agree`, `MPIX_Comm_shrink`) are answered by
@@ -47,7 +48,9 @@ pub struct Agreed {
 pub(super) struct Ulfm {
     /// Communicators by the even context of their pair.
     contexts: HashMap<u32, Members>,
-    /// Dead world ranks, in the order mpiexec announced them.
+    /// Dead world ranks, in the order this process learned of them (from
+    /// mpiexec, which tells every rank in one order, or from a connection
+    /// that ended first).
     dead: Vec<u32>,
     dead_set: HashSet<u32>,
     /// Revoked communicators (even contexts).
@@ -161,6 +164,12 @@ impl Core {
         None
     }
 
+    pub(super) fn blocked_among(&self, ids: &[ReqId]) -> Vec<usize> {
+        (0..ids.len())
+            .filter(|&i| self.wildcard_blocked(ids[i]))
+            .collect()
+    }
+
     /// Why a receive that matched nothing already there cannot wait: its
     /// source is dead, or it takes any source on a communicator with a
     /// failure not acknowledged.
@@ -174,7 +183,29 @@ impl Core {
                 let w = self.world_of(ctx, s).unwrap_or(s);
                 self.dead(w).then_some(ReqError::PeerLost(w as usize))
             }
-            Src::Any => self.unacked(ctx).then_some(ReqError::ProcFailedPending),
+            // It stays posted: a wait reports the pending failure
+            // (`wildcard_blocked`) and may wait again after an ack.
+            Src::Any => None,
+        }
+    }
+
+    /// A wildcard receive still posted on a communicator with a failure
+    /// not acknowledged: waits report MPIX_ERR_PROC_FAILED_PENDING for it
+    /// and leave it posted (a message may still match it, or the failure
+    /// be acknowledged and the wait resumed).
+    pub(super) fn wildcard_blocked(&self, id: ReqId) -> bool {
+        match self.req(id) {
+            Some(Req {
+                op:
+                    Op::Recv {
+                        src: Some(Src::Any),
+                        context,
+                        ..
+                    },
+                state: State::Active(Phase::RecvPosted),
+                ..
+            }) => !self.ulfm.dead.is_empty() && self.unacked(*context),
+            _ => false,
         }
     }
 
@@ -222,18 +253,21 @@ impl Core {
         if !announced || !member {
             return None;
         }
-        if collective(ctx) {
-            return lost;
+        // A wildcard receive stays posted (`wildcard_blocked`).
+        collective(ctx).then_some(ReqError::PeerLost(peer as usize))
+    }
+
+    /// World rank `r` is dead (announced, or its connection ended).
+    pub(super) fn note_dead(&mut self, r: u32) {
+        if self.ulfm.dead_set.insert(r) {
+            self.ulfm.dead.push(r);
         }
-        matches!(from, Some(Src::Any)).then_some(ReqError::ProcFailedPending)
     }
 
     /// mpiexec announced deaths: what involves them fails.
     pub(super) fn on_proc_failed(&mut self, ranks: &[u32]) {
         for &r in ranks {
-            if self.ulfm.dead_set.insert(r) {
-                self.ulfm.dead.push(r);
-            }
+            self.note_dead(r);
             self.lost.insert(r);
             let ended: Vec<(ReqId, ReqError)> = self
                 .requests
