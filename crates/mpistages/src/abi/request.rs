@@ -228,7 +228,7 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
         let pick: Vec<usize> = ids.iter().map(|x| x.0).filter(|i| !stuck.iter().any(|s| s.0 == *i)).collect();
         let done = collect(m, hs, sts.as_deref_mut(), &pick);
         if let Some(&(_, id)) = stuck.first() {
-            if let Some(s) = sts.as_deref_mut() {
+            if let Some(s) = sts {
                 for &(i, _) in &stuck {
                     s[i] = blocked_status();
                 }
