@@ -320,3 +320,30 @@ fn every_binding_is_exported_with_gfortran_names() {
 fn the_f08_module_runs_the_common_calls() {
     passes_at_1_to_4("f08.f90", 24);
 }
+
+/// ULFM from Fortran under `--with-ft ulfm`: revoke, a real SIGKILL,
+/// agree, acknowledge, get_failed, shrink (tests/fortran/ulfm.f90).
+#[test]
+fn ulfm_calls_from_fortran() {
+    if !have_gfortran() {
+        return;
+    }
+    let exe = build("ulfm", &["tests/fortran/ulfm.f90"]);
+    let r = mpiexec(
+        &["-n", "4", "--with-ft", "ulfm", exe.to_str().unwrap()],
+        &[],
+        LIMIT,
+    );
+    let what = format!(
+        "{:?}\nstdout:\n{}\nstderr:\n{}",
+        r.status, r.stdout, r.stderr
+    );
+    assert!(r.ok(), "{what}");
+    for x in 0..3 {
+        assert!(
+            r.stdout.contains(&format!("ulfm fortran ok {x}\n")),
+            "{what}"
+        );
+    }
+    assert!(!r.stdout.contains("FAIL"), "{what}");
+}

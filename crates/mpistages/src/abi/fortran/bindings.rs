@@ -21,6 +21,7 @@ use crate::abi::p2p::*;
 use crate::abi::reduce::*;
 use crate::abi::request::*;
 use crate::abi::topo::*;
+use crate::abi::ulfm::*;
 use std::os::raw::{c_int, c_void};
 
 fortran_bindings! {
@@ -426,6 +427,16 @@ fortran_bindings! {
     auto MPI_Group_translate_ranks(group1: I, n: I, ranks1: IA, group2: I, ranks2: OA);
     auto MPI_Group_compare(group1: I, group2: I, result: O);
     auto MPI_Group_free(group: IO);
+
+    // ULFM (mpi-ext.h)
+    auto MPIX_Comm_revoke(comm: I);
+    auto MPIX_Comm_is_revoked(comm: I, flag: LO);
+    auto MPIX_Comm_shrink(comm: I, newcomm: O);
+    auto MPIX_Comm_agree(comm: I, flag: IO);
+    auto MPIX_Comm_get_failed(comm: I, failedgrp: O);
+    auto MPIX_Comm_ack_failed(comm: I, num_to_ack: I, num_acked: O);
+    auto MPIX_Comm_failure_ack(comm: I);
+    auto MPIX_Comm_failure_get_acked(comm: I, failedgrp: O);
 
     // MPI Stages and application checkpoints
     auto MPIX_Checkpoint_write();
