@@ -437,6 +437,15 @@ int MPI_Comm_size(MPI_Comm comm, int *size);
 int PMPI_Comm_size(MPI_Comm comm, int *size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
 int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+/* Process creation: the children run on mpiexec's host, with a world of
+ * their own; under mpiexec --recovery none (the default) and ulfm. */
+#define MPI_ARGV_NULL ((char **) 0)
+#define MPI_ARGVS_NULL ((char ***) 0)
+#define MPI_ERRCODES_IGNORE ((int *) 0)
+int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]);
+int PMPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root, MPI_Comm comm, MPI_Comm *intercomm, int array_of_errcodes[]);
+int MPI_Comm_get_parent(MPI_Comm *parent);
+int PMPI_Comm_get_parent(MPI_Comm *parent);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);

@@ -287,6 +287,33 @@ impl Launch {
         self.start(cmd, rank, GateState::Open(rank))
     }
 
+    /// Starts process `id`, a child of `MPI_Comm_spawn`: `program` with
+    /// `args` in `wdir` on this host, with the job's environment, its id
+    /// as its rank, and `extra_env` (its world and its parents).
+    pub fn spawn_child(
+        &self,
+        id: usize,
+        program: &str,
+        args: &[String],
+        wdir: &str,
+        extra_env: &[(&str, String)],
+    ) -> std::io::Result<Started> {
+        let mut plan = self.plan(None, 0, extra_env, &self.control);
+        // (Later entries win: `extra_env` sets the size the job has now.)
+        plan.env.retain(|(k, _)| k != env::SPARE);
+        for k in [env::RANK, "OMPI_COMM_WORLD_RANK", "PMI_RANK"] {
+            plan.env.push((k.into(), id.to_string()));
+        }
+        plan.env.push((env::GENERATION.into(), "0".into()));
+        plan.program = program.to_string();
+        plan.args = args.to_vec();
+        plan.wdir = (!wdir.is_empty()).then(|| wdir.into());
+        plan.cpu = None;
+        let mut cmd = self.command(&plan);
+        cmd.stdin(Stdio::null());
+        self.start(cmd, id, GateState::Open(id))
+    }
+
     /// Starts a spare: the program runs up to `MPI_Init` and waits there
     /// until mpiexec makes it the replacement of a failed rank. It gets
     /// no rank variables, and its output is held until then.

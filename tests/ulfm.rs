@@ -1,7 +1,9 @@
-//! ULFM (`mpiexec --with-ft ulfm`): real processes, real SIGKILLs. The
-//! survivors get MPIX_ERR_PROC_FAILED, revoke, agree (also with a failure
-//! during the agreement), acknowledge and shrink, with values checked
-//! (tests/c/ulfm.c), and the job ends well without the dead ranks.
+//! ULFM (`mpiexec --with-ft ulfm`) and `MPI_Comm_spawn`: real processes,
+//! real SIGKILLs. The survivors get MPIX_ERR_PROC_FAILED, revoke, agree
+//! (also with a failure during the agreement), acknowledge and shrink,
+//! with values checked (tests/c/ulfm.c), and the job ends well without
+//! the dead ranks; spawned processes talk to their parents, also as the
+//! replacement of a dead rank (tests/c/spawn.c).
 
 mod common;
 use common::{build, mpiexec};
@@ -33,4 +35,72 @@ fn survivors_revoke_agree_acknowledge_and_shrink() {
             );
         }
     }
+}
+
+/// `MPI_Comm_spawn` without failures (the default mode): children with a
+/// world of their own, messages and a collective over the
+/// inter-communicator, a merge, a sum over it.
+#[test]
+fn spawned_processes_talk_to_their_parents() {
+    let exe = build("spawn.c");
+    for np in [1, 3] {
+        let n = np.to_string();
+        let r = mpiexec(&["-n", &n, exe.to_str().unwrap()], &[], LIMIT);
+        let what = format!("{np} ranks: {:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+        assert!(r.ok(), "{what}");
+        assert_eq!(r.stdout.matches("spawn ok parent").count(), np, "{what}");
+        assert_eq!(r.stdout.matches("spawn ok child").count(), 2, "{what}");
+    }
+}
+
+/// ULFM's respawn: the last rank dies, the survivors shrink and spawn its
+/// replacement, and the merged communicator has the original size.
+#[test]
+fn survivors_respawn_a_dead_rank() {
+    let exe = build("spawn.c");
+    for np in [2, 4] {
+        let n = np.to_string();
+        let r = mpiexec(
+            &[
+                "-n",
+                &n,
+                "--with-ft",
+                "ulfm",
+                exe.to_str().unwrap(),
+                "respawn",
+            ],
+            &[],
+            LIMIT,
+        );
+        let what = format!("{np} ranks: {:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+        assert!(r.ok(), "{what}");
+        assert_eq!(
+            r.stdout.matches("spawn ok parent").count(),
+            np - 1,
+            "{what}"
+        );
+        assert!(
+            r.stdout.contains(&format!("spawn ok child {}\n", np - 1)),
+            "{what}"
+        );
+    }
+}
+
+/// Where spawning is not supported (a rollback mode), the call fails
+/// with MPI_ERR_SPAWN and says why; nothing hangs.
+#[test]
+fn spawn_under_a_rollback_mode_is_refused_clearly() {
+    let exe = build("spawn.c");
+    let r = mpiexec(
+        &["-n", "2", "--recovery", "stages", exe.to_str().unwrap()],
+        &[],
+        LIMIT,
+    );
+    let what = format!("{:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+    assert!(!r.ok(), "{what}");
+    assert!(r.stderr.contains("MPI_ERR_SPAWN"), "{what}");
+    assert!(
+        r.stderr.contains("not supported under --recovery stages"),
+        "{what}"
+    );
 }

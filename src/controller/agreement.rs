@@ -29,6 +29,8 @@ pub struct Contribution {
 
 /// An agreement's key: the communicator's context and the agreement's
 /// number on it (every member counts its agreements on a communicator).
+/// With its members, it names one agreement: processes started by
+/// `MPI_Comm_spawn` have a world of their own with the same context.
 pub type Key = (u32, u32);
 
 /// The answer to one agreement, for the contributors still alive.
@@ -50,7 +52,7 @@ struct Pending {
 
 #[derive(Debug, Default)]
 pub struct Agreements {
-    pending: BTreeMap<Key, Pending>,
+    pending: BTreeMap<(Key, Vec<u32>), Pending>,
 }
 
 impl Agreements {
@@ -74,31 +76,26 @@ impl Agreements {
                 key.0
             ));
         }
-        let p = self.pending.entry(key).or_insert_with(|| Pending {
-            members: members.clone(),
+        let id = (key, members.clone());
+        let p = self.pending.entry(id.clone()).or_insert_with(|| Pending {
+            members,
             got: BTreeMap::new(),
         });
-        if p.members != members {
-            return Err(format!(
-                "rank {rank}: agreement {} on context {} with members {members:?}, others have {:?}",
-                key.1, key.0, p.members
-            ));
-        }
         if p.got.insert(rank, c).is_some() {
             return Err(format!(
                 "rank {rank} contributes twice to agreement {} on context {}",
                 key.1, key.0
             ));
         }
-        Ok(self.decide(key, dead))
+        Ok(self.decide(id, dead))
     }
 
     /// A rank died: the agreements that waited only for it (or other dead
     /// ranks) are decided now.
     pub fn on_death(&mut self, dead: &BTreeSet<u32>) -> Vec<Decision> {
-        let keys: Vec<Key> = self.pending.keys().copied().collect();
-        keys.into_iter()
-            .filter_map(|k| self.decide(k, dead))
+        let ids: Vec<(Key, Vec<u32>)> = self.pending.keys().cloned().collect();
+        ids.into_iter()
+            .filter_map(|id| self.decide(id, dead))
             .collect()
     }
 
@@ -108,8 +105,8 @@ impl Agreements {
         self.pending.len()
     }
 
-    fn decide(&mut self, key: Key, dead: &BTreeSet<u32>) -> Option<Decision> {
-        let p = self.pending.get(&key)?;
+    fn decide(&mut self, id: (Key, Vec<u32>), dead: &BTreeSet<u32>) -> Option<Decision> {
+        let p = self.pending.get(&id)?;
         if !p
             .members
             .iter()
@@ -117,7 +114,8 @@ impl Agreements {
         {
             return None;
         }
-        let p = self.pending.remove(&key)?;
+        let p = self.pending.remove(&id)?;
+        let key = id.0;
         let failed: Vec<u32> = p
             .members
             .iter()

@@ -179,6 +179,25 @@ impl Job {
                 };
                 self.on_agree(r, (context, seq), members, c)?
             }
+            (
+                ToController::Spawn {
+                    program,
+                    args,
+                    wdir,
+                    count,
+                    parents,
+                    context,
+                },
+                Some(r),
+            ) => self.on_spawn(spawn::SpawnRequest {
+                root: r,
+                program,
+                args,
+                wdir,
+                count,
+                parents,
+                context,
+            }),
             (ToController::Spare { .. }, Some(r)) => {
                 return Err(format!("rank {r} says it is a spare"))
             }
@@ -242,6 +261,7 @@ impl Job {
         }
         self.bootstrapped = true;
         self.top_up_spares();
+        self.spawn_welcomed();
     }
 
     pub(super) fn on_checkpoint(&mut self, rank: usize, epoch: u64, durable: Option<u64>) {

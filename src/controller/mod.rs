@@ -28,6 +28,7 @@ mod messages;
 mod recoveries;
 mod recovery;
 mod remote;
+mod spawn;
 pub mod stdin;
 mod ulfm;
 
@@ -79,6 +80,9 @@ struct RankState {
     welcomed: bool,
     /// When fault injection killed the current process.
     killed_at: Option<Instant>,
+    /// A spawned process ended by mpiexec because its spawn failed: its
+    /// end is no failure of the job.
+    abandoned: bool,
 }
 
 struct Conn {
@@ -146,6 +150,9 @@ struct Job {
     /// agreements in progress.
     ulfm_dead: std::collections::BTreeSet<u32>,
     agreements: agreement::Agreements,
+    /// `MPI_Comm_spawn` requests waiting, and the one under way.
+    spawn_queue: std::collections::VecDeque<spawn::SpawnRequest>,
+    spawning: Option<spawn::Spawning>,
 }
 
 pub fn main() -> ! {
@@ -254,6 +261,8 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         restart,
         ulfm_dead: Default::default(),
         agreements: Default::default(),
+        spawn_queue: Default::default(),
+        spawning: None,
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
@@ -516,6 +525,12 @@ impl Job {
         }
         let st = &mut self.ranks[r];
         st.exit = Some(exit);
+        if st.abandoned {
+            return;
+        }
+        if !st.welcomed {
+            self.spawn_child_lost(r);
+        }
         if self.rec.tearing_down_for_relaunch() {
             // `cpr`: the old job's processes going, whatever their end.
             self.relaunch_when_gone();

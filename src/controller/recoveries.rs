@@ -175,6 +175,12 @@ impl Recoveries {
     }
 
     /// A new process for `rank`: what the old one said no longer counts.
+    /// A process joined the job (`MPI_Comm_spawn`): its id is the next.
+    pub fn add_rank(&mut self) {
+        self.said.push(Said::default());
+        self.progress.push(Progress::default());
+    }
+
     pub fn started(&mut self, rank: usize) {
         let s = &mut self.said[rank];
         s.halted = None;

@@ -53,4 +53,12 @@ pub mod env {
     /// separated: redundancy sets (`xor:K`, `rs:K+M`) take their members
     /// from different hosts.
     pub const RANK_HOSTS: &str = "MPISTAGES_RANK_HOSTS";
+    /// In a process started by `MPI_Comm_spawn`: `FIRST,COUNT`, the
+    /// process ids of its `MPI_COMM_WORLD` (its own among them is `RANK`;
+    /// `SIZE` is how many processes the job had then).
+    pub const WORLD: &str = "MPISTAGES_WORLD";
+    /// In a process started by `MPI_Comm_spawn`: `CONTEXT:P0,P1,...`, the
+    /// context of the inter-communicator to its parents and their ids
+    /// (`MPI_Comm_get_parent`).
+    pub const PARENT: &str = "MPISTAGES_PARENT";
 }

@@ -65,6 +65,17 @@ pub enum ToController {
         acked: Vec<u32>,
         proposal: u32,
     },
+    /// `MPI_Comm_spawn` at its root: start `count` processes of `program`
+    /// with `args` in directory `wdir`, children of `parents` through an
+    /// inter-communicator of context `context`.
+    Spawn {
+        program: String,
+        args: Vec<String>,
+        wdir: String,
+        count: u32,
+        parents: Vec<u32>,
+        context: u32,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -123,6 +134,14 @@ pub enum ToRank {
         failed: Vec<u32>,
         unacked: bool,
         proposal: u32,
+    },
+    /// The answer to `Spawn`, once every child is in `MPI_Init`: their
+    /// process ids are `first..first + count`; `error` says why none were
+    /// started (empty when they were).
+    Spawned {
+        first: u32,
+        count: u32,
+        error: String,
     },
 }
 
@@ -264,6 +283,14 @@ mod tests {
                 acked: vec![2],
                 proposal: 12,
             },
+            ToController::Spawn {
+                program: "./a.out".into(),
+                args: vec!["-x".into()],
+                wdir: "/tmp".into(),
+                count: 2,
+                parents: vec![0, 1],
+                context: 14,
+            },
         ]
     }
 
@@ -281,7 +308,7 @@ mod tests {
         /// message that decodes re-encodes to a message of its own.
         #[test]
         fn mutated_messages_decode_or_fail(
-            which in 0usize..13,
+            which in 0usize..14,
             flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
             cut in any::<usize>(),
             tail in proptest::collection::vec(any::<u8>(), 0..8),

@@ -428,3 +428,74 @@ mpi_fn!(fn MPI_Group_free / PMPI_Group_free(g: *mut c_int) {
     });
     ret("MPI_Group_free", COMM_WORLD, r)
 });
+
+/// The strings of a NULL-terminated `argv` (none for `MPI_ARGV_NULL`).
+///
+/// # Safety
+/// `argv` is NULL or a NULL-terminated array of C strings.
+unsafe fn argv_of(argv: *const *const c_char) -> MpiResult<Vec<String>> {
+    let mut out = Vec::new();
+    if argv.is_null() {
+        return Ok(out);
+    }
+    for i in 0.. {
+        // SAFETY: the array is NULL-terminated (caller's contract); i stops there.
+        let p = unsafe { *argv.add(i) };
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a C string of the caller's array.
+        out.push(unsafe { cstr(p) }?);
+    }
+    Ok(out)
+}
+
+mpi_fn!(fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *const *const c_char, maxprocs: c_int, info: c_int, root: c_int, c: c_int, out: *mut c_int, errcodes: *mut c_int) {
+    let mut spawned = 0usize;
+    let code = new_comm("MPI_Comm_spawn", c, out, |m| {
+        let cm = m.tables().comm(c)?;
+        let root = usize::try_from(root).map_err(|_| {
+            crate::api::error::MpiError::new(err::ROOT, format!("root {root} is negative"))
+        })?;
+        let request = if cm.rank == root {
+            crate::api::info::get_or_empty(info)?;
+            let count = usize::try_from(maxprocs).map_err(|_| {
+                crate::api::error::MpiError::new(err::ARG, format!("maxprocs {maxprocs} is negative"))
+            })?;
+            Some(crate::api::spawn::Request {
+                // SAFETY: the caller's C string.
+                program: unsafe { cstr(command) }?,
+                // SAFETY: the caller's NULL-terminated argv (or MPI_ARGV_NULL).
+                args: unsafe { argv_of(argv) }?,
+                count,
+            })
+        } else {
+            None
+        };
+        let inter = crate::api::spawn::spawn(m, &cm, root, request)?;
+        spawned = inter.remote.as_ref().map_or(0, |g| g.size());
+        Ok(comm::register(m, c, inter))
+    });
+    if !errcodes.is_null() {
+        // One code per process asked for (maxprocs is the root's count).
+        let n = if spawned > 0 { spawned } else { usize::try_from(maxprocs).unwrap_or(0) };
+        let v = if code == err::SUCCESS { err::SUCCESS } else { err::SPAWN };
+        for i in 0..n {
+            // SAFETY: the caller's array of maxprocs codes.
+            unsafe { errcodes.add(i).write(v) };
+        }
+    }
+    code
+});
+
+mpi_fn!(fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let t = m.tables();
+        // A parent the program freed is gone.
+        let h = if t.comm(t.parent).is_ok() { t.parent } else { COMM_NULL };
+        drop(t);
+        // SAFETY: caller's out-pointer (NULL is refused).
+        unsafe { put(parent, h) }
+    });
+    ret("MPI_Comm_get_parent", COMM_WORLD, r)
+});

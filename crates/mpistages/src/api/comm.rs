@@ -34,7 +34,7 @@ pub(super) fn reserve(m: &Mpi, agreed: u32) -> u32 {
     agreed.next_multiple_of(2)
 }
 
-fn new_context(m: &Mpi, parent: &Comm) -> MpiResult<u32> {
+pub(super) fn new_context(m: &Mpi, parent: &Comm) -> MpiResult<u32> {
     if parent.is_inter() {
         return agree_context(m, &union_team(m, parent).as_team(m));
     }
@@ -90,19 +90,21 @@ pub(super) fn union_team(_m: &Mpi, c: &Comm) -> Union {
 /// Tells the engine which world ranks a communicator's context pair
 /// names (for what a failure ends: `progress::ulfm`).
 pub fn announce(m: &Mpi, c: &Comm) {
-    let peers: Arc<[u32]> = c.peers().members.iter().map(|&w| w as u32).collect();
-    let all: Arc<[u32]> = match &c.remote {
-        None => peers.clone(),
-        Some(r) => c
-            .group
-            .members
-            .iter()
-            .chain(&r.members)
-            .map(|&w| w as u32)
-            .collect(),
+    let ids = |v: &[usize]| -> Arc<[u32]> { v.iter().map(|&w| w as u32).collect() };
+    let peers = ids(&c.peers().members);
+    let (coll, all) = match &c.remote {
+        None => (peers.clone(), peers.clone()),
+        Some(_) => {
+            let u = union_team(m, c);
+            let mut all = u.members.clone();
+            all.sort_unstable();
+            (ids(&u.members), ids(&all))
+        }
     };
-    m.engine
-        .register_context(c.context, crate::progress::ulfm::Members { peers, all });
+    m.engine.register_context(
+        c.context,
+        crate::progress::ulfm::Members { peers, coll, all },
+    );
 }
 
 /// `announce` for every communicator in the tables (after MPI_Init and

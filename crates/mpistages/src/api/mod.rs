@@ -23,6 +23,7 @@ pub mod protect;
 pub mod recovery;
 pub mod redundancy;
 pub mod reinit;
+pub mod spawn;
 pub mod state;
 pub mod topo;
 pub mod ulfm;
@@ -136,6 +137,9 @@ pub struct Tables {
     pub bsend: Option<(usize, usize)>,
     /// Buffered sends still in flight, with the buffer space they hold.
     pub bsend_pending: Vec<(crate::progress::ReqId, usize)>,
+    /// `MPI_Comm_get_parent`: the inter-communicator to the processes that
+    /// spawned this one (`COMM_NULL` in a process started by mpiexec).
+    pub parent: i32,
 }
 
 fn alloc<T>(v: &mut Vec<Option<T>>, first: usize, x: T) -> i32 {
@@ -273,6 +277,9 @@ pub struct Mpi {
     pub rank: usize,
     pub size: usize,
     pub tables: Mutex<Tables>,
+    /// The process ids of `MPI_COMM_WORLD` (`0..size`, but a world of its
+    /// own in processes started by `MPI_Comm_spawn`).
+    pub world: Vec<usize>,
     pub client: Option<Arc<Client>>,
     /// Started directly by `srun` (PMI-2) instead of mpiexec.
     pub srun: Option<launch::Srun>,
@@ -399,6 +406,7 @@ pub fn init(required: i32) -> MpiResult<i32> {
     let replacement = mpi.relaunched;
     let _ = MPI.set(Arc::new(mpi));
     if let Some(m) = MPI.get() {
+        spawn::adopt_parent(m)?;
         comm::announce_all(m);
         // The library's own communicator (`recovery`): the world's ranks.
         let world = m.tables().comm(consts::COMM_WORLD)?;
@@ -456,6 +464,7 @@ fn start() -> MpiResult<Mpi> {
         injections,
         replacement,
     } = launch::join(&epoll, recovery)?;
+    let world = spawn::world_from_env(rank, size)?;
     // Watched in every mode: besides failures, mpiexec announces committed
     // checkpoint epochs on it, which is when old epochs may be removed.
     let control = match &client {
@@ -494,7 +503,8 @@ fn start() -> MpiResult<Mpi> {
         engine,
         rank,
         size,
-        tables: Mutex::new(initial_tables(rank, size)),
+        tables: Mutex::new(initial_tables(rank, &world)),
+        world,
         client,
         srun,
         stages: Mutex::new(stages),
@@ -508,13 +518,13 @@ fn start() -> MpiResult<Mpi> {
 
 /// The tables right after `MPI_Init`: WORLD, SELF, the predefined
 /// datatypes and operations.
-pub fn initial_tables(rank: usize, size: usize) -> Tables {
+pub fn initial_tables(rank: usize, world: &[usize]) -> Tables {
     let world = Comm::intra(
         0,
         Arc::new(Group {
-            members: (0..size).collect(),
+            members: world.to_vec(),
         }),
-        rank,
+        world.iter().position(|&w| w == rank).unwrap_or(0),
     );
     let selfc = Comm::intra(
         2,
@@ -559,6 +569,7 @@ pub fn initial_tables(rank: usize, size: usize) -> Tables {
         max_context: recovery::STAGES_CONTEXT + 2,
         bsend: None,
         bsend_pending: Vec::new(),
+        parent: consts::COMM_NULL,
     }
 }
 

@@ -289,7 +289,7 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
 /// failure must reach the program as MPIX_TRY_RELOAD again, as it does in
 /// the replacement, which runs that code.
 fn reset_tables(m: &Mpi, keep_handlers: bool) {
-    let fresh = super::initial_tables(m.rank, m.size);
+    let fresh = super::initial_tables(m.rank, &m.world);
     let mut t = m.tables();
     let handlers: Vec<Option<i32>> = [consts::COMM_WORLD, consts::COMM_SELF]
         .iter()

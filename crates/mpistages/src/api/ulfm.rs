@@ -22,11 +22,14 @@ fn world_ranks(g: &Group) -> impl Iterator<Item = u32> + '_ {
     g.members.iter().map(|&w| w as u32)
 }
 
-/// Every member of `c` (both groups of an inter-communicator).
+/// Every member of `c` (both groups of an inter-communicator), in one
+/// order for all: the two sides of an inter-communicator name the same
+/// agreement.
 fn members(c: &Comm) -> Vec<u32> {
     let mut v: Vec<u32> = world_ranks(&c.group).collect();
     if let Some(r) = &c.remote {
         v.extend(world_ranks(r));
+        v.sort_unstable();
     }
     v
 }

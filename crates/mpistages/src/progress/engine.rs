@@ -524,6 +524,15 @@ impl Engine {
         self.with(|c| c.next_agreement(ctx))
     }
 
+    /// Waits for mpiexec's answer to this process's `MPI_Comm_spawn`:
+    /// (first id, count, error); `None` when mpiexec is gone.
+    pub fn wait_spawned(&self) -> Option<(u32, u32, String)> {
+        self.wait_until(|c| match c.notices.spawned.take() {
+            Some(a) => Some(Some(a)),
+            None => c.notices.orphaned.then_some(None),
+        })
+    }
+
     /// Waits for mpiexec's answer to agreement `seq` on `ctx`; `None` when
     /// mpiexec is gone.
     pub fn wait_agreed(&self, ctx: u32, seq: u32) -> Option<super::ulfm::Agreed> {

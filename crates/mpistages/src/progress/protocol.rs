@@ -189,6 +189,7 @@ impl Core {
         if let Some(e) = self.req(id).and_then(|r| self.refused(&r.op)) {
             return self.fail(id, e);
         }
+        self.note_started(id);
         let Some(r) = self.req_mut(id) else { return };
         let len = match &r.op {
             Op::Send { layout, .. } | Op::Recv { layout, .. } => layout.packed_len(),
@@ -603,12 +604,7 @@ impl Core {
         // Known here before mpiexec's notice comes (ULFM: what
         // MPIX_Comm_get_failed shows is what this process knows).
         self.note_dead(peer as u32);
-        let ended: Vec<(ReqId, ReqError)> = self
-            .requests
-            .iter()
-            .filter_map(|(id, q)| self.ended_by(q, peer as u32, false).map(|e| (id, e)))
-            .collect();
-        self.fail_all(ended);
+        self.fail_involving(peer as u32);
     }
 
     /// Handles what the transport reported until nothing is left.

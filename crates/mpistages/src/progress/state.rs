@@ -37,6 +37,9 @@ pub struct Notices {
     pub durable: Option<u64>,
     /// The control connection is gone (mpiexec ended).
     pub orphaned: bool,
+    /// mpiexec's answer to this process's `MPI_Comm_spawn`, not yet taken:
+    /// (first id, count, error).
+    pub spawned: Option<(u32, u32, String)>,
 }
 
 pub struct Core {
@@ -181,6 +184,7 @@ impl Core {
     }
 
     pub(super) fn handle(&mut self, evs: &[epoll::Event], bell: &EventFd) {
+        self.expire_doomed();
         for ev in evs {
             if ev.token == TOKEN_BELL {
                 bell.drain();
@@ -304,6 +308,15 @@ impl Core {
                     proposal,
                 };
                 self.on_agreed(context, seq, a);
+                true
+            }
+            ToRank::Spawned {
+                first,
+                count,
+                error,
+            } => {
+                self.notices.spawned = Some((first, count, error));
+                self.changes += 1;
                 true
             }
             ToRank::Committed { epoch, durable } => {

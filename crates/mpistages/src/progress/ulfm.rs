@@ -24,6 +24,15 @@ use super::request::{Op, ReqError, ReqId};
 use super::state::Core;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a collective operation on a communicator with a dead member
+/// may still wait for its messages from live members before it fails. A
+/// member that died after its part of the collective leaves the others
+/// able to finish (as a duplicate whose agreement it completed); one that
+/// died before leaves some of them waiting for members that gave up: those
+/// fail when this runs out (no wait after a failure is unbounded).
+const GRACE: Duration = Duration::from_millis(500);
 
 /// The world ranks of one communicator.
 #[derive(Clone, Debug)]
@@ -31,6 +40,10 @@ pub struct Members {
     /// Point-to-point rank → world rank (the remote group of an
     /// inter-communicator).
     pub peers: Arc<[u32]>,
+    /// Collective rank → world rank: the group, or for an
+    /// inter-communicator both groups in the order its collectives number
+    /// them (`api::comm::union_team`).
+    pub coll: Arc<[u32]>,
     /// Every member (both groups of an inter-communicator).
     pub all: Arc<[u32]>,
 }
@@ -61,6 +74,9 @@ pub(super) struct Ulfm {
     seq: HashMap<u32, u32>,
     /// Answers not yet taken, by (context, agreement number).
     agreed: HashMap<(u32, u32), Agreed>,
+    /// When the collective operations under way on communicators with a
+    /// dead member fail, if any are (`GRACE`).
+    doomed: Option<Instant>,
 }
 
 /// The even context of a communicator's pair.
@@ -78,10 +94,15 @@ impl Core {
         self.ulfm.contexts.insert(base(ctx), m);
     }
 
-    /// World rank of point-to-point rank `src` on context `ctx`, if known.
+    /// World rank of the process that sends as `src` on context `ctx`:
+    /// `None` if it is no member; `Some(src)` on a context no communicator
+    /// registered (a test's: there sources are world ranks).
     fn world_of(&self, ctx: u32, src: u32) -> Option<u32> {
-        let m = self.ulfm.contexts.get(&base(ctx))?;
-        m.peers.get(src as usize).copied()
+        let Some(m) = self.ulfm.contexts.get(&base(ctx)) else {
+            return Some(src);
+        };
+        let table = if collective(ctx) { &m.coll } else { &m.peers };
+        table.get(src as usize).copied()
     }
 
     fn dead(&self, world: u32) -> bool {
@@ -142,7 +163,7 @@ impl Core {
     /// whatever has arrived: a revoked communicator, a send to a dead
     /// process, a collective's message on a communicator with one.
     pub(super) fn refused(&self, op: &Op) -> Option<ReqError> {
-        if self.ulfm.revoked.is_empty() && self.lost.is_empty() {
+        if self.ulfm.revoked.is_empty() && self.lost.is_empty() && self.ulfm.dead.is_empty() {
             return None;
         }
         let (ctx, dest) = match op {
@@ -153,15 +174,71 @@ impl Core {
         if self.is_revoked(ctx) {
             return Some(ReqError::Revoked);
         }
-        if let Some(d) = dest.filter(|&d| self.dead(d as u32)) {
-            return Some(ReqError::PeerLost(d));
+        dest.filter(|&d| self.dead(d as u32))
+            .map(ReqError::PeerLost)
+    }
+
+    /// A collective's message started on a communicator with a dead
+    /// member: it may wait `GRACE` at most (`expire_doomed`).
+    pub(super) fn note_started(&mut self, id: ReqId) {
+        let ctx = match self.req(id).map(|r| &r.op) {
+            Some(Op::Send { context, .. } | Op::Recv { context, .. }) => *context,
+            _ => return,
+        };
+        if self.ulfm.doomed.is_none()
+            && !self.ulfm.dead.is_empty()
+            && collective(ctx)
+            && self.dead_member(ctx).is_some()
+        {
+            self.ulfm.doomed = Some(Instant::now() + GRACE);
         }
-        if collective(ctx) {
-            return self
-                .dead_member(ctx)
-                .map(|d| ReqError::PeerLost(d as usize));
+    }
+
+    /// How long a thread may sleep in epoll: until the collectives under
+    /// way on communicators with a dead member fail, else as long as
+    /// nothing happens.
+    pub(super) fn sleep_timeout(&self) -> i32 {
+        self.ulfm.doomed.map_or(-1, |t| {
+            let ms = t.saturating_duration_since(Instant::now()).as_millis();
+            i32::try_from(ms).unwrap_or(i32::MAX - 1).saturating_add(1)
+        })
+    }
+
+    /// The active requests a dead process keeps waiting: those that
+    /// involve one directly (its connection has not ended yet) and the
+    /// collective ones on communicators with a dead member.
+    fn doomed_requests(&self) -> Vec<(ReqId, ReqError)> {
+        self.requests
+            .iter()
+            .filter(|(_, q)| matches!(q.state, State::Active(_)))
+            .filter_map(|(id, q)| {
+                let direct = self.ulfm.dead.iter().find(|&&d| self.involves(q, d));
+                let member = match &q.op {
+                    Op::Send { context, .. } | Op::Recv { context, .. } if collective(*context) => {
+                        self.dead_member(*context)
+                    }
+                    _ => None,
+                };
+                direct
+                    .copied()
+                    .or(member)
+                    .map(|d| (id, ReqError::PeerLost(d as usize)))
+            })
+            .collect()
+    }
+
+    /// Fails what a dead process still keeps waiting once `GRACE` ran out
+    /// (a connection that never reports its end: a lost host).
+    pub(super) fn expire_doomed(&mut self) {
+        match self.ulfm.doomed {
+            Some(t) if Instant::now() >= t => self.ulfm.doomed = None,
+            _ => return,
         }
-        None
+        let ended = self.doomed_requests();
+        if !ended.is_empty() {
+            self.fail_all(ended);
+            self.changes += 1;
+        }
     }
 
     pub(super) fn blocked_among(&self, ids: &[ReqId]) -> Vec<usize> {
@@ -174,14 +251,14 @@ impl Core {
     /// source is dead, or it takes any source on a communicator with a
     /// failure not acknowledged.
     pub(super) fn refused_unmatched(&self, ctx: u32, src: Src) -> Option<ReqError> {
-        if self.lost.is_empty() {
+        if self.lost.is_empty() && self.ulfm.dead.is_empty() {
             return None;
         }
         match src {
             // Unregistered contexts (a test's): ranks are world ranks.
             Src::Rank(s) => {
-                let w = self.world_of(ctx, s).unwrap_or(s);
-                self.dead(w).then_some(ReqError::PeerLost(w as usize))
+                let w = self.world_of(ctx, s)?;
+                self.gone(w).then_some(ReqError::PeerLost(w as usize))
             }
             // It stays posted: a wait reports the pending failure
             // (`wildcard_blocked`) and may wait again after an ack.
@@ -215,46 +292,47 @@ impl Core {
         m.all.iter().copied().find(|&w| self.dead(w))
     }
 
-    /// How the death of world rank `peer` ends the active request `r`, if
-    /// it does. `announced`: mpiexec said so (else only the connection
-    /// ended: only what goes to or comes from `peer` fails).
-    pub(super) fn ended_by(&self, r: &Req, peer: u32, announced: bool) -> Option<ReqError> {
-        let lost = Some(ReqError::PeerLost(peer as usize));
-        let (ctx, from) = match (&r.op, &r.state) {
-            (Op::Send { dest, context, .. }, State::Active(_)) => {
-                if *dest == Some(peer as usize) {
-                    return lost;
-                }
-                (*context, None)
-            }
-            (Op::Recv { src, context, .. }, State::Active(Phase::RecvPosted)) => {
-                (*context, src.as_ref())
-            }
+    /// Whether the active request `r` sends to or receives from world
+    /// rank `peer` (a wildcard receive does not: it stays posted).
+    fn involves(&self, r: &Req, peer: u32) -> bool {
+        match (&r.op, &r.state) {
+            (Op::Send { dest, .. }, State::Active(_)) => *dest == Some(peer as usize),
+            (
+                Op::Recv {
+                    src: Some(Src::Rank(s)),
+                    context,
+                    ..
+                },
+                State::Active(Phase::RecvPosted),
+            ) => self.world_of(*context, *s) == Some(peer),
             (Op::Recv { context, .. }, State::Active(Phase::RecvData { status, .. })) => {
                 // A rendezvous under way: from the sender it matched.
-                if self.world_of(*context, status.source as u32) == Some(peer) {
-                    return lost;
-                }
-                (*context, None)
+                self.world_of(*context, status.source as u32) == Some(peer)
             }
-            _ => return None,
-        };
-        if let Some(Src::Rank(s)) = from {
-            // Unregistered contexts (a test's): ranks are world ranks.
-            if self.world_of(ctx, *s).unwrap_or(*s) == peer {
-                return lost;
-            }
+            _ => false,
         }
-        let member = self
-            .ulfm
-            .contexts
-            .get(&base(ctx))
-            .is_some_and(|m| m.all.contains(&peer));
-        if !announced || !member {
-            return None;
-        }
-        // A wildcard receive stays posted (`wildcard_blocked`).
-        collective(ctx).then_some(ReqError::PeerLost(peer as usize))
+    }
+
+    /// The connection to `peer` ended, or it is dead and this process has
+    /// none: nothing more can come from it.
+    fn gone(&self, peer: u32) -> bool {
+        self.lost.contains(&peer)
+            || (self.ulfm.dead_set.contains(&peer)
+                && !self
+                    .transport
+                    .as_ref()
+                    .is_some_and(|t| t.connected(peer as usize)))
+    }
+
+    /// Fails the active requests that send to or receive from `peer`.
+    pub(super) fn fail_involving(&mut self, peer: u32) {
+        let ended: Vec<(ReqId, ReqError)> = self
+            .requests
+            .iter()
+            .filter(|(_, q)| self.involves(q, peer))
+            .map(|(id, _)| (id, ReqError::PeerLost(peer as usize)))
+            .collect();
+        self.fail_all(ended);
     }
 
     /// World rank `r` is dead (announced, or its connection ended).
@@ -264,17 +342,29 @@ impl Core {
         }
     }
 
-    /// mpiexec announced deaths: what involves them fails.
+    /// mpiexec announced deaths. What goes to a dead process fails now,
+    /// and what comes from one once its connection has ended (what it
+    /// sent before it died is read first), or at once if it had none.
+    /// Collectives on its communicators get `GRACE` to finish.
     pub(super) fn on_proc_failed(&mut self, ranks: &[u32]) {
         for &r in ranks {
             self.note_dead(r);
-            self.lost.insert(r);
-            let ended: Vec<(ReqId, ReqError)> = self
-                .requests
-                .iter()
-                .filter_map(|(id, q)| self.ended_by(q, r, true).map(|e| (id, e)))
-                .collect();
-            self.fail_all(ended);
+            if self.gone(r) {
+                self.fail_involving(r);
+            } else {
+                let sends: Vec<(ReqId, ReqError)> = self
+                    .requests
+                    .iter()
+                    .filter(|(_, q)| {
+                        matches!((&q.op, &q.state), (Op::Send { dest, .. }, State::Active(_)) if *dest == Some(r as usize))
+                    })
+                    .map(|(id, _)| (id, ReqError::PeerLost(r as usize)))
+                    .collect();
+                self.fail_all(sends);
+            }
+        }
+        if self.ulfm.doomed.is_none() && !self.doomed_requests().is_empty() {
+            self.ulfm.doomed = Some(Instant::now() + GRACE);
         }
         self.changes += 1;
     }

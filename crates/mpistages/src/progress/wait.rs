@@ -23,16 +23,17 @@ impl Engine {
         let mut parked = false;
         let mut seen = 0;
         loop {
-            let may_sleep = {
+            let (may_sleep, timeout) = {
                 let mut core = self.lock();
                 core.progress_parked = parked;
-                parked || core.prepare_sleep()
+                (parked || core.prepare_sleep(), core.sleep_timeout())
             };
             evs.clear();
             let r = if parked {
                 self.standby.wait(&mut evs, STANDBY_MS)
             } else {
-                self.outer.wait(&mut evs, if may_sleep { -1 } else { 0 })
+                self.outer
+                    .wait(&mut evs, if may_sleep { timeout } else { 0 })
             };
             if r.is_err() {
                 std::thread::sleep(Duration::from_millis(1));
@@ -172,8 +173,8 @@ impl Engine {
                 core.polling = true;
                 core.user_polls += 1;
                 let sleep = !spinning && core.prepare_sleep();
+                let timeout = if sleep { core.sleep_timeout() } else { 0 };
                 drop(core);
-                let timeout = if sleep { -1 } else { 0 };
                 evs.clear();
                 let _ = self.main.wait(&mut evs, timeout);
                 core = self.lock();

@@ -240,6 +240,10 @@ pub trait Transport: Send {
     fn prepare_sleep(&mut self) -> bool {
         true
     }
+    /// Whether a connection to `peer` is open (bytes may still come).
+    fn connected(&self, _peer: usize) -> bool {
+        false
+    }
     /// Closes every connection (after a final flush attempt).
     fn close_all(&mut self);
     /// Stages `halt`: a failure stops all communication. Queued frames are

@@ -63,6 +63,7 @@ impl Tcp {
     /// Reads a connecting process's HELLO; on success the connection becomes
     /// that peer's. Anything wrong (bad frame, wrong key) closes it.
     pub(super) fn on_handshake(&mut self, slot: usize, out: &mut Vec<Event>) {
+        let hello_limits = self.hello_limits();
         let Some(hs) = self.handshakes.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -85,7 +86,10 @@ impl Tcp {
         };
         let peer = match outcome {
             Ok(None) => return,
-            Ok(Some(_)) => match Header::decode(&hs.buf, &self.limits) {
+            // A process that joined the job later (`MPI_Comm_spawn`) has
+            // an id above the ranks this one knows: its hello is read with
+            // room for it, and the peers grow once its key is checked.
+            Ok(Some(_)) => match Header::decode(&hs.buf, &hello_limits) {
                 Ok(h)
                     if h.kind == Kind::Hello
                         && h.len as usize == self.cfg.key.len()
@@ -102,6 +106,9 @@ impl Tcp {
             },
             Err(e) => Err(e),
         };
+        if let Ok((p, _)) = peer {
+            self.grow_to(p + 1);
+        }
         let mut hs = self.handshakes[slot].take().expect("slot checked above");
         let _ = self.epoll.delete(hs.stream.fd());
         // One connection per peer: a second one claiming a connected rank

@@ -32,6 +32,8 @@ const TOKEN_SHM_LISTENER: u64 = (1 << 40) + 1;
 const TOKEN_UDP_LISTENER: u64 = (1 << 40) + 2;
 const TOKEN_UDP_TIMER: u64 = (1 << 40) + 3;
 const TOKEN_HANDSHAKE: u64 = 1 << 41;
+/// Process ids stay below this (`MPI_Comm_spawn` adds processes).
+const MAX_PROCESSES: u32 = 1 << 20;
 /// Staging buffer for incoming bytes, and how much one read asks for.
 const READ_BUF: usize = 64 << 10;
 const STAGING_READ: usize = 16 << 10;
@@ -331,6 +333,22 @@ impl Tcp {
         self.listener.local_addr()
     }
 
+    /// Limits for a HELLO: any id a job may reach.
+    fn hello_limits(&self) -> Limits {
+        Limits {
+            ranks: MAX_PROCESSES,
+            ..self.limits
+        }
+    }
+
+    /// Room for peers `0..n` (processes that joined the job later).
+    fn grow_to(&mut self, n: usize) {
+        if n > self.peers.len() {
+            self.peers.resize_with(n, Peer::new);
+            self.limits.ranks = n as u32;
+        }
+    }
+
     /// Connects to `peer` (through shared memory when it is on this host
     /// and that is allowed, else over TCP at `addr`) and introduces this
     /// process.
@@ -496,7 +514,14 @@ impl Transport for Tcp {
         class: Class,
         out: &mut Vec<Event>,
     ) -> Result<(), TransportError> {
-        let p = &mut self.peers[peer];
+        // A process that joined later (`MPI_Comm_spawn`) and has not
+        // connected yet: its frames wait for it.
+        if peer >= self.peers.len() && peer < MAX_PROCESSES as usize {
+            self.grow_to(peer + 1);
+        }
+        let Some(p) = self.peers.get_mut(peer) else {
+            return Err(TransportError::PeerGone(peer));
+        };
         if p.lost {
             return Err(TransportError::PeerGone(peer));
         }
@@ -511,8 +536,18 @@ impl Transport for Tcp {
         Ok(())
     }
 
+    fn connected(&self, peer: usize) -> bool {
+        self.peers
+            .get(peer)
+            .is_some_and(|p| p.stream.is_some() && !p.lost)
+    }
+
     fn expect_data(&mut self, peer: usize, rid: u64, target: RawBuf, total: u64) {
-        self.peers[peer].targets.insert(
+        // (Data comes only from a peer that sent a request: it is known.)
+        let Some(p) = self.peers.get_mut(peer) else {
+            return;
+        };
+        p.targets.insert(
             (rid, self.generation),
             Target {
                 buf: target,

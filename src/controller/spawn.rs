@@ -1,0 +1,174 @@
+//! `MPI_Comm_spawn` at mpiexec: the children join the job as processes
+//! with the next ids, on this host, with a world of their own and an
+//! inter-communicator to their parents (both in their environment). The
+//! root hears back once every child is in `MPI_Init` (welcomed), as the
+//! standard has the call return. One spawn at a time; others wait.
+
+use super::*;
+
+/// A request of a root, as it came.
+pub(super) struct SpawnRequest {
+    pub root: usize,
+    pub program: String,
+    pub args: Vec<String>,
+    pub wdir: String,
+    pub count: u32,
+    pub parents: Vec<u32>,
+    pub context: u32,
+}
+
+/// The spawn under way: its root and its children's ids.
+pub(super) struct Spawning {
+    root: usize,
+    first: usize,
+    count: usize,
+}
+
+/// More children at once than this is a mistake, not a job.
+const MAX_CHILDREN: u32 = 4096;
+
+impl Job {
+    pub(super) fn on_spawn(&mut self, req: SpawnRequest) {
+        self.spawn_queue.push_back(req);
+        self.next_spawn();
+    }
+
+    fn next_spawn(&mut self) {
+        if self.spawning.is_some() {
+            return;
+        }
+        let Some(req) = self.spawn_queue.pop_front() else {
+            return;
+        };
+        if let Err(why) = self.start_children(&req) {
+            self.send_to(
+                req.root,
+                &ToRank::Spawned {
+                    first: 0,
+                    count: 0,
+                    error: why,
+                },
+            );
+            self.next_spawn();
+        }
+    }
+
+    fn start_children(&mut self, req: &SpawnRequest) -> Result<(), String> {
+        if !matches!(self.opts.recovery, RecoveryMode::None | RecoveryMode::Ulfm) {
+            return Err(format!(
+                "MPI_Comm_spawn is not supported under --recovery {} (a rollback or a relaunch would have to take the spawned processes along); it is under none and ulfm",
+                self.opts.recovery.name()
+            ));
+        }
+        if self.remote.is_some() {
+            return Err("MPI_Comm_spawn is not supported in a job on several hosts".into());
+        }
+        if req.count == 0 || req.count > MAX_CHILDREN {
+            return Err(format!(
+                "maxprocs {} is out of range (1 to {MAX_CHILDREN})",
+                req.count
+            ));
+        }
+        if self.failure.is_some() {
+            return Err("the job is ending".into());
+        }
+        let first = self.ranks.len();
+        let count = req.count as usize;
+        let parents: Vec<String> = req.parents.iter().map(u32::to_string).collect();
+        let env = {
+            let mut env = self.job_env();
+            env.push((mpistages_control::env::SIZE, (first + count).to_string()));
+            env.push((mpistages_control::env::WORLD, format!("{first},{count}")));
+            env.push((
+                mpistages_control::env::PARENT,
+                format!("{}:{}", req.context, parents.join(",")),
+            ));
+            env
+        };
+        for id in first..first + count {
+            self.ranks.push(RankState::default());
+            self.rec.add_rank();
+            match self
+                .launch
+                .spawn_child(id, &req.program, &req.args, &req.wdir, &env)
+            {
+                Ok(started) => {
+                    self.keep_forwarders(started.forwarders);
+                    self.started(id, started.proc);
+                }
+                Err(e) => {
+                    // The ones started already are ended: the spawn failed.
+                    for r in first..id {
+                        if let Some(p) = &self.ranks[r].proc {
+                            p.signal(libc::SIGKILL);
+                        }
+                    }
+                    for r in first..=id {
+                        self.ranks[r].abandoned = true;
+                        self.ranks[r].welcomed = true;
+                    }
+                    self.ranks[id].exit = Some(Exit::Code(127));
+                    return Err(format!("cannot start '{}': {e}", req.program));
+                }
+            }
+        }
+        self.spawning = Some(Spawning {
+            root: req.root,
+            first,
+            count,
+        });
+        Ok(())
+    }
+
+    /// After a welcome: the root of the spawn under way hears back once
+    /// all its children are in.
+    pub(super) fn spawn_welcomed(&mut self) {
+        let Some(s) = &self.spawning else {
+            return;
+        };
+        if !(s.first..s.first + s.count).all(|r| self.ranks[r].welcomed) {
+            return;
+        }
+        let (root, first, count) = (s.root, s.first, s.count);
+        self.spawning = None;
+        self.send_to(
+            root,
+            &ToRank::Spawned {
+                first: first as u32,
+                count: count as u32,
+                error: String::new(),
+            },
+        );
+        self.next_spawn();
+    }
+
+    /// A child of the spawn under way died before it was welcomed: the
+    /// spawn fails (its other children are ended).
+    pub(super) fn spawn_child_lost(&mut self, r: usize) {
+        let Some(s) = &self.spawning else {
+            return;
+        };
+        if !(s.first..s.first + s.count).contains(&r) {
+            return;
+        }
+        let (root, first, count) = (s.root, s.first, s.count);
+        self.spawning = None;
+        for c in first..first + count {
+            if let (Some(p), None) = (&self.ranks[c].proc, self.ranks[c].exit) {
+                p.signal(libc::SIGKILL);
+            }
+            // Their end is expected: not a failure of the job.
+            self.ranks[c].abandoned = true;
+            self.ranks[c].welcomed = true;
+        }
+        self.send_to(
+            root,
+            &ToRank::Spawned {
+                first: 0,
+                count: 0,
+                error: format!("spawned process {r} ended before MPI_Init"),
+            },
+        );
+        self.next_spawn();
+    }
+}
