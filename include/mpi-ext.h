@@ -18,6 +18,9 @@ extern "C" {
 #define MPIX_ERR_PROC_FAILED         MPI_ERR_PROC_FAILED
 #define MPIX_ERR_PROC_FAILED_PENDING MPI_ERR_PROC_FAILED_PENDING
 #define MPIX_ERR_REVOKED             MPI_ERR_REVOKED
+/* Attribute of MPI_COMM_WORLD: 1 under --with-ft ulfm, else 0. */
+#define MPIX_FT (8)
+#define MPI_HAVE_MPIX_COMM_ISHRINK 1
 
 int MPIX_Comm_revoke(MPI_Comm comm);
 int PMPIX_Comm_revoke(MPI_Comm comm);
@@ -27,6 +30,10 @@ int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);
 int PMPIX_Comm_shrink(MPI_Comm comm, MPI_Comm *newcomm);
 int MPIX_Comm_agree(MPI_Comm comm, int *flag);
 int PMPIX_Comm_agree(MPI_Comm comm, int *flag);
+int MPIX_Comm_iagree(MPI_Comm comm, int *flag, MPI_Request *request);
+int PMPIX_Comm_iagree(MPI_Comm comm, int *flag, MPI_Request *request);
+int MPIX_Comm_ishrink(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request);
+int PMPIX_Comm_ishrink(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request);
 int MPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
 int PMPIX_Comm_get_failed(MPI_Comm comm, MPI_Group *failedgrp);
 int MPIX_Comm_ack_failed(MPI_Comm comm, int num_to_ack, int *num_acked);

@@ -76,7 +76,10 @@ options for the whole job (before the first program):
                                  with the ULFM calls of <mpi-ext.h>
                                  (MPIX_Comm_revoke, _agree, _shrink, ...)
   --with-ft ulfm       the same as --recovery ulfm (Open MPI 5's spelling;
-                       --with-ft mpi too)
+                       --with-ft mpi too; --with-ft no: --recovery none)
+  --initial-errhandler mpi_errors_return|mpi_errors_are_fatal|mpi_errors_abort
+                       the error handler of MPI_COMM_WORLD and MPI_COMM_SELF
+                       at MPI_Init (MPI 4.0; default mpi_errors_are_fatal)
   --spares N           with --recovery stages or reinit: keep N spare
                        processes of the program waiting in MPI_Init; a
                        failed rank is replaced by one of them (no exec,
@@ -177,6 +180,14 @@ pub enum Bind {
     /// Each rank on one core, in turn over the cores mpiexec may use.
     Core,
 }
+
+/// `--initial-errhandler`'s values, and how a rank learns the choice.
+pub const INITIAL_ERRHANDLERS: [&str; 3] = [
+    "mpi_errors_are_fatal",
+    "mpi_errors_return",
+    "mpi_errors_abort",
+];
+pub const INITIAL_ERRHANDLER_ENV: &str = "MPISTAGES_INITIAL_ERRHANDLER";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -402,8 +413,19 @@ impl Global {
             }
             "--with-ft" => match v.as_str() {
                 "ulfm" | "mpi" => self.recovery = Some(RecoveryMode::Ulfm),
-                _ => return Err(format!("--with-ft '{v}': expected ulfm (or mpi)")),
+                "no" | "none" => self.recovery = Some(RecoveryMode::None),
+                _ => return Err(format!("--with-ft '{v}': expected ulfm (or mpi), or no")),
             },
+            "--initial-errhandler" | "-initial-errhandler" => {
+                let h = v.to_ascii_lowercase();
+                if !INITIAL_ERRHANDLERS.contains(&h.as_str()) {
+                    return Err(format!(
+                        "--initial-errhandler '{v}': expected one of {}",
+                        INITIAL_ERRHANDLERS.join(", ")
+                    ));
+                }
+                self.env.push((INITIAL_ERRHANDLER_ENV.to_string(), h));
+            }
             "--max-restarts" => {
                 self.max_restarts = Some(
                     v.parse()

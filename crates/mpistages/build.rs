@@ -31,6 +31,7 @@ fn main() {
         .file("csrc/fortran_sentinels.c")
         .file("csrc/reinit.c")
         .file("csrc/pcontrol.c")
+        .file("csrc/stdout.c")
         .file(&entry)
         .include("../../include")
         .opt_level(2)

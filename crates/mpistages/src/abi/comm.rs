@@ -263,6 +263,8 @@ static HOST_VAL: c_int = PROC_NULL;
 static IO_VAL: c_int = crate::api::consts::ANY_SOURCE;
 static APPNUM_VAL: c_int = 0;
 static UNIVERSE: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
+static FT_ON: c_int = 1;
+static FT_OFF: c_int = 0;
 
 mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *mut c_void, flag: *mut c_int) {
     let r = mpi().and_then(|m| {
@@ -275,6 +277,7 @@ mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *
             KEY_APPNUM => Some(&APPNUM_VAL),
             KEY_UNIVERSE_SIZE => Some(UNIVERSE.get_or_init(|| m.size as c_int)),
             KEY_LASTUSEDCODE => Some(super::errors::last_used_code()),
+            crate::api::consts::KEY_FT => Some(if m.mode == crate::api::RecoveryMode::Ulfm { &FT_ON } else { &FT_OFF }),
             k if super::attr::is_user_key(k) => {
                 let v = super::attr::get_value(Kind::Comm, c, k)?;
                 // SAFETY: the standard's `void **` and int* out-pointers.

@@ -31,17 +31,21 @@ fn comm_of(m: &Mpi, id: ReqId) -> i32 {
 }
 
 /// After a request's status is taken: forget a one-shot request's handle.
-fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int) {
+/// Returns the request's communicator (whose handler its error goes to).
+fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int) -> i32 {
+    let comm = comm_of(m, id);
     if !persistent {
         m.tables().req_comm.remove(&id.index);
         *h = REQUEST_NULL;
     }
+    comm
 }
 
-fn status_result(name: &str, m: &Mpi, id: ReqId, st: &Status) -> c_int {
+/// A completed request's error, raised on its communicator `comm`.
+fn status_result(name: &str, comm: i32, st: &Status) -> c_int {
     match &st.error {
         None => err::SUCCESS,
-        Some(e) => super::raise(name, comm_of(m, id), crate::api::error::request_error(e)),
+        Some(e) => super::raise(name, comm, crate::api::error::request_error(e)),
     }
 }
 
@@ -95,13 +99,13 @@ mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
                 return blocked("MPI_Wait", m, id);
             };
             let mut hh = h;
-            retire(m, id, persistent, &mut hh);
+            let comm = retire(m, id, persistent, &mut hh);
             // SAFETY: caller's pointers, checked non-null above for req.
             unsafe {
                 req.write(hh);
                 put_status(status, &st);
             }
-            status_result("MPI_Wait", m, id, &st)
+            status_result("MPI_Wait", comm, &st)
         }
     }
 });
@@ -129,16 +133,18 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
             }
             Some((id, persistent, st)) => {
                 let mut hh = h;
-                if id.index != u32::MAX {
-                    retire(m, id, persistent, &mut hh);
-                }
+                let comm = if id.index != u32::MAX {
+                    retire(m, id, persistent, &mut hh)
+                } else {
+                    COMM_WORLD
+                };
                 // SAFETY: caller's pointers.
                 unsafe {
                     put(flag, 1)?;
                     req.write(hh);
                     put_status(status, &st);
                 }
-                Ok(if id.index == u32::MAX { err::SUCCESS } else { status_result("MPI_Test", m, id, &st) })
+                Ok(if id.index == u32::MAX { err::SUCCESS } else { status_result("MPI_Test", comm, &st) })
             }
         }
     })();
@@ -146,13 +152,14 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
 });
 
 /// Shared by the -all/-any/-some variants: takes every completed live
-/// request among `hs`, writing statuses; returns indices completed.
+/// request among `hs`, writing statuses; returns the indices completed,
+/// each with its request's communicator and status.
 fn collect(
     m: &Mpi,
     hs: &mut [c_int],
     statuses: Option<&mut [CStatus]>,
     pick: &[usize],
-) -> Vec<(usize, ReqId, Status)> {
+) -> Vec<(usize, i32, Status)> {
     let mut done = Vec::new();
     for &i in pick {
         if let Ok(Slot::Live(id, p)) = slot(m, hs[i]) {
@@ -164,11 +171,11 @@ fn collect(
     let mut statuses = statuses;
     done.into_iter()
         .map(|(i, id, st, p)| {
-            retire(m, id, p, &mut hs[i]);
+            let comm = retire(m, id, p, &mut hs[i]);
             if let Some(s) = statuses.as_deref_mut() {
                 s[i] = CStatus::from_status(&st);
             }
-            (i, id, st)
+            (i, comm, st)
         })
         .collect()
 }
@@ -191,7 +198,7 @@ unsafe fn statuses_arg<'a>(p: *mut CStatus, n: usize) -> Option<&'a mut [CStatus
     (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(p, n) })
 }
 
-fn finish_many(name: &str, m: &Mpi, done: &[(usize, ReqId, Status)]) -> c_int {
+fn finish_many(name: &str, done: &[(usize, i32, Status)]) -> c_int {
     // A halt is not a per-request error: the whole call says roll back.
     if done
         .iter()
@@ -199,8 +206,8 @@ fn finish_many(name: &str, m: &Mpi, done: &[(usize, ReqId, Status)]) -> c_int {
     {
         return err::TRY_RELOAD;
     }
-    if let Some((_, id, st)) = done.iter().find(|(_, _, s)| s.error.is_some()) {
-        let r = status_result(name, m, *id, st);
+    if let Some((_, comm, st)) = done.iter().find(|(_, _, s)| s.error.is_some()) {
+        let r = status_result(name, *comm, st);
         return if r == err::SUCCESS { r } else { err::IN_STATUS };
     }
     err::SUCCESS
@@ -236,7 +243,7 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
             blocked("MPI_Waitall", m, id);
             return Ok(err::IN_STATUS);
         }
-        Ok(finish_many("MPI_Waitall", m, &done))
+        Ok(finish_many("MPI_Waitall", &done))
     })();
     match r { Ok(c) => c, Err(e) => super::raise("MPI_Waitall", COMM_WORLD, e) }
 });
@@ -269,7 +276,7 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
         let done = collect(m, hs, sts, &pick);
         // SAFETY: caller's flag.
         unsafe { put(flag, 1)? };
-        Ok(finish_many("MPI_Testall", m, &done))
+        Ok(finish_many("MPI_Testall", &done))
     })();
     match r { Ok(c) => c, Err(e) => super::raise("MPI_Testall", COMM_WORLD, e) }
 });
@@ -350,7 +357,7 @@ unsafe fn any(
             return Ok(err::SUCCESS);
         };
         let done = collect(m, hs, None, &[i]);
-        let (_, id, st) = &done[0];
+        let (_, comm, st) = &done[0];
         // SAFETY: caller's pointers.
         unsafe {
             put(index, i as c_int)?;
@@ -359,7 +366,7 @@ unsafe fn any(
             }
             put_status(status, st);
         }
-        Ok(status_result(name, m, *id, st))
+        Ok(status_result(name, *comm, st))
     })();
     match r {
         Ok(c) => c,
@@ -438,7 +445,7 @@ unsafe fn some(
                 }
             }
         }
-        Ok(finish_many(name, m, &done))
+        Ok(finish_many(name, &done))
     })();
     match r {
         Ok(c) => c,

@@ -94,3 +94,55 @@ mpi_fn!(fn MPIX_Comm_failure_ack / PMPIX_Comm_failure_ack(c: c_int) {
     });
     ret("MPIX_Comm_failure_ack", c, r)
 });
+
+/// A pointer the program keeps valid until its request completes.
+struct Out(*mut c_int);
+// SAFETY: the program keeps the pointer valid until the request completes
+// and does not touch what it points to before; only the worker writes it.
+unsafe impl Send for Out {}
+
+mpi_fn!(fn MPIX_Comm_iagree / PMPIX_Comm_iagree(c: c_int, flag: *mut c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = m.tables().comm(c)?;
+        // SAFETY: caller's in/out pointer (NULL is refused).
+        let f = unsafe { super::get(flag) }?;
+        let pending = ulfm::start(m, &cm, f as u32, 0)?;
+        let dest = Out(flag);
+        let job: crate::api::nbc::Job = Box::new(move || {
+            let dest = dest;
+            let mut f = f;
+            let agreed = ulfm::finish(m, pending).and_then(|a| ulfm::agreed_flag(a, &mut f));
+            // SAFETY: checked non-NULL; valid until completion (see Out).
+            unsafe { dest.0.write(f) };
+            agreed
+        });
+        let id = crate::api::nbc::start(m, c, cm.coll_context(), vec![(crate::api::Pin::Comm, c)], job);
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, super::request::handle(id)) }
+    });
+    ret("MPIX_Comm_iagree", c, r)
+});
+
+mpi_fn!(fn MPIX_Comm_ishrink / PMPIX_Comm_ishrink(c: c_int, out: *mut c_int, req: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let cm = m.tables().comm(c)?;
+        if out.is_null() {
+            return crate::api::error::fail(crate::api::consts::err::ARG, "newcomm is NULL");
+        }
+        let pending = ulfm::start_shrink(m, &cm)?;
+        let coll = cm.coll_context();
+        let dest = Out(out);
+        let job: crate::api::nbc::Job = Box::new(move || {
+            let dest = dest;
+            let made = ulfm::finish(m, pending).and_then(|a| ulfm::shrunk(m, &cm, a));
+            let h = made.map(|s| comm::register(m, c, s));
+            // SAFETY: checked non-NULL; valid until completion (see Out).
+            unsafe { dest.0.write(*h.as_ref().unwrap_or(&crate::api::consts::COMM_NULL)) };
+            h.map(|_| ())
+        });
+        let id = crate::api::nbc::start(m, c, coll, vec![(crate::api::Pin::Comm, c)], job);
+        // SAFETY: caller's out-pointer.
+        unsafe { put(req, super::request::handle(id)) }
+    });
+    ret("MPIX_Comm_ishrink", c, r)
+});

@@ -42,6 +42,8 @@ pub const KEY_WTIME_IS_GLOBAL: i32 = 4;
 pub const KEY_UNIVERSE_SIZE: i32 = 5;
 pub const KEY_APPNUM: i32 = 6;
 pub const KEY_LASTUSEDCODE: i32 = 7;
+/// `MPIX_FT` (mpi-ext.h): whether failures are survivable (ULFM).
+pub const KEY_FT: i32 = 8;
 
 /// Error classes (the codes we return are the classes themselves).
 pub mod err {

@@ -103,6 +103,9 @@ impl Info {
             let _ = i.set("wdir", &wd.to_string_lossy());
         }
         let _ = i.set("thread_level", "MPI_THREAD_MULTIPLE");
+        if let Ok(h) = std::env::var(super::INITIAL_ERRHANDLER_ENV) {
+            let _ = i.set("mpi_initial_errhandler", &h);
+        }
         i
     }
 }

@@ -516,6 +516,18 @@ fn start() -> MpiResult<Mpi> {
     })
 }
 
+/// `mpiexec --initial-errhandler`: the error handler of WORLD and SELF at
+/// `MPI_Init` (MPI 4.0), by name.
+pub const INITIAL_ERRHANDLER_ENV: &str = "MPISTAGES_INITIAL_ERRHANDLER";
+
+fn initial_errhandler() -> i32 {
+    match std::env::var(INITIAL_ERRHANDLER_ENV).as_deref() {
+        Ok("mpi_errors_return") => consts::ERRORS_RETURN,
+        Ok("mpi_errors_abort") => consts::ERRORS_ABORT,
+        _ => consts::ERRORS_ARE_FATAL,
+    }
+}
+
 /// The tables right after `MPI_Init`: WORLD, SELF, the predefined
 /// datatypes and operations.
 pub fn initial_tables(rank: usize, world: &[usize]) -> Tables {
@@ -549,12 +561,12 @@ pub fn initial_tables(rank: usize, world: &[usize]) -> Tables {
             None,
             Some(CommEntry {
                 comm: Arc::new(world),
-                errhandler: consts::ERRORS_ARE_FATAL,
+                errhandler: initial_errhandler(),
                 name: "MPI_COMM_WORLD".into(),
             }),
             Some(CommEntry {
                 comm: Arc::new(selfc),
-                errhandler: consts::ERRORS_ARE_FATAL,
+                errhandler: initial_errhandler(),
                 name: "MPI_COMM_SELF".into(),
             }),
         ],
@@ -589,9 +601,10 @@ pub fn finalize() -> MpiResult<()> {
     let flushed = m.stages().wait_flushes();
     let closing = if m.engine.halted() {
         Err(MpiError::new(err::TRY_RELOAD, ""))
-    } else if m.mode == RecoveryMode::Ulfm {
-        // Dead ranks do not come to a barrier: an agreement among the
-        // live ones is the barrier (no epoch is claimed durable).
+    } else if m.mode == RecoveryMode::Ulfm || m.engine.is_revoked(world.context) {
+        // Dead ranks do not come to a barrier, and a revoked world carries
+        // none: an agreement among the live ranks is the barrier (no epoch
+        // is claimed durable).
         ulfm::barrier(m, &world).map(|()| (0, 0))
     } else {
         recovery::min_max(m, &world, flushed.unwrap_or(0))

@@ -59,18 +59,28 @@ fn gone() -> MpiError {
     MpiError::new(err::OTHER, "mpiexec is gone; the job is over")
 }
 
-/// An agreement among the live members of `c` on the AND of `flag` (and
-/// the largest `proposal`), made by mpiexec.
-fn agreement(m: &Mpi, c: &Comm, flag: u32, proposal: u32) -> MpiResult<Agreed> {
-    let all = members(c);
+/// An agreement under way: its answer is waited for with `finish`.
+pub enum Pending {
+    /// One process, without mpiexec: it agrees with itself.
+    Alone(Agreed),
+    Asked {
+        context: u32,
+        seq: u32,
+    },
+}
+
+/// Starts an agreement among the live members of `c` on the AND of
+/// `flag` (and the largest `proposal`), made by mpiexec. It takes its
+/// number on `c` here, on the calling thread, so that the members number
+/// their agreements alike even when one is non-blocking.
+pub fn start(m: &Mpi, c: &Comm, flag: u32, proposal: u32) -> MpiResult<Pending> {
     let Some(client) = &m.client else {
-        // One process: it agrees with itself.
-        return Ok(Agreed {
+        return Ok(Pending::Alone(Agreed {
             flag,
             failed: Vec::new(),
             unacked: false,
             proposal,
-        });
+        }));
     };
     let failed = m.engine.failed_members(c.context);
     let acked = failed[..m.engine.acked_failures(c.context)].to_vec();
@@ -79,13 +89,29 @@ fn agreement(m: &Mpi, c: &Comm, flag: u32, proposal: u32) -> MpiResult<Agreed> {
         .send(&ToController::Agree {
             context: c.context,
             seq,
-            members: all,
+            members: members(c),
             flag,
             acked,
             proposal,
         })
         .map_err(|_| gone())?;
-    m.engine.wait_agreed(c.context, seq).ok_or_else(gone)
+    Ok(Pending::Asked {
+        context: c.context,
+        seq,
+    })
+}
+
+/// Waits for the answer to an agreement.
+pub fn finish(m: &Mpi, p: Pending) -> MpiResult<Agreed> {
+    match p {
+        Pending::Alone(a) => Ok(a),
+        Pending::Asked { context, seq } => m.engine.wait_agreed(context, seq).ok_or_else(gone),
+    }
+}
+
+fn agreement(m: &Mpi, c: &Comm, flag: u32, proposal: u32) -> MpiResult<Agreed> {
+    let p = start(m, c, flag, proposal)?;
+    finish(m, p)
 }
 
 /// `MPIX_Comm_agree`: `flag` becomes the AND of the live members' flags.
@@ -93,6 +119,11 @@ fn agreement(m: &Mpi, c: &Comm, flag: u32, proposal: u32) -> MpiResult<Agreed> {
 /// without contributing and not every member had acknowledged it.
 pub fn agree(m: &Mpi, c: &Comm, flag: &mut i32) -> MpiResult<()> {
     let a = agreement(m, c, *flag as u32, 0)?;
+    agreed_flag(a, flag)
+}
+
+/// The flag of an answer, and the error every member raises alike.
+pub fn agreed_flag(a: Agreed, flag: &mut i32) -> MpiResult<()> {
     *flag = a.flag as i32;
     if a.unacked {
         return fail(
@@ -115,13 +146,24 @@ pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
 /// alive, in their order in `c`, agreed on by all of them (also on a
 /// revoked communicator).
 pub fn shrink(m: &Mpi, c: &Comm) -> MpiResult<Comm> {
+    let p = start_shrink(m, c)?;
+    shrunk(m, c, finish(m, p)?)
+}
+
+/// The agreement of a shrink.
+pub fn start_shrink(m: &Mpi, c: &Comm) -> MpiResult<Pending> {
     if c.is_inter() {
         return fail(
             err::COMM,
             "MPIX_Comm_shrink of an inter-communicator is not supported by mpistages",
         );
     }
-    let a = agreement(m, c, u32::MAX, m.tables().max_context)?;
+    let proposal = m.tables().max_context;
+    start(m, c, u32::MAX, proposal)
+}
+
+/// The communicator of the live members `a` agreed on.
+pub fn shrunk(m: &Mpi, c: &Comm, a: Agreed) -> MpiResult<Comm> {
     let survivors: Vec<usize> = c
         .group
         .members
