@@ -104,7 +104,7 @@ fn wait_blocking(m: &Mpi, id: ReqId) -> Status {
     let mut st = m.engine.wait(id);
     if st.cancelled {
         st.cancelled = false;
-        st.error = Some(crate::progress::ReqError::Failed {
+        st.error = Some(crate::api::ReqError::Failed {
             class: err::PROC_FAILED,
             detail: "a process that could send to this MPI_ANY_SOURCE receive has failed and the failure is not acknowledged (MPIX_Comm_failure_ack)".into(),
         });

@@ -415,6 +415,7 @@ fortran_bindings! {
     auto MPI_Comm_free(comm: IO);
     auto MPI_Comm_compare(comm1: I, comm2: I, result: O);
     auto MPI_Comm_group(comm: I, group: O);
+    auto MPI_Comm_get_parent(parent: O);
     custom MPI_Comm_get_attr(comm: I, comm_keyval: I, attribute_val: AO, flag: LO);
     custom MPI_Attr_get(comm: I, keyval: I, attribute_val: O, flag: LO);
     auto MPI_Group_size(group: I, size: O);

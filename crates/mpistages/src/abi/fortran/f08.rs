@@ -42,7 +42,8 @@ fn handle_of_arg(name: &str) -> Option<&'static str> {
         | "peer_comm" => "MPI_Comm",
         "array_of_datatypes" | "array_of_types" | "datatype" | "etype" | "filetype" | "newtype"
         | "oldtype" | "recvtype" | "recvtypes" | "sendtype" | "sendtypes" => "MPI_Datatype",
-        "group" | "group1" | "group2" | "newgroup" => "MPI_Group",
+        "group" | "group1" | "group2" | "newgroup" | "failedgrp" => "MPI_Group",
+        "parent" => "MPI_Comm",
         "array_of_requests" | "request" => "MPI_Request",
         "op" => "MPI_Op",
         "info" | "info_used" | "newinfo" => "MPI_Info",
@@ -424,6 +425,9 @@ mod tests {
             "version",
             "weights",
             "whence",
+            "flag",
+            "num_to_ack",
+            "num_acked",
         ];
         for b in TABLE.iter().filter(|b| provided(b)) {
             for (a, k) in b.args {
