@@ -130,8 +130,8 @@ static double volume_derivative(int el, double dvdx[8], double dvdy[8], double d
 
 static int setup(void)
 {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(proxy_world, &rank);
+    MPI_Comm_size(proxy_world, &size);
     for (tp = 1; tp * tp * tp < size; tp++)
         ;
     if (tp * tp * tp != size || n < 1) {
@@ -229,7 +229,7 @@ static int setup(void)
 static int setup_mpi(void)
 {
     int rc;
-    if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &hcomm))) return rc;
+    if ((rc = MPI_Comm_dup(proxy_world, &hcomm))) return rc;
     hdr.comm = hcomm;
     memset(nmass, 0, nn * sizeof(double));
     for (int el = 0; el < ne; el++)
@@ -370,7 +370,7 @@ int main(int argc, char **argv)
     if (proxy_options(argc, argv, "hydro3d", &n, &iters, &every)) return 1;
     MPI_Init(&argc, &argv);
     double t0 = MPI_Wtime();
-    struct proxy app = {"hydro3d", iters, every, setup, setup_mpi, protect, initial, step, &hdr.iter};
+    struct proxy app = {"hydro3d", iters, every, setup, setup_mpi, protect, initial, step, &hdr.iter, &hcomm};
     proxy_run(argc, argv, &app);
     /* The results: the origin energy and the total energy. */
     double local = 0, total = 0, origin = rank == 0 ? e[0] : 0;
@@ -382,7 +382,7 @@ int main(int argc, char **argv)
                 if ((i == n && cx < tp - 1) || (j == n && cy < tp - 1) || (k == n && cz < tp - 1)) continue;
                 local += 0.5 * nmass[a] * (xd[a] * xd[a] + yd[a] * yd[a] + zd[a] * zd[a]);
             }
-    MPI_Reduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, 0, proxy_world);
     if (rank == 0)
         printf("hydro3d: %d ranks, %d^3 elements per rank, %d iterations, time %.9e: final origin energy %.15e, "
                "total energy (internal + kinetic) %.15e, %.3f s\n",

@@ -68,8 +68,8 @@ static void decompose(void)
 
 static int setup(void)
 {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(proxy_world, &rank);
+    MPI_Comm_size(proxy_world, &size);
     decompose();
     me[0] = rank % dims[0];
     me[1] = rank / dims[0] % dims[1];
@@ -109,7 +109,7 @@ static int setup(void)
 
 static int setup_mpi(void)
 {
-    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &mcomm);
+    int rc = MPI_Comm_dup(proxy_world, &mcomm);
     hdr.comm = mcomm;
     return rc;
 }
@@ -403,7 +403,7 @@ int main(int argc, char **argv)
     if (nc < 2) nc = 2;
     MPI_Init(&argc, &argv);
     double t0 = MPI_Wtime();
-    struct proxy app = {"md", iters, every, setup, setup_mpi, protect, initial, step, &hdr.iter};
+    struct proxy app = {"md", iters, every, setup, setup_mpi, protect, initial, step, &hdr.iter, &mcomm};
     proxy_run(argc, argv, &app);
     if (rank == 0)
         printf("md: %d ranks (%dx%dx%d), %d atoms per rank at start, %d steps: energy per atom potential %.15e "

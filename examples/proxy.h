@@ -16,6 +16,14 @@
  *   of MPI_Init again. The replacement runs main (RESTARTED).
  * - cpr: every rank starts again (RESTARTED) with the fault epoch of the
  *   last committed checkpoint.
+ * - ulfm: nothing restarts. The driver checkpoints the protected regions
+ *   itself (a copy in memory and a file per rank, committed with
+ *   MPIX_Comm_agree). When an MPI call fails, the survivors revoke the
+ *   application's communicator, shrink it, spawn one process per dead
+ *   rank, merge and reorder into a communicator of the old size and order
+ *   (`proxy_world`), and roll back: survivors from their memory copy, a
+ *   respawned rank from its predecessor's file. The application uses
+ *   `proxy_world` where it would use MPI_COMM_WORLD.
  * Every rank that comes back from a failure prints, on stderr,
  *   NAME: rank R back at iteration I at unix time T (data load L ms)
  * when it is about to iterate again, and every rank prints at the end
@@ -35,10 +43,38 @@
 #include <string.h>
 #include <sys/time.h>
 
+/* The application's communicator of every rank: MPI_COMM_WORLD, or under
+ * ULFM the one the survivors and the respawned ranks make after a failure. */
+static MPI_Comm proxy_world = MPI_COMM_WORLD;
+
 #ifdef PLAIN
 /* Never called in the plain build (nothing is protected), but the
  * application's protect() still names it: a no-op for MPIs without it. */
 #define MPIX_Protect(id, buf, count, type) ((void)(id), (void)(buf), (void)(count), (void)(type), MPI_SUCCESS)
+#else
+#include <mpi-ext.h>
+#include <unistd.h>
+
+static int proxy_mode = MPIX_RECOVERY_NONE;
+
+/* Under ULFM the driver keeps the protected regions itself. */
+#define PROXY_REGIONS 32
+static struct {
+    char *buf;
+    size_t bytes;
+} proxy_regions[PROXY_REGIONS];
+
+static int proxy_protect(int id, void *buf, MPI_Count count, MPI_Datatype type)
+{
+    if (proxy_mode != MPIX_RECOVERY_ULFM) return (MPIX_Protect)(id, buf, count, type);
+    int bytes = 0;
+    MPI_Type_size(type, &bytes);
+    if (id < 0 || id >= PROXY_REGIONS || count < 0) return MPI_ERR_ARG;
+    proxy_regions[id].buf = buf;
+    proxy_regions[id].bytes = (size_t)count * (size_t)bytes;
+    return MPI_SUCCESS;
+}
+#define MPIX_Protect proxy_protect
 #endif
 
 struct proxy {
@@ -52,6 +88,7 @@ struct proxy {
     int (*initial)(void);           /* the initial conditions */
     int (*step)(int iter);          /* one iteration */
     int *iter;                      /* the next iteration, in the protected state */
+    MPI_Comm *comm;                 /* the communicator it computes on (ULFM revokes it) */
 };
 
 static struct proxy *proxy_app;
@@ -99,7 +136,7 @@ static double proxy_unix_time(void)
 static int proxy_rank(void)
 {
     int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_rank(proxy_world, &r);
     return r;
 }
 
@@ -112,6 +149,191 @@ static void proxy_fail(const char *what, int code)
     MPI_Abort(MPI_COMM_WORLD, 2);
 }
 
+#ifndef PLAIN
+/* ULFM: the checkpoint the ranks committed last (its iteration, 0: none),
+ * its copy in memory, and the file a respawned rank reads it from. */
+static int proxy_committed;
+static char *proxy_copy, *proxy_next;
+static size_t proxy_copy_len;
+static int proxy_argc;
+static char **proxy_argv;
+
+static size_t proxy_state_bytes(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < PROXY_REGIONS; i++) n += proxy_regions[i].bytes;
+    return n;
+}
+
+/* `DIR/NAME-JOB-RANK.ITER`: node-local (tmpfs) unless PROXY_ULFM_DIR says. */
+static void proxy_ckpt_path(char *out, size_t len, int rank, int iter)
+{
+    const char *dir = getenv("PROXY_ULFM_DIR"), *job = getenv("MPISTAGES_JOB_ID");
+    snprintf(out, len, "%s/%s-%s-%d.%d", dir ? dir : "/dev/shm", proxy_app->name, job ? job : "0", rank, iter);
+}
+
+/* Copies the regions to memory and to this rank's file, then commits the
+ * checkpoint of iteration `iter` with an agreement among the ranks. */
+static int proxy_ulfm_checkpoint(int iter)
+{
+    size_t n = proxy_state_bytes(), at = 0;
+    char path[4096], old[4096];
+    proxy_next = realloc(proxy_next, n ? n : 1);
+    if (!proxy_next) return MPI_ERR_NO_MEM;
+    for (int i = 0; i < PROXY_REGIONS; i++) {
+        memcpy(proxy_next + at, proxy_regions[i].buf, proxy_regions[i].bytes);
+        at += proxy_regions[i].bytes;
+    }
+    proxy_ckpt_path(path, sizeof path, proxy_rank(), iter);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(proxy_next, 1, n, f) == n;
+    if (f && fclose(f)) ok = 0;
+    int rc = MPIX_Comm_agree(proxy_world, &ok);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!ok) {
+        fprintf(stderr, "%s: rank %d: a checkpoint file could not be written (%s)\n", proxy_app->name, proxy_rank(),
+                path);
+        return MPI_ERR_IO;
+    }
+    char *t = proxy_copy;
+    proxy_copy = proxy_next;
+    proxy_next = t;
+    proxy_copy_len = n;
+    if (proxy_committed > 0) {
+        proxy_ckpt_path(old, sizeof old, proxy_rank(), proxy_committed);
+        unlink(old);
+    }
+    proxy_committed = iter;
+    return MPI_SUCCESS;
+}
+
+/* Back to the checkpoint of iteration `iter`: from memory, or (a respawned
+ * rank) from its predecessor's file. */
+static int proxy_ulfm_load(int iter)
+{
+    size_t n = proxy_state_bytes(), at = 0;
+    char *from = proxy_copy;
+    if (proxy_committed != iter || proxy_copy_len != n) {
+        char path[4096];
+        proxy_ckpt_path(path, sizeof path, proxy_rank(), iter);
+        FILE *f = fopen(path, "rb");
+        proxy_copy = realloc(proxy_copy, n ? n : 1);
+        int ok = f && proxy_copy && fread(proxy_copy, 1, n, f) == n;
+        if (f) fclose(f);
+        if (!ok) {
+            fprintf(stderr, "%s: rank %d: cannot read the checkpoint %s\n", proxy_app->name, proxy_rank(), path);
+            return MPI_ERR_IO;
+        }
+        from = proxy_copy;
+        proxy_copy_len = n;
+        proxy_committed = iter;
+    }
+    for (int i = 0; i < PROXY_REGIONS; i++) {
+        memcpy(proxy_regions[i].buf, from + at, proxy_regions[i].bytes);
+        at += proxy_regions[i].bytes;
+    }
+    return MPI_SUCCESS;
+}
+
+/* The survivors of `comm` (NULL in a respawned process) and one new
+ * process per dead rank make a communicator of the old size, each rank in
+ * its old place (a new process in its predecessor's). */
+static int proxy_replace(MPI_Comm comm, MPI_Comm *out)
+{
+    MPI_Comm shrunk, inter, merged;
+    int rc, rank, n, ns, key;
+    if (comm == MPI_COMM_NULL) {
+        MPI_Comm_get_parent(&inter);
+        /* Rank 0 of the survivors tells each new process its place. */
+        if ((rc = MPI_Recv(&key, 1, MPI_INT, 0, 77, inter, MPI_STATUS_IGNORE))) return rc;
+        if ((rc = MPI_Intercomm_merge(inter, 1, &merged))) return rc;
+    } else {
+        MPI_Group all, alive, dead;
+        if ((rc = MPIX_Comm_shrink(comm, &shrunk))) return rc;
+        MPI_Comm_size(comm, &n);
+        MPI_Comm_size(shrunk, &ns);
+        MPI_Comm_rank(comm, &key);
+        MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+        if ((rc = MPI_Comm_spawn(proxy_argv[0], proxy_argv + 1, n - ns, MPI_INFO_NULL, 0, shrunk, &inter,
+                                 MPI_ERRCODES_IGNORE)))
+            return rc;
+        MPI_Comm_rank(shrunk, &rank);
+        if (rank == 0) {
+            MPI_Comm_group(comm, &all);
+            MPI_Comm_group(shrunk, &alive);
+            MPI_Group_difference(all, alive, &dead);
+            for (int d = 0; d < n - ns; d++) {
+                int place;
+                MPI_Group_translate_ranks(dead, 1, &d, all, &place);
+                if ((rc = MPI_Send(&place, 1, MPI_INT, d, 77, inter))) return rc;
+            }
+            MPI_Group_free(&dead);
+            MPI_Group_free(&alive);
+            MPI_Group_free(&all);
+        }
+        if ((rc = MPI_Intercomm_merge(inter, 0, &merged))) return rc;
+        MPI_Comm_free(&shrunk);
+    }
+    MPI_Comm_free(&inter);
+    rc = MPI_Comm_split(merged, 0, key, out);
+    MPI_Comm_free(&merged);
+    if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return rc;
+}
+
+static int proxy_attempt(int epoch);
+
+/* The ULFM driver: runs, and after a failure repairs the communicator and
+ * rolls every rank back to the last committed checkpoint. */
+static void proxy_ulfm(void)
+{
+    struct proxy *p = proxy_app;
+    MPI_Comm parent;
+    int rc;
+    MPI_Comm_get_parent(&parent);
+    if (parent == MPI_COMM_NULL) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &proxy_world);
+        MPI_Comm_set_errhandler(proxy_world, MPI_ERRORS_RETURN);
+    } else {
+        proxy_back = 1;
+        if ((rc = proxy_replace(MPI_COMM_NULL, &proxy_world))) proxy_fail("joining the repaired world", rc);
+    }
+    if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    if (!proxy_back && (rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    if ((rc = p->protect()) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
+    for (;;) {
+        /* Every rank rolls back to the newest checkpoint all committed (a
+         * new process knows none). */
+        int epoch = 0, mine = proxy_back && parent != MPI_COMM_NULL ? 1 << 30 : proxy_committed;
+        if (proxy_back && (rc = MPI_Allreduce(&mine, &epoch, 1, MPI_INT, MPI_MIN, proxy_world)))
+            proxy_fail("agreeing on the checkpoint", rc);
+        if (epoch == 1 << 30) epoch = 0;
+        rc = proxy_attempt(epoch);
+        if (rc == MPI_SUCCESS) break;
+        int cls = rc;
+        MPI_Error_class(rc, &cls);
+        /* A failure shows as these (MPI_Waitall's in the statuses). */
+        if (cls != MPIX_ERR_PROC_FAILED && cls != MPIX_ERR_REVOKED && cls != MPIX_ERR_PROC_FAILED_PENDING &&
+            cls != MPI_ERR_IN_STATUS)
+            proxy_fail("iteration", rc);
+        /* Ranks that wait for one that gave up are interrupted. */
+        MPIX_Comm_revoke(*p->comm);
+        MPIX_Comm_revoke(proxy_world);
+        MPI_Comm repaired;
+        if ((rc = proxy_replace(proxy_world, &repaired))) proxy_fail("repairing the world", rc);
+        MPI_Comm_free(&proxy_world);
+        proxy_world = repaired;
+        parent = MPI_COMM_NULL;
+        proxy_back = 1;
+    }
+    if (proxy_committed > 0) {
+        char path[4096];
+        proxy_ckpt_path(path, sizeof path, proxy_rank(), proxy_committed);
+        unlink(path);
+    }
+}
+#endif
+
 /* One attempt from `epoch`: MPI_SUCCESS, or the error of the first MPI
  * call that failed (MPIX_TRY_RELOAD under stages). */
 static int proxy_attempt(int epoch)
@@ -119,14 +341,25 @@ static int proxy_attempt(int epoch)
     struct proxy *p = proxy_app;
     int rc;
     double load = 0;
+#ifndef PLAIN
+    /* Under ULFM the communicators are made again on the repaired world:
+     * before the initial conditions, which use them, and after a restore,
+     * which brings back the state's old handles. */
+    int remake = proxy_mode == MPIX_RECOVERY_ULFM && proxy_back;
+#else
+    int remake = 0;
+#endif
     if (epoch > 0) {
 #ifndef PLAIN
         double t0 = proxy_unix_time();
-        if ((rc = MPIX_Checkpoint_restore()) != MPI_SUCCESS) return rc;
+        rc = proxy_mode == MPIX_RECOVERY_ULFM ? proxy_ulfm_load(epoch) : MPIX_Checkpoint_restore();
+        if (rc != MPI_SUCCESS) return rc;
         load = proxy_unix_time() - t0;
 #endif
-    } else if ((rc = p->initial()) != MPI_SUCCESS) {
-        return rc;
+        if (remake && (rc = p->setup_mpi()) != MPI_SUCCESS) return rc;
+    } else {
+        if (remake && (rc = p->setup_mpi()) != MPI_SUCCESS) return rc;
+        if ((rc = p->initial()) != MPI_SUCCESS) return rc;
     }
     if (proxy_back)
         fprintf(stderr, "%s: rank %d back at iteration %d at unix time %.6f (data load %.3f ms)\n", p->name,
@@ -138,7 +371,7 @@ static int proxy_attempt(int epoch)
 #ifndef PLAIN
         if (p->every > 0 && (it + 1) % p->every == 0) {
             double t0 = proxy_unix_time();
-            rc = MPIX_Checkpoint_write();
+            rc = proxy_mode == MPIX_RECOVERY_ULFM ? proxy_ulfm_checkpoint(it + 1) : MPIX_Checkpoint_write();
             proxy_ckpt_s += proxy_unix_time() - t0;
             if (rc != MPI_SUCCESS) return rc;
         }
@@ -168,6 +401,12 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
     (void)argv;
     proxy_back = state != MPIX_REINIT_NEW;
     MPIX_Get_recovery_mode(&mode);
+    if (mode == MPIX_RECOVERY_ULFM) {
+        proxy_ulfm();
+        fprintf(stderr, "%s: rank %d: %.3f ms of %.3f s in checkpoints\n", p->name, proxy_rank(),
+                proxy_ckpt_s * 1e3, proxy_unix_time() - proxy_start);
+        return 0;
+    }
     MPIX_Get_fault_epoch(&epoch);
     if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
     /* A Stages replacement restored its MPI state, unless there was no
@@ -207,6 +446,9 @@ static int proxy_run(int argc, char **argv, struct proxy *p)
 {
     proxy_app = p;
     proxy_start = proxy_unix_time();
+    proxy_argc = argc;
+    proxy_argv = argv;
+    MPIX_Get_recovery_mode(&proxy_mode);
     int rc = MPIX_Reinit(argc, argv, proxy_restart_point);
     if (rc != MPI_SUCCESS) proxy_fail("MPIX_Reinit", rc);
     return 0;

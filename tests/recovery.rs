@@ -1,7 +1,7 @@
-//! The three recovery models end to end on the proxy applications, at
-//! small sizes: every run, with and without failures, in every mode and
-//! with one or two failures, ends with the same energies as the
-//! failure-free run. Also MPIX_Reinit's states and reset
+//! The recovery models end to end on the proxy applications, at small
+//! sizes: every run, with and without failures, in every mode (ULFM: the
+//! proxies' respawning driver) and with one or two failures, ends with the
+//! same energies as the failure-free run. Also MPIX_Reinit's states and reset
 //! (tests/c/reinit.c), and `mpistages-bench recovery` writing its CSV and
 //! charts.
 
@@ -19,7 +19,14 @@ fn run(exe: &str, np: usize, mode: &str, injects: &[String], args: &[&str]) -> R
     }
     a.push(exe);
     a.extend(args);
-    let r = mpiexec(&a, &[], LIMIT);
+    // Where the ULFM driver keeps its checkpoint files: empty at the end
+    // (one directory per run: tests run side by side in this process).
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let files = Scratch::new(&format!("proxy-ulfm-{k}"));
+    let r = mpiexec(&a, &[("PROXY_ULFM_DIR", files.path())], LIMIT);
+    let left: Vec<_> = std::fs::read_dir(&files.0).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{mode}: left behind: {left:?}");
     assert!(
         r.ok(),
         "{exe} {mode} at {np} ranks with {injects:?} failed: {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -45,10 +52,14 @@ fn result(r: &Run, marker: &str) -> String {
     line.rsplit_once(", ").map_or(line, |(a, _)| a).to_string()
 }
 
+/// Recoveries mpiexec reported (under ULFM: ranks the job went on without).
 fn recoveries(r: &Run) -> usize {
     r.stderr
         .lines()
-        .filter(|l| l.contains("mpiexec: recovery ") && l.contains(" done: "))
+        .filter(|l| {
+            (l.contains("mpiexec: recovery ") && l.contains(" done: "))
+                || l.contains("the job goes on without it (ULFM)")
+        })
         .count()
 }
 
@@ -59,7 +70,7 @@ fn same_everywhere(app: &str, np: usize, args: &[&str], marker: &str, injects: &
     let exe = build_example(&format!("{app}.c"));
     let exe = exe.to_str().unwrap();
     let clean = result(&run(exe, np, "none", &[], args), marker);
-    for mode in ["stages", "reinit", "cpr"] {
+    for mode in ["stages", "reinit", "cpr", "ulfm"] {
         assert_eq!(
             result(&run(exe, np, mode, &[], args), marker),
             clean,
