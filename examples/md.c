@@ -28,6 +28,9 @@
 #define TEMP 1.44
 
 static int nc = 8, rank, size, dims[3], me[3], nbr[3][2], cap;
+/* The job's size at its start: the box is nc cells per rank of it, also
+ * when a ULFM shrink leaves fewer ranks to share it. */
+static int size0;
 static double len[3], lo[3], hi[3], box[3];
 static MPI_Comm mcomm = MPI_COMM_NULL;
 
@@ -47,36 +50,43 @@ static double cell[3];
 static int *sendidx;
 static double *sendbuf, *recvbuf;
 
-/* The most cubic px >= py >= pz with px * py * pz = size. */
-static void decompose(void)
+/* The most cubic px >= py >= pz with px * py * pz = n. */
+static void decompose(int n, int out[3])
 {
     int best = -1;
-    for (int a = 1; a <= size; a++)
+    for (int a = 1; a <= n; a++)
         for (int b = 1; b <= a; b++) {
-            if (size % (a * b)) continue;
-            int c = size / (a * b);
+            if (n % (a * b)) continue;
+            int c = n / (a * b);
             if (c > b) continue;
             int spread = a - c;
             if (best < 0 || spread < best) {
                 best = spread;
-                dims[0] = a;
-                dims[1] = b;
-                dims[2] = c;
+                out[0] = a;
+                out[1] = b;
+                out[2] = c;
             }
         }
 }
 
 static int setup(void)
 {
+    int g[3];
     MPI_Comm_rank(proxy_world, &rank);
     MPI_Comm_size(proxy_world, &size);
-    decompose();
+    if (!size0) size0 = size;
+    decompose(size0, g);
+    decompose(size, dims);
     me[0] = rank % dims[0];
     me[1] = rank / dims[0] % dims[1];
     me[2] = rank / (dims[0] * dims[1]);
     for (int d = 0; d < 3; d++) {
-        len[d] = nc * LATTICE;
-        box[d] = len[d] * dims[d];
+        box[d] = g[d] * nc * LATTICE;
+        len[d] = dims[d] == g[d] ? nc * LATTICE : box[d] / dims[d];
+        if (len[d] < RCUT) {
+            fprintf(stderr, "md: %d ranks cannot share a box of %d: a domain is thinner than the cut-off\n", size, size0);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
         lo[d] = me[d] * len[d];
         hi[d] = lo[d] + len[d];
         ncell[d] = (int)(len[d] / RCUT);
@@ -89,7 +99,7 @@ static int setup(void)
         }
     }
     /* Room for the local atoms, their variation, and the ghost shell. */
-    int local = 4 * nc * nc * nc, shell = (int)(4 * 0.8442 * ((len[0] + 2 * RCUT) * (len[1] + 2 * RCUT) *
+    int local = (4 * nc * nc * nc * size0 + size - 1) / size, shell = (int)(4 * 0.8442 * ((len[0] + 2 * RCUT) * (len[1] + 2 * RCUT) *
                                                                  (len[2] + 2 * RCUT) - len[0] * len[1] * len[2]));
     cap = 2 * local + 2 * shell + 64;
     id = proxy_alloc(id, cap * sizeof(int));
@@ -338,14 +348,22 @@ static double uniform(unsigned long long *s) /* splitmix64 */
 static int initial(void)
 {
     static const double basis[4][3] = {{0.25, 0.25, 0.25}, {0.75, 0.75, 0.25}, {0.75, 0.25, 0.75}, {0.25, 0.75, 0.75}};
-    int rc, n = 0, gx = dims[0] * nc, gy = dims[1] * nc;
+    int rc, n = 0, cells[3];
     mcomm = hdr.comm;
-    for (int k = 0; k < nc; k++)
-        for (int j = 0; j < nc; j++)
-            for (int i = 0; i < nc; i++)
-                for (int b = 0; b < 4; b++, n++) {
-                    int g[3] = {me[0] * nc + i, me[1] * nc + j, me[2] * nc + k};
-                    id[n] = 4 * ((g[2] * gy + g[1]) * gx + g[0]) + b;
+    for (int d = 0; d < 3; d++) cells[d] = (int)(box[d] / LATTICE + 0.5);
+    /* The lattice atoms whose place is in this domain (whatever the
+     * decomposition: the same atoms, ids and velocities for every size). */
+    for (int k = 0; k < cells[2]; k++)
+        for (int j = 0; j < cells[1]; j++)
+            for (int i = 0; i < cells[0]; i++)
+                for (int b = 0; b < 4; b++) {
+                    int g[3] = {i, j, k}, inside = 1;
+                    for (int c = 0; c < 3; c++) {
+                        double x = (g[c] + basis[b][c]) * LATTICE;
+                        inside &= x >= lo[c] && x < hi[c];
+                    }
+                    if (!inside) continue;
+                    id[n] = 4 * ((g[2] * cells[1] + g[1]) * cells[0] + g[0]) + b;
                     unsigned long long seed = (unsigned long long)id[n] * 2654435761ull + 17;
                     for (int c = 0; c < 3; c++) {
                         r[c][n] = (g[c] + basis[b][c]) * LATTICE;
@@ -353,6 +371,7 @@ static int initial(void)
                         double u1 = uniform(&seed), u2 = uniform(&seed);
                         v[c][n] = sqrt(-2.0 * log(u1 + 1e-300)) * cos(6.283185307179586 * u2);
                     }
+                    n++;
                 }
     hdr.natoms = n;
     /* No drift, and the temperature asked for. */
@@ -396,6 +415,69 @@ static int step(int it)
     return energies();
 }
 
+#ifndef PLAIN
+/* ULFM's shrinking recovery: the atoms of the checkpoint of iteration
+ * `iter`, which `writers` ranks wrote (the regions of protect(), in order:
+ * the header, then id, r, v and f of `cap` atoms each, the writer's cap),
+ * that are in this rank's new domain. */
+static int reload(int iter, int writers)
+{
+    int n = 0;
+    size_t per = sizeof(int) + 9 * sizeof(double);
+    for (int w = 0; w < writers; w++) {
+        char path[4096];
+        proxy_ckpt_path(path, sizeof path, w, iter);
+        FILE *fp = fopen(path, "rb");
+        long bytes = -1;
+        if (fp && !fseek(fp, 0, SEEK_END)) bytes = ftell(fp);
+        if (!fp || bytes < (long)sizeof hdr || (bytes - (long)sizeof hdr) % (long)per || fseek(fp, 0, SEEK_SET)) {
+            fprintf(stderr, "md: rank %d: cannot read the checkpoint %s\n", rank, path);
+            if (fp) fclose(fp);
+            return MPI_ERR_IO;
+        }
+        int wcap = (int)((bytes - (long)sizeof hdr) / (long)per);
+        char *b = malloc((size_t)bytes);
+        int ok = b && fread(b, 1, (size_t)bytes, fp) == (size_t)bytes;
+        fclose(fp);
+        if (!ok) {
+            free(b);
+            return MPI_ERR_IO;
+        }
+        MPI_Comm keep = hdr.comm;
+        int natoms;
+        memcpy(&hdr, b, sizeof hdr);
+        natoms = hdr.natoms;
+        hdr.comm = keep;
+        const char *ids = b + sizeof hdr, *xs = ids + (size_t)wcap * sizeof(int);
+        /* (Copied out: the file's arrays need not be aligned.) */
+#define MD_X(k, a) (memcpy(&xv, xs + ((size_t)(k) * wcap + (a)) * sizeof(double), sizeof xv), xv)
+        double xv;
+        for (int a = 0; a < natoms && a < wcap; a++) {
+            int inside = 1;
+            for (int c = 0; c < 3; c++) inside &= MD_X(c, a) >= lo[c] && MD_X(c, a) < hi[c];
+            if (!inside) continue;
+            if (n >= cap) {
+                free(b);
+                fprintf(stderr, "md: rank %d: more than %d atoms after the shrink\n", rank, cap);
+                return MPI_ERR_NO_MEM;
+            }
+            memcpy(&id[n], ids + (size_t)a * sizeof(int), sizeof(int));
+            for (int c = 0; c < 3; c++) {
+                r[c][n] = MD_X(c, a);
+                v[c][n] = MD_X(3 + c, a);
+                f[c][n] = MD_X(6 + c, a);
+            }
+            n++;
+        }
+#undef MD_X
+        free(b);
+    }
+    /* (The next step sorts them, forces and all.) */
+    hdr.natoms = n;
+    return MPI_SUCCESS;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     int iters = 100, every = 10;
@@ -404,6 +486,9 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     double t0 = MPI_Wtime();
     struct proxy app = {"md", iters, every, setup, setup_mpi, protect, initial, step, &hdr.iter, &mcomm};
+#ifndef PLAIN
+    app.reload = reload;
+#endif
     proxy_run(argc, argv, &app);
     if (rank == 0)
         printf("md: %d ranks (%dx%dx%d), %d atoms per rank at start, %d steps: energy per atom potential %.15e "

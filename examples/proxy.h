@@ -89,6 +89,10 @@ struct proxy {
     int (*step)(int iter);          /* one iteration */
     int *iter;                      /* the next iteration, in the protected state */
     MPI_Comm *comm;                 /* the communicator it computes on (ULFM revokes it) */
+    /* ULFM's shrinking recovery (optional): load the state of the
+     * checkpoint of iteration `iter`, which `writers` ranks wrote, into the
+     * new decomposition. */
+    int (*reload)(int iter, int writers);
 };
 
 static struct proxy *proxy_app;
@@ -153,6 +157,10 @@ static void proxy_fail(const char *what, int code)
 /* ULFM: the checkpoint the ranks committed last (its iteration, 0: none),
  * its copy in memory, and the file a respawned rank reads it from. */
 static int proxy_committed;
+/* The size of the world that wrote it; a shrink's stale files (of the
+ * checkpoint before it, by that many writers), removed by rank 0 once a
+ * newer checkpoint is committed; the recovery this driver makes. */
+static int proxy_ckpt_size, proxy_stale_iter = -1, proxy_stale_writers, proxy_shrinking;
 static char *proxy_copy, *proxy_next;
 static size_t proxy_copy_len;
 static int proxy_argc;
@@ -170,6 +178,20 @@ static void proxy_ckpt_path(char *out, size_t len, int rank, int iter)
 {
     const char *dir = getenv("PROXY_ULFM_DIR"), *job = getenv("MPISTAGES_JOB_ID");
     snprintf(out, len, "%s/%s-%s-%d.%d", dir ? dir : "/dev/shm", proxy_app->name, job ? job : "0", rank, iter);
+}
+
+/* After a shrink, rank 0 removes the files of the checkpoint it rolled
+ * back to, every rank having read them and committed a newer one (or
+ * finished). */
+static void proxy_remove_stale(void)
+{
+    if (proxy_stale_iter < 0 || proxy_rank() != 0) return;
+    for (int w = 0; w < proxy_stale_writers; w++) {
+        char path[4096];
+        proxy_ckpt_path(path, sizeof path, w, proxy_stale_iter);
+        unlink(path);
+    }
+    proxy_stale_iter = -1;
 }
 
 /* Copies the regions to memory and to this rank's file, then commits the
@@ -204,6 +226,8 @@ static int proxy_ulfm_checkpoint(int iter)
         unlink(old);
     }
     proxy_committed = iter;
+    MPI_Comm_size(proxy_world, &proxy_ckpt_size);
+    proxy_remove_stale();
     return MPI_SUCCESS;
 }
 
@@ -290,6 +314,16 @@ static void proxy_ulfm(void)
     struct proxy *p = proxy_app;
     MPI_Comm parent;
     int rc;
+    const char *how = getenv("PROXY_ULFM");
+    proxy_shrinking = how && !strcmp(how, "shrink");
+    if (how && !proxy_shrinking && strcmp(how, "respawn")) {
+        fprintf(stderr, "%s: PROXY_ULFM=%s: expected shrink or respawn\n", p->name, how);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (proxy_shrinking && !p->reload) {
+        fprintf(stderr, "%s: cannot recover by shrinking (it has no reload)\n", p->name);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     MPI_Comm_get_parent(&parent);
     if (parent == MPI_COMM_NULL) {
         MPI_Comm_dup(MPI_COMM_WORLD, &proxy_world);
@@ -320,12 +354,29 @@ static void proxy_ulfm(void)
         MPIX_Comm_revoke(*p->comm);
         MPIX_Comm_revoke(proxy_world);
         MPI_Comm repaired;
-        if ((rc = proxy_replace(proxy_world, &repaired))) proxy_fail("repairing the world", rc);
+        if (proxy_shrinking) {
+            /* Go on with the live ranks: the application decomposes its
+             * problem over them again (set-up), and reloads. */
+            if ((rc = MPIX_Comm_shrink(proxy_world, &repaired))) proxy_fail("shrinking the world", rc);
+            MPI_Comm_set_errhandler(repaired, MPI_ERRORS_RETURN);
+        } else if ((rc = proxy_replace(proxy_world, &repaired))) {
+            proxy_fail("repairing the world", rc);
+        }
         MPI_Comm_free(&proxy_world);
         proxy_world = repaired;
         parent = MPI_COMM_NULL;
         proxy_back = 1;
+        if (proxy_shrinking) {
+            if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+            if ((rc = p->protect()) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
+            if (proxy_committed > 0) {
+                proxy_stale_iter = proxy_committed;
+                proxy_stale_writers = proxy_ckpt_size;
+            }
+            proxy_copy_len = 0; /* the regions changed: the copy no longer fits */
+        }
     }
+    proxy_remove_stale();
     if (proxy_committed > 0) {
         char path[4096];
         proxy_ckpt_path(path, sizeof path, proxy_rank(), proxy_committed);
@@ -352,7 +403,16 @@ static int proxy_attempt(int epoch)
     if (epoch > 0) {
 #ifndef PLAIN
         double t0 = proxy_unix_time();
-        rc = proxy_mode == MPIX_RECOVERY_ULFM ? proxy_ulfm_load(epoch) : MPIX_Checkpoint_restore();
+        if (remake && proxy_shrinking) {
+            /* Fewer ranks: each reads every writer's file and keeps the
+             * state of its new domain (its communicator made first). */
+            if ((rc = p->setup_mpi()) != MPI_SUCCESS) return rc;
+            t0 = proxy_unix_time();
+            rc = p->reload(epoch, proxy_ckpt_size);
+            remake = 0;
+        } else {
+            rc = proxy_mode == MPIX_RECOVERY_ULFM ? proxy_ulfm_load(epoch) : MPIX_Checkpoint_restore();
+        }
         if (rc != MPI_SUCCESS) return rc;
         load = proxy_unix_time() - t0;
 #endif

@@ -282,3 +282,72 @@ fn recovery_benchmark_writes_rows_and_charts() {
     // A line per mode, a mark per mode in the legend, a bar per point.
     assert!(svg.matches("<polyline").count() >= 3 * 2 + 3 * 2, "{svg}");
 }
+
+/// ULFM's shrinking recovery (the proxies' driver with PROXY_ULFM=shrink):
+/// md goes on with fewer ranks, the survivors sharing the dead rank's part
+/// of the box from every rank's checkpoint file. The energies equal the
+/// failure-free run's but for the order of floating-point sums (other
+/// domains): to 1e-12, with the same hottest and most bound atoms.
+#[test]
+fn md_shrinks_onto_the_survivors_with_the_failure_free_energies() {
+    let exe = build_example("md.c");
+    let exe = exe.to_str().unwrap();
+    let args = ["-s", "4", "-i", "24", "-k", "5"];
+    // md: 12 Sendrecv in the initial halo, 24 per step.
+    let kill =
+        |rank: usize, step: u32| format!("rank={rank},call=MPI_Sendrecv:{}", 12 + 24 * step + 3);
+    let numbers = |line: &str| -> Vec<f64> {
+        line.split([' ', '(', ')', ',', ';'])
+            .filter_map(|w| w.parse::<f64>().ok().filter(|_| w.contains('e')))
+            .collect()
+    };
+    let atoms = |line: &str| -> Vec<String> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        w.windows(2)
+            .filter(|p| p[0] == "atom")
+            .map(|p| p[1].to_string())
+            .collect()
+    };
+    for (np, kills) in [
+        (4, vec![kill(1, 12)]),
+        (4, vec![kill(2, 3)]),              // before the first checkpoint
+        (6, vec![kill(3, 7), kill(0, 18)]), // 6, then 5, then 4 ranks
+    ] {
+        let clean = result(&run(exe, np, "none", &[], &args), "energy per atom");
+        let files = Scratch::new(&format!("md-shrink-{np}-{}", kills.len()));
+        let n = np.to_string();
+        let mut a = vec!["-n", &n, "--with-ft", "ulfm"];
+        for k in &kills {
+            a.extend(["--inject", k.as_str()]);
+        }
+        a.push(exe);
+        a.extend(args);
+        let r = mpiexec(
+            &a,
+            &[("PROXY_ULFM", "shrink"), ("PROXY_ULFM_DIR", files.path())],
+            LIMIT,
+        );
+        let what = format!(
+            "{np} ranks, {kills:?}: {:?}\n{}\n{}",
+            r.status, r.stdout, r.stderr
+        );
+        assert!(r.ok(), "{what}");
+        let got = result(&r, "energy per atom");
+        assert!(
+            got.contains(&format!("md: {} ranks", np - kills.len())),
+            "{what}"
+        );
+        let (want, have) = (numbers(&clean), numbers(&got));
+        assert_eq!(want.len(), have.len(), "{clean}\n{got}");
+        for (w, h) in want.iter().zip(&have) {
+            assert!(
+                (w - h).abs() <= 1e-12 * w.abs(),
+                "{w} vs {h}\n{clean}\n{got}"
+            );
+        }
+        assert_eq!(atoms(&clean), atoms(&got), "{clean}\n{got}");
+        assert_eq!(recoveries(&r), kills.len(), "{what}");
+        let left: Vec<_> = std::fs::read_dir(&files.0).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
