@@ -419,7 +419,7 @@ static int step(int it)
 /* ULFM's shrinking recovery: the atoms of the checkpoint of iteration
  * `iter`, which `writers` ranks wrote (the regions of protect(), in order:
  * the header, then id, r, v and f of `cap` atoms each, the writer's cap),
- * that are in this rank's new domain. */
+ * that are in this rank's new domain; the driver's ballast follows them. */
 static int reload(int iter, int writers)
 {
     int n = 0;
@@ -430,6 +430,8 @@ static int reload(int iter, int writers)
         FILE *fp = fopen(path, "rb");
         long bytes = -1;
         if (fp && !fseek(fp, 0, SEEK_END)) bytes = ftell(fp);
+        /* (The driver's ballast, as large at every rank, comes last.) */
+        bytes -= (long)(proxy_ballast_words * sizeof *proxy_ballast);
         if (!fp || bytes < (long)sizeof hdr || (bytes - (long)sizeof hdr) % (long)per || fseek(fp, 0, SEEK_SET)) {
             fprintf(stderr, "md: rank %d: cannot read the checkpoint %s\n", rank, path);
             if (fp) fclose(fp);

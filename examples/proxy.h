@@ -64,14 +64,16 @@ static struct {
     size_t bytes;
 } proxy_regions[PROXY_REGIONS];
 
+/* Records each region (its size: the state a restore brings back); under
+ * the other modes MPIX_Protect keeps it too. */
 static int proxy_protect(int id, void *buf, MPI_Count count, MPI_Datatype type)
 {
-    if (proxy_mode != MPIX_RECOVERY_ULFM) return (MPIX_Protect)(id, buf, count, type);
     int bytes = 0;
     MPI_Type_size(type, &bytes);
     if (id < 0 || id >= PROXY_REGIONS || count < 0) return MPI_ERR_ARG;
     proxy_regions[id].buf = buf;
     proxy_regions[id].bytes = (size_t)count * (size_t)bytes;
+    if (proxy_mode != MPIX_RECOVERY_ULFM) return (MPIX_Protect)(id, buf, count, type);
     return MPI_SUCCESS;
 }
 #define MPIX_Protect proxy_protect
@@ -110,14 +112,21 @@ static void *proxy_alloc(void *old, size_t bytes)
     return m;
 }
 
-/* The proxies' options: -s SIZE -i ITERS -k EVERY; 0 on success. An odd
- * option or a missing value is an error (nothing runs then). */
+/* -m MB: this much more protected state per rank (`proxy_ballast`). */
+static int proxy_state_mb;
+
+/* The proxies' options: -s SIZE -i ITERS -k EVERY -m MB; 0 on success. An
+ * odd option or a missing value is an error (nothing runs then). */
 static int proxy_options(int argc, char **argv, const char *name, int *size, int *iters, int *every)
 {
     for (int a = 1; a < argc; a += 2) {
-        int *to = !strcmp(argv[a], "-s") ? size : !strcmp(argv[a], "-i") ? iters : !strcmp(argv[a], "-k") ? every : NULL;
-        if (!to || a + 1 >= argc) {
-            fprintf(stderr, "%s: bad option %s (options: -s SIZE -i ITERS -k EVERY)\n", name, argv[a]);
+        int *to = !strcmp(argv[a], "-s")   ? size
+                  : !strcmp(argv[a], "-i") ? iters
+                  : !strcmp(argv[a], "-k") ? every
+                  : !strcmp(argv[a], "-m") ? &proxy_state_mb
+                                           : NULL;
+        if (!to || a + 1 >= argc || atoi(argv[a + 1]) < 0) {
+            fprintf(stderr, "%s: bad option %s (options: -s SIZE -i ITERS -k EVERY -m MB)\n", name, argv[a]);
             return -1;
         }
         *to = atoi(argv[a + 1]);
@@ -125,6 +134,65 @@ static int proxy_options(int argc, char **argv, const char *name, int *size, int
     return 0;
 }
 static int proxy_back; /* this process is coming back from a failure */
+
+/* The ballast of -m MB: state the application does not compute with but
+ * must get back, as a larger code's would be. Each iteration writes the
+ * iteration into the first word of every 4 KiB page (every page changes,
+ * cheaply); the rest is a pattern of the rank. After a restore every page
+ * must hold the restored iteration and the pattern. */
+static unsigned long long *proxy_ballast;
+static size_t proxy_ballast_words;
+#define PROXY_PAGE_WORDS 512
+
+static unsigned long long proxy_pattern(int rank, size_t i)
+{
+    return (unsigned long long)rank * 0x9e3779b97f4a7c15ull ^ (i * 0xbf58476d1ce4e5b9ull);
+}
+
+static void proxy_ballast_fill(int rank)
+{
+    size_t words = (size_t)proxy_state_mb << 17;
+    free(proxy_ballast);
+    proxy_ballast = words ? malloc(words * sizeof *proxy_ballast) : NULL;
+    proxy_ballast_words = proxy_ballast ? words : 0;
+    for (size_t i = 0; i < proxy_ballast_words; i++) proxy_ballast[i] = i % PROXY_PAGE_WORDS ? proxy_pattern(rank, i) : 0;
+}
+
+static void proxy_ballast_step(int iter)
+{
+    for (size_t i = 0; i < proxy_ballast_words; i += PROXY_PAGE_WORDS) proxy_ballast[i] = (unsigned long long)iter;
+}
+
+static int proxy_rank(void);
+
+/* The application's set-up, with a new ballast. */
+static int proxy_setup(struct proxy *p)
+{
+    int rc = p->setup();
+    proxy_ballast_fill(proxy_rank());
+    return rc;
+}
+
+#ifndef PLAIN
+/* The application's protected state, and the ballast (the last region). */
+static int proxy_protect_all(struct proxy *p)
+{
+    int rc = p->protect();
+    if (rc == MPI_SUCCESS && proxy_ballast_words)
+        rc = MPIX_Protect(31, proxy_ballast, (MPI_Count)(proxy_ballast_words * sizeof *proxy_ballast), MPI_BYTE);
+    return rc;
+}
+#endif
+
+/* Whether the ballast is what iteration `iter` of rank `rank` left. */
+static int proxy_ballast_ok(int rank, int iter)
+{
+    for (size_t i = 0; i < proxy_ballast_words; i++) {
+        unsigned long long want = i % PROXY_PAGE_WORDS ? proxy_pattern(rank, i) : (unsigned long long)iter;
+        if (proxy_ballast[i] != want) return 0;
+    }
+    return 1;
+}
 #ifndef PLAIN
 static double proxy_start;  /* when this process started the application */
 static double proxy_ckpt_s; /* time spent in MPIX_Checkpoint_write */
@@ -332,9 +400,9 @@ static void proxy_ulfm(void)
         proxy_back = 1;
         if ((rc = proxy_replace(MPI_COMM_NULL, &proxy_world))) proxy_fail("joining the repaired world", rc);
     }
-    if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    if ((rc = proxy_setup(p)) != MPI_SUCCESS) proxy_fail("set-up", rc);
     if (!proxy_back && (rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
-    if ((rc = p->protect()) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
+    if ((rc = proxy_protect_all(p)) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
     for (;;) {
         /* Every rank rolls back to the newest checkpoint all committed (a
          * new process knows none). */
@@ -367,8 +435,8 @@ static void proxy_ulfm(void)
         parent = MPI_COMM_NULL;
         proxy_back = 1;
         if (proxy_shrinking) {
-            if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
-            if ((rc = p->protect()) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
+            if ((rc = proxy_setup(p)) != MPI_SUCCESS) proxy_fail("set-up", rc);
+            if ((rc = proxy_protect_all(p)) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
             if (proxy_committed > 0) {
                 proxy_stale_iter = proxy_committed;
                 proxy_stale_writers = proxy_ckpt_size;
@@ -421,13 +489,27 @@ static int proxy_attempt(int epoch)
         if (remake && (rc = p->setup_mpi()) != MPI_SUCCESS) return rc;
         if ((rc = p->initial()) != MPI_SUCCESS) return rc;
     }
-    if (proxy_back)
-        fprintf(stderr, "%s: rank %d back at iteration %d at unix time %.6f (data load %.3f ms)\n", p->name,
-                proxy_rank(), *p->iter, proxy_unix_time(), load * 1e3);
+    if (proxy_back) {
+        size_t bytes = 0;
+#ifndef PLAIN
+        for (int i = 0; i < PROXY_REGIONS; i++) bytes += proxy_regions[i].bytes;
+#endif
+        fprintf(stderr, "%s: rank %d back at iteration %d at unix time %.6f (data load %.3f ms, %zu bytes)\n", p->name,
+                proxy_rank(), *p->iter, proxy_unix_time(), load * 1e3, bytes);
+        /* A shrink has no ballast of the dead to load: a new one. */
+#ifndef PLAIN
+        if (proxy_mode == MPIX_RECOVERY_ULFM && proxy_shrinking) {
+            proxy_ballast_fill(proxy_rank());
+            proxy_ballast_step(*p->iter);
+        }
+#endif
+        if (epoch > 0 && !proxy_ballast_ok(proxy_rank(), *p->iter)) proxy_fail("the restored state", MPI_ERR_OTHER);
+    }
     proxy_back = 0;
     for (int it = *p->iter; it < p->iters; it++) {
         if ((rc = p->step(it)) != MPI_SUCCESS) return rc;
         *p->iter = it + 1;
+        proxy_ballast_step(it + 1);
 #ifndef PLAIN
         if (p->every > 0 && (it + 1) % p->every == 0) {
             double t0 = proxy_unix_time();
@@ -447,7 +529,7 @@ static int proxy_run(int argc, char **argv, struct proxy *p)
     (void)argc;
     (void)argv;
     proxy_app = p;
-    if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    if ((rc = proxy_setup(p)) != MPI_SUCCESS) proxy_fail("set-up", rc);
     if ((rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
     if ((rc = proxy_attempt(0)) != MPI_SUCCESS) proxy_fail("run", rc);
     return 0;
@@ -468,7 +550,7 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
         return 0;
     }
     MPIX_Get_fault_epoch(&epoch);
-    if ((rc = p->setup()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+    if ((rc = proxy_setup(p)) != MPI_SUCCESS) proxy_fail("set-up", rc);
     /* A Stages replacement restored its MPI state, unless there was no
      * checkpoint yet (epoch 0 is the state of MPI_Init). */
     int restored_mpi = state == MPIX_REINIT_RESTARTED && mode == MPIX_RECOVERY_STAGES && epoch > 0;
@@ -476,7 +558,7 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         if ((rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
     }
-    if ((rc = p->protect()) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
+    if ((rc = proxy_protect_all(p)) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
     for (;;) {
         if (rc == MPIX_TRY_RELOAD) {
             proxy_back = 1;

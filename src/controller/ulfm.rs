@@ -10,7 +10,19 @@ impl Job {
     /// Rank `r` died under ULFM: the others hear of it, and agreements
     /// that waited for it are decided.
     pub(super) fn ulfm_failed(&mut self, r: usize, pid: i32, what: &str) {
-        eprintln!("mpiexec: rank {r} (pid {pid}) {what}; the job goes on without it (ULFM)");
+        // When it died (injected: the kill) and when mpiexec knew, so that
+        // applications can time their own way back against it.
+        let now = Instant::now();
+        let start = self.ranks[r].killed_at.unwrap_or(now);
+        let detected_ms = now.saturating_duration_since(start).as_secs_f64() * 1e3;
+        let failed_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64()
+            - detected_ms / 1e3;
+        eprintln!(
+            "mpiexec: rank {r} (pid {pid}) {what}; the job goes on without it (ULFM); detected {detected_ms:.1} ms after the failure at unix time {failed_at:.6}"
+        );
         self.ulfm_dead.insert(r as u32);
         let notice = ToRank::ProcFailed {
             ranks: vec![r as u32],
