@@ -16,9 +16,16 @@
 //!   +-10 %); the second has none of it, but leaves out work done outside
 //!   the call (background removal of old epochs);
 //! - the final energies, which must be identical in every run of one
-//!   configuration (the run fails otherwise).
+//!   configuration (the run fails otherwise; ULFM's shrink to fewer ranks
+//!   sums in another order: equal to 1e-12);
+//! - per failure, the breakdown: mpiexec's milestones, the longest data
+//!   load, the state bytes per rank (with `--state-mb`, the proxies'
+//!   checked ballast on top of their own), the iterations done again.
 //!
-//! Raw rows go to OUT/recovery.csv, the charts to OUT/recovery-APP.svg.
+//! Modes: stages, reinit, cpr, and ULFM with the proxies' own driver
+//! (`ulfm`: the dead rank respawned with MPI_Comm_spawn; `ulfm-shrink`:
+//! md goes on with the survivors). Raw rows go to OUT/recovery.csv, the
+//! charts to OUT/recovery-APP[-NMiB].svg.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -43,7 +50,9 @@ Runs the proxy applications under every recovery mode with one injected
 SIGKILL per run and compares recovery time, time to solution and the cost
 of checkpointing. Options (lists are comma-separated):
   --apps LIST        hydro3d,md (default both)
-  --modes LIST       stages,reinit,cpr (default all three)
+  --modes LIST       stages,reinit,cpr,ulfm,ulfm-shrink (default all;
+                     ulfm: the proxies' driver respawns the dead rank;
+                     ulfm-shrink: md goes on with the survivors)
   --ranks LIST       rank counts (default 1,2,4,8,16; hydro3d takes the
                      cubes among them: 1, 8)
   --reps N           repetitions of each run (default 3)
@@ -51,6 +60,9 @@ of checkpointing. Options (lists are comma-separated):
   --every K          checkpoint every K iterations (default 10)
   --size N           per-rank problem size (default: hydro3d 30 (30^3
                      elements), md 8 (8^3 FCC cells, 2048 atoms))
+  --state-mb LIST    MiB of extra protected state per rank (the proxies'
+                     -m: checked after every restore), each a configuration
+                     of its own (default 0)
   --out DIR          where recovery.csv and the charts go (default results)
   --examples DIR     the proxies' sources (default: the checkout's examples/)
   --timeout SECS     limit per run (default 300)
@@ -99,9 +111,23 @@ struct Opts {
     iters: u64,
     every: u64,
     size: Option<u32>,
+    state_mb: Vec<usize>,
     out: PathBuf,
     examples: PathBuf,
     timeout: Duration,
+}
+
+/// The recovery modes the benchmark knows.
+const MODES: [&str; 5] = ["stages", "reinit", "cpr", "ulfm", "ulfm-shrink"];
+
+/// What a mode asks of mpiexec (and of the proxies' driver).
+fn mode_args(mode: &str) -> Vec<String> {
+    let v: &[&str] = match mode {
+        "ulfm" => &["--with-ft", "ulfm"],
+        "ulfm-shrink" => &["--with-ft", "ulfm", "-x", "PROXY_ULFM=shrink"],
+        m => return vec!["--recovery".into(), m.into()],
+    };
+    v.iter().map(|s| s.to_string()).collect()
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -128,11 +154,8 @@ fn named<'a, T>(v: &str, all: &'a [T], name: fn(&T) -> &str) -> Result<Vec<&'a T
 /// A list of recovery modes, each one we know.
 fn modes(v: &str) -> Result<Vec<String>, String> {
     let modes = list(v);
-    match modes
-        .iter()
-        .find(|m| !["stages", "reinit", "cpr"].contains(&m.as_str()))
-    {
-        Some(m) => Err(format!("unknown mode '{m}' (stages, reinit, cpr)")),
+    match modes.iter().find(|m| !MODES.contains(&m.as_str())) {
+        Some(m) => Err(format!("unknown mode '{m}' ({})", MODES.join(", "))),
         None => Ok(modes),
     }
 }
@@ -149,12 +172,13 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         .unwrap_or_default();
     let mut o = Opts {
         apps: APPS.iter().collect(),
-        modes: list("stages,reinit,cpr"),
+        modes: MODES.iter().map(|m| m.to_string()).collect(),
         ranks: vec![1, 2, 4, 8, 16],
         reps: 3,
         iters: 60,
         every: 10,
         size: None,
+        state_mb: vec![0],
         out: PathBuf::from("results"),
         examples: bindir.join("../../examples"),
         timeout: Duration::from_secs(300),
@@ -194,6 +218,12 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--iters" => o.iters = number("--iters", v)?,
             "--every" => o.every = number("--every", v)?,
             "--size" => o.size = Some(number("--size", v)?),
+            "--state-mb" => {
+                o.state_mb = list(v)
+                    .iter()
+                    .map(|n| number::<usize>("--state-mb", n))
+                    .collect::<Result<_, _>>()?
+            }
             "--out" => o.out = PathBuf::from(v),
             "--examples" => o.examples = PathBuf::from(v),
             "--timeout" => o.timeout = Duration::from_secs_f64(number("--timeout", v)?),
@@ -240,11 +270,19 @@ struct Run {
     result: String,
     recovery_ms: Option<f64>,
     /// mpiexec's milestones after the failure (ms): detected, propagated,
-    /// replacement started, MPI state restored, all ranks resumed.
+    /// replacement started, MPI state restored, all ranks resumed (under
+    /// ULFM only the detection).
     milestones: Vec<f64>,
+    /// From the ranks' back-at-iteration lines: the iteration they went on
+    /// from, the longest data load (ms) and the state bytes per rank.
+    back_iter: Option<u64>,
+    load_ms: Option<f64>,
+    state_bytes: Option<u64>,
 }
 
-fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String> {
+/// Runs mpiexec with `args`; `files` is where the proxies' ULFM driver
+/// keeps its checkpoint files.
+fn run(o: &Opts, app: &App, args: &[String], marker: &str, files: &Path) -> Result<Run, String> {
     let mpiexec = std::env::current_exe()
         .map_err(|e| e.to_string())?
         .with_file_name("mpiexec");
@@ -252,6 +290,7 @@ fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String
     let mut child = interrupt::spawn_job(
         Command::new(&mpiexec)
             .args(args)
+            .env("PROXY_ULFM_DIR", files)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped()),
@@ -300,7 +339,10 @@ fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String
         .lines()
         .filter_map(|l| {
             let (_, rest) = l.split_once(": rank ")?;
-            let rest = rest.strip_suffix(" s in MPIX_Checkpoint_write")?;
+            // (Under ULFM the proxies' driver checkpoints itself.)
+            let rest = rest
+                .strip_suffix(" s in MPIX_Checkpoint_write")
+                .or_else(|| rest.strip_suffix(" s in checkpoints"))?;
             let (_, rest) = rest.split_once(": ")?;
             let (c, s) = rest.split_once(" ms of ")?;
             Some(c.parse::<f64>().ok()? / 1e3 / s.parse::<f64>().ok()?)
@@ -320,7 +362,38 @@ fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String
                 .filter_map(|kv| kv.rsplit(' ').next()?.parse::<f64>().ok())
                 .collect()
         })
+        .or_else(|| {
+            // ULFM: "...; detected D ms after the failure at unix time T"
+            let d = err.split("(ULFM); detected ").nth(1)?;
+            Some(vec![d.split(' ').next()?.parse::<f64>().ok()?])
+        })
         .unwrap_or_default();
+    let field = |l: &str, key: &str| -> Option<f64> {
+        l.split(key)
+            .nth(1)?
+            .split([' ', ')', ','])
+            .next()?
+            .parse()
+            .ok()
+    };
+    let back_lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(" back at iteration "))
+        .collect();
+    let back_iter = back_lines
+        .iter()
+        .filter_map(|l| field(l, "back at iteration "))
+        .map(|x| x as u64)
+        .min();
+    let load_ms = back_lines
+        .iter()
+        .filter_map(|l| field(l, "data load "))
+        .reduce(f64::max);
+    let state_bytes = back_lines
+        .iter()
+        .filter_map(|l| field(l, " ms, "))
+        .map(|x| x as u64)
+        .max();
     // "NAME: rank R back at iteration I at unix time T (data load L ms)"
     let backs: Vec<f64> = err
         .lines()
@@ -354,6 +427,9 @@ fn run(o: &Opts, app: &App, args: &[String], marker: &str) -> Result<Run, String
         result,
         recovery_ms,
         milestones,
+        back_iter,
+        load_ms,
+        state_bytes,
     })
 }
 
@@ -377,6 +453,7 @@ struct Row {
     app: &'static str,
     mode: String,
     ranks: usize,
+    state_mb: usize,
     rep: usize,
     recovery_ms: f64,
     tts: f64,
@@ -386,6 +463,11 @@ struct Row {
     /// (the rank with the largest share).
     in_ckpt: f64,
     milestones: Vec<f64>,
+    load_ms: f64,
+    state_bytes: u64,
+    /// Iterations done again: from the kill's back to where the ranks
+    /// went on.
+    reexecuted: u64,
 }
 
 /// The `mpistages-bench` program (its `main`).
@@ -442,24 +524,39 @@ fn bench(o: &Opts) -> Result<(), String> {
         Scratch::new(std::env::temp_dir().join(format!("mpistages-bench-{}", std::process::id())));
     std::fs::create_dir_all(&scratch.0).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
+    let files = scratch.0.join("ulfm");
+    std::fs::create_dir_all(&files).map_err(|e| e.to_string())?;
     // Every run of the plan, to show progress as k/N.
-    let plan: Vec<(&App, usize)> = o
+    let plan: Vec<(&App, usize, usize)> = o
         .apps
         .iter()
         .flat_map(|a| {
             o.ranks
                 .iter()
                 .filter(|&&n| (a.allows)(n))
-                .map(move |&n| (*a, n))
+                .flat_map(move |&n| o.state_mb.iter().map(move |&mb| (*a, n, mb)))
         })
         .collect();
-    let total = plan.len() * o.reps * (1 + 2 * o.modes.len());
+    let modes_of = |app: &App, n: usize| -> Vec<String> {
+        o.modes
+            .iter()
+            // hydro3d needs a cube of ranks: it cannot go on with fewer;
+            // and under ULFM a job of one rank has no survivor.
+            .filter(|m| !(app.name == "hydro3d" && *m == "ulfm-shrink"))
+            .filter(|m| !(n == 1 && m.starts_with("ulfm")))
+            .cloned()
+            .collect()
+    };
+    let total: usize = plan
+        .iter()
+        .map(|(a, n, _)| o.reps * (1 + 2 * modes_of(a, *n).len()))
+        .sum();
     let mut done = 0;
     let mut rows = Vec::new();
-    let mut plain_med = BTreeMap::new();
+    let mut plain_med: BTreeMap<(&str, usize, usize), f64> = BTreeMap::new();
     for app in &o.apps {
         let (exe, plain) = build(o, &me.with_file_name("mpicc"), &scratch.0, app)?;
-        for &(_, n) in plan.iter().filter(|(a, _)| a.name == app.name) {
+        for &(_, n, mb) in plan.iter().filter(|(a, _, _)| a.name == app.name) {
             let size = o.size.unwrap_or(app.default_size).to_string();
             let prog_args = |exe: &Path| {
                 vec![
@@ -470,12 +567,16 @@ fn bench(o: &Opts) -> Result<(), String> {
                     o.iters.to_string(),
                     "-k".into(),
                     o.every.to_string(),
+                    "-m".into(),
+                    mb.to_string(),
                 ]
             };
             let mut expected: Option<String> = None;
             let mut check = |r: &Run, what: &str| -> Result<(), String> {
                 match &expected {
                     None => expected = Some(r.result.clone()),
+                    // Fewer ranks sum in another order: equal to 1e-12.
+                    Some(e) if what.starts_with("ulfm-shrink with") && same_numbers(e, &r.result) => {}
                     Some(e) if *e != r.result => {
                         return Err(format!(
                             "{} at {n} ranks: the results of {what} differ from the first run's:\n  {e}\n  {}",
@@ -492,7 +593,7 @@ fn bench(o: &Opts) -> Result<(), String> {
                     .recovery_ms
                     .map_or(String::new(), |ms| format!(", recovery {ms:.1} ms"));
                 eprintln!(
-                    "[{done}/{total}] {} {n} ranks {what}: {:.2} s{rec}",
+                    "[{done}/{total}] {} {n} ranks {mb} MiB {what}: {:.2} s{rec}",
                     app.name, r.wall
                 );
             };
@@ -506,37 +607,43 @@ fn bench(o: &Opts) -> Result<(), String> {
             for rep in 1..=o.reps {
                 let mut a = vec!["-n".to_string(), n.to_string()];
                 a.extend(prog_args(&plain));
-                let r = run(o, app, &a, &format!("{} plain", app.name))?;
+                let r = run(o, app, &a, &format!("{} plain", app.name), &files)?;
                 check(&r, "the plain build")?;
                 progress(&format!("plain build, rep {rep}"), &r);
                 let plain_s = r.wall;
                 let plain_app_s = r.app_s;
                 plains.push(plain_s);
-                for mode in &o.modes {
-                    let mut a = vec![
-                        "-n".to_string(),
-                        n.to_string(),
-                        "--recovery".into(),
-                        mode.clone(),
-                    ];
+                for mode in &modes_of(app, n) {
+                    let mut a = vec!["-n".to_string(), n.to_string()];
+                    a.extend(mode_args(mode));
                     a.extend(prog_args(&exe));
-                    let ff = run(o, app, &a, &format!("{} {mode} failure-free", app.name))?;
+                    let ff = run(
+                        o,
+                        app,
+                        &a,
+                        &format!("{} {mode} failure-free", app.name),
+                        &files,
+                    )?;
                     check(&ff, &format!("{mode} without failure"))?;
                     progress(&format!("{mode} failure-free, rep {rep}"), &ff);
-                    let mut a = vec![
-                        "-n".to_string(),
-                        n.to_string(),
-                        "--recovery".into(),
-                        mode.clone(),
+                    let mut a = vec!["-n".to_string(), n.to_string()];
+                    a.extend(mode_args(mode));
+                    a.extend([
                         "--inject".into(),
                         format!(
                             "rank={victim},call={}:{}",
                             app.call,
                             (app.calls_before)(kill_it) + 1
                         ),
-                    ];
+                    ]);
                     a.extend(prog_args(&exe));
-                    let hurt = run(o, app, &a, &format!("{} {mode} with a failure", app.name))?;
+                    let hurt = run(
+                        o,
+                        app,
+                        &a,
+                        &format!("{} {mode} with a failure", app.name),
+                        &files,
+                    )?;
                     check(&hurt, &format!("{mode} with a failure"))?;
                     progress(&format!("{mode} with a failure, rep {rep}"), &hurt);
                     let recovery_ms = hurt.recovery_ms.ok_or_else(|| {
@@ -549,6 +656,7 @@ fn bench(o: &Opts) -> Result<(), String> {
                         app: app.name,
                         mode: mode.clone(),
                         ranks: n,
+                        state_mb: mb,
                         rep,
                         recovery_ms,
                         tts: hurt.wall,
@@ -556,10 +664,13 @@ fn bench(o: &Opts) -> Result<(), String> {
                         overhead: (ff.app_s - plain_app_s) / plain_app_s * 100.0,
                         in_ckpt: ff.in_ckpt.map_or(f64::NAN, |s| s * 100.0),
                         milestones: hurt.milestones,
+                        load_ms: hurt.load_ms.unwrap_or(f64::NAN),
+                        state_bytes: hurt.state_bytes.unwrap_or(0),
+                        reexecuted: kill_it.saturating_sub(hurt.back_iter.unwrap_or(kill_it)),
                     });
                 }
             }
-            plain_med.insert((app.name, n), median(&plains));
+            plain_med.insert((app.name, n, mb), median(&plains));
             if let Some(e) = &expected {
                 eprintln!("    every run agrees: {e}");
             }
@@ -569,56 +680,115 @@ fn bench(o: &Opts) -> Result<(), String> {
     let table = table(&rows, &plain_med);
     print!("{table}");
     std::fs::write(o.out.join("recovery.txt"), &table).map_err(|e| e.to_string())?;
+    // A chart per app and state size (the state size in its name when
+    // there are several): recovery against ranks, a line per mode.
     for app in &o.apps {
-        let series: Vec<chart::Series> = o
-            .modes
-            .iter()
-            .map(|m| {
-                let mut by_ranks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
-                for r in rows.iter().filter(|r| r.app == app.name && &r.mode == m) {
-                    by_ranks.entry(r.ranks).or_default().push(r.recovery_ms);
-                }
-                chart::Series {
-                    mode: m.clone(),
-                    points: by_ranks
+        for &mb in &o.state_mb {
+            let series: Vec<chart::Series> = modes_of(app, 2)
+                .iter()
+                .map(|m| {
+                    let mut by_ranks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+                    for r in rows
                         .iter()
-                        .map(|(&n, v)| {
-                            let (lo, hi) = v
-                                .iter()
-                                .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
-                            (n, median(v), lo, hi)
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
-        let base = o.out.join(format!("recovery-{}", app.name));
-        std::fs::write(base.with_extension("svg"), chart::svg(app.name, &series)?)
-            .map_err(|e| e.to_string())?;
-        println!("chart: {}.svg", base.display());
+                        .filter(|r| r.app == app.name && &r.mode == m && r.state_mb == mb)
+                    {
+                        by_ranks.entry(r.ranks).or_default().push(r.recovery_ms);
+                    }
+                    chart::Series {
+                        mode: m.clone(),
+                        points: by_ranks
+                            .iter()
+                            .map(|(&n, v)| {
+                                let (lo, hi) = spread(v);
+                                (n, median(v), lo, hi)
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            let name = if o.state_mb.len() > 1 {
+                format!("recovery-{}-{mb}MiB", app.name)
+            } else {
+                format!("recovery-{}", app.name)
+            };
+            let title = format!("{} ({mb} MiB extra state per rank)", app.name);
+            let base = o.out.join(name);
+            std::fs::write(base.with_extension("svg"), chart::svg(&title, &series)?)
+                .map_err(|e| e.to_string())?;
+            println!("chart: {}.svg", base.display());
+        }
     }
     println!("rows: {}", o.out.join("recovery.csv").display());
     Ok(())
 }
 
+/// Whether two result lines say the same to 1e-12 (each number) and name
+/// the same atoms: a run that went on with fewer ranks sums in another
+/// order.
+fn same_numbers(a: &str, b: &str) -> bool {
+    let words = |s: &str| -> Vec<String> {
+        s.split([' ', '(', ')', ',', ';'])
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let (wa, wb) = (words(a), words(b));
+    // The rank count and decomposition are the shrink's own.
+    let skip = |w: &[String], i: usize| i > 0 && (w[i - 1] == "md:" || w[i].contains('x'));
+    wa.len() == wb.len()
+        && wa.iter().zip(&wb).enumerate().all(|(i, (x, y))| {
+            if skip(&wa, i) {
+                return true;
+            }
+            match (x.parse::<f64>(), y.parse::<f64>()) {
+                (Ok(p), Ok(q)) if x.contains('e') => (p - q).abs() <= 1e-12 * p.abs(),
+                _ => x == y,
+            }
+        })
+}
+
+/// One row per failure run: the recovery, its breakdown (mpiexec's
+/// milestones after the failure, the longest data load, the state per
+/// rank, the iterations done again) and the runs' times.
 fn write_csv(o: &Opts, rows: &[Row]) -> Result<(), String> {
     let mut csv = String::from(
-        "app,mode,ranks,rep,recovery_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct\n",
+        "app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,time_to_solution_s,failure_free_s,ckpt_overhead_pct\n",
     );
     for r in rows {
+        let m = |k: usize| {
+            r.milestones
+                .get(k)
+                .map_or(String::new(), |v| format!("{v:.3}"))
+        };
         csv += &format!(
-            "{},{},{},{},{:.3},{:.4},{:.4},{:.2}\n",
-            r.app, r.mode, r.ranks, r.rep, r.recovery_ms, r.tts, r.ff, r.overhead
+            "{},{},{},{},{},{:.3},{},{},{},{},{},{:.3},{},{},{:.4},{:.4},{:.2}\n",
+            r.app,
+            r.mode,
+            r.ranks,
+            r.state_mb,
+            r.rep,
+            r.recovery_ms,
+            m(0),
+            m(1),
+            m(2),
+            m(3),
+            m(4),
+            r.load_ms,
+            r.state_bytes,
+            r.reexecuted,
+            r.tts,
+            r.ff,
+            r.overhead
         );
     }
     std::fs::write(o.out.join("recovery.csv"), csv).map_err(|e| e.to_string())
 }
 
-fn table(rows: &[Row], plain: &BTreeMap<(&str, usize), f64>) -> String {
-    let mut groups: BTreeMap<(&str, usize), BTreeMap<String, Vec<&Row>>> = BTreeMap::new();
+fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
+    let mut groups: BTreeMap<(&str, usize, usize), BTreeMap<String, Vec<&Row>>> = BTreeMap::new();
     for r in rows {
         groups
-            .entry((r.app, r.ranks))
+            .entry((r.app, r.ranks, r.state_mb))
             .or_default()
             .entry(r.mode.clone())
             .or_default()
@@ -631,9 +801,10 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize), f64>) -> String {
          the pairs; in ckpt %: the share of its time a rank spent in MPIX_Checkpoint_write (the largest over ranks)\n\n",
     );
     t += &format!(
-        "{:<8} {:>5} {:<7} {:>24} {:>32} {:>9} {:>9} {:>9} {:>8} {:>10}\n",
+        "{:<8} {:>5} {:>4} {:<11} {:>24} {:>32} {:>9} {:>9} {:>9} {:>8} {:>10}\n",
         "app",
         "ranks",
+        "MiB",
         "mode",
         "recovery ms",
         "milestones ms",
@@ -643,7 +814,7 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize), f64>) -> String {
         "ckpt %",
         "in ckpt %"
     );
-    for ((app, n), modes) in &groups {
+    for ((app, n, mb), modes) in &groups {
         for (mode, rs) in modes {
             let rec: Vec<f64> = rs.iter().map(|r| r.recovery_ms).collect();
             let (lo, hi) = spread(&rec);
@@ -662,15 +833,16 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize), f64>) -> String {
                 .collect();
             let med = |f: fn(&Row) -> f64| median(&rs.iter().map(|r| f(r)).collect::<Vec<_>>());
             t += &format!(
-                "{:<8} {:>5} {:<7} {:>24} {:>32} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>10.2}\n",
+                "{:<8} {:>5} {:>4} {:<11} {:>24} {:>32} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>10.2}\n",
                 app,
                 n,
+                mb,
                 mode,
                 format!("{:.1} [{lo:.1}-{hi:.1}]", median(&rec)),
                 ms.join(" / "),
                 med(|r| r.tts),
                 med(|r| r.ff),
-                plain.get(&(*app, *n)).copied().unwrap_or(f64::NAN),
+                plain.get(&(*app, *n, *mb)).copied().unwrap_or(f64::NAN),
                 med(|r| r.overhead),
                 med(|r| r.in_ckpt),
             );
