@@ -564,7 +564,19 @@ impl Job {
                 "mpiexec: rank {r} (pid {pid}) {what} after it called MPI_Finalize; cannot recover: a rank that has already called MPI_Finalize cannot take part in a recovery; terminating the job"
             );
         } else {
-            eprintln!("mpiexec: rank {r} (pid {pid}) {what}; terminating the job");
+            // When it died (injected: the kill), for whoever restarts the
+            // job and times the way back (`mpistages-bench`, mode restart).
+            let ago = self.ranks[r]
+                .killed_at
+                .map_or(0.0, |t| t.elapsed().as_secs_f64());
+            let failed_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64()
+                - ago;
+            eprintln!(
+                "mpiexec: rank {r} (pid {pid}) {what}; terminating the job (failure at unix time {failed_at:.6})"
+            );
         }
         self.fail(Failure::Rank { exit });
     }

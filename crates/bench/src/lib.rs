@@ -50,9 +50,12 @@ Runs the proxy applications under every recovery mode with one injected
 SIGKILL per run and compares recovery time, time to solution and the cost
 of checkpointing. Options (lists are comma-separated):
   --apps LIST        hydro3d,md (default both)
-  --modes LIST       stages,reinit,cpr,ulfm,ulfm-shrink (default all;
-                     ulfm: the proxies' driver respawns the dead rank;
-                     ulfm-shrink: md goes on with the survivors)
+  --modes LIST       stages,reinit,cpr,restart,ulfm,ulfm-shrink (default
+                     all; restart: the job ends on the failure and a new
+                     mpiexec --restart starts it from its pfs checkpoints,
+                     as a user's checkpoint/restart does; ulfm: the
+                     proxies' driver respawns the dead rank; ulfm-shrink:
+                     md goes on with the survivors)
   --ranks LIST       rank counts (default 1,2,4,8,16; hydro3d takes the
                      cubes among them: 1, 8)
   --reps N           repetitions of each run (default 3)
@@ -118,13 +121,22 @@ struct Opts {
 }
 
 /// The recovery modes the benchmark knows.
-const MODES: [&str; 5] = ["stages", "reinit", "cpr", "ulfm", "ulfm-shrink"];
+const MODES: [&str; 6] = ["stages", "reinit", "cpr", "restart", "ulfm", "ulfm-shrink"];
 
-/// What a mode asks of mpiexec (and of the proxies' driver).
-fn mode_args(mode: &str) -> Vec<String> {
+/// What a mode asks of mpiexec (and of the proxies' driver); `pfs` is the
+/// directory of `restart`'s durable checkpoints.
+fn mode_args(mode: &str, pfs: &Path) -> Vec<String> {
     let v: &[&str] = match mode {
         "ulfm" => &["--with-ft", "ulfm"],
         "ulfm-shrink" => &["--with-ft", "ulfm", "-x", "PROXY_ULFM=shrink"],
+        "restart" => {
+            return vec![
+                "--recovery".into(),
+                "none".into(),
+                "--ckpt".into(),
+                format!("mem,pfs:{}", pfs.display()),
+            ]
+        }
         m => return vec!["--recovery".into(), m.into()],
     };
     v.iter().map(|s| s.to_string()).collect()
@@ -281,8 +293,23 @@ struct Run {
 }
 
 /// Runs mpiexec with `args`; `files` is where the proxies' ULFM driver
-/// keeps its checkpoint files.
+/// keeps its checkpoint files. The job must succeed.
 fn run(o: &Opts, app: &App, args: &[String], marker: &str, files: &Path) -> Result<Run, String> {
+    let (ok, wall, out, err) = launch(o, args, marker, files)?;
+    if !ok {
+        return Err(format!("{marker}: mpiexec failed:\n{err}"));
+    }
+    parse_run(app, marker, wall, &out, &err)
+}
+
+/// Runs mpiexec with `args` to its end: (success, wall seconds, stdout,
+/// stderr).
+fn launch(
+    o: &Opts,
+    args: &[String],
+    marker: &str,
+    files: &Path,
+) -> Result<(bool, f64, String, String), String> {
     let mpiexec = std::env::current_exe()
         .map_err(|e| e.to_string())?
         .with_file_name("mpiexec");
@@ -322,9 +349,58 @@ fn run(o: &Opts, app: &App, args: &[String], marker: &str, files: &Path) -> Resu
     };
     let wall = t0.elapsed().as_secs_f64();
     let (out, err) = (ro.join().unwrap_or_default(), re.join().unwrap_or_default());
-    if !status.success() {
-        return Err(format!("{marker}: mpiexec failed ({status}):\n{err}"));
+    Ok((status.success(), wall, out, err))
+}
+
+/// `restart`: the job ends on the failure (`args`), and a new mpiexec
+/// starts it from the newest checkpoint on `pfs` every rank has, as a
+/// user's checkpoint/restart does. The run is both jobs: its recovery from
+/// the kill to every rank of the new job back in its loop.
+#[allow(clippy::too_many_arguments)]
+fn restart(
+    o: &Opts,
+    app: &App,
+    args: &[String],
+    what: &str,
+    files: &Path,
+    pfs: &Path,
+    n: usize,
+    prog: &[String],
+) -> Result<Run, String> {
+    let (ok, wall1, _, err1) = launch(o, args, what, files)?;
+    if ok {
+        return Err(format!(
+            "{what}: the job did not end on the failure:\n{err1}"
+        ));
     }
+    let failed_at = err1
+        .split("failure at unix time ")
+        .nth(1)
+        .and_then(|s| s.split([' ', ')']).next())
+        .ok_or_else(|| format!("{what}: mpiexec did not say when the rank failed:\n{err1}"))?
+        .to_string();
+    let mut a = vec![
+        "-n".to_string(),
+        n.to_string(),
+        "--restart".into(),
+        pfs.display().to_string(),
+    ];
+    a.extend(mode_args("restart", pfs).into_iter().skip(2));
+    a.extend(["--recovery".into(), "cpr".into()]);
+    a.extend(prog.iter().cloned());
+    let (ok, wall2, out, err2) = launch(o, &a, what, files)?;
+    if !ok {
+        return Err(format!("{what}: the restarted job failed:\n{err2}"));
+    }
+    // The failure's time, as the first job said it, for the parse.
+    let err = format!("{err2}\nfailure at unix time {failed_at}\n");
+    let mut r = parse_run(app, what, wall1 + wall2, &out, &err)?;
+    r.milestones.clear();
+    Ok(r)
+}
+
+/// What a successful run printed, read.
+fn parse_run(app: &App, marker: &str, wall: f64, out: &str, err: &str) -> Result<Run, String> {
     let line = out
         .lines()
         .find(|l| l.contains(app.result_marker))
@@ -614,8 +690,10 @@ fn bench(o: &Opts) -> Result<(), String> {
                 let plain_app_s = r.app_s;
                 plains.push(plain_s);
                 for mode in &modes_of(app, n) {
+                    // `restart`'s durable checkpoints: a directory per run.
+                    let pfs = scratch.0.join(format!("pfs-{n}-{mb}-{rep}-{mode}"));
                     let mut a = vec!["-n".to_string(), n.to_string()];
-                    a.extend(mode_args(mode));
+                    a.extend(mode_args(mode, &pfs));
                     a.extend(prog_args(&exe));
                     let ff = run(
                         o,
@@ -626,8 +704,9 @@ fn bench(o: &Opts) -> Result<(), String> {
                     )?;
                     check(&ff, &format!("{mode} without failure"))?;
                     progress(&format!("{mode} failure-free, rep {rep}"), &ff);
+                    let _ = std::fs::remove_dir_all(&pfs);
                     let mut a = vec!["-n".to_string(), n.to_string()];
-                    a.extend(mode_args(mode));
+                    a.extend(mode_args(mode, &pfs));
                     a.extend([
                         "--inject".into(),
                         format!(
@@ -637,13 +716,13 @@ fn bench(o: &Opts) -> Result<(), String> {
                         ),
                     ]);
                     a.extend(prog_args(&exe));
-                    let hurt = run(
-                        o,
-                        app,
-                        &a,
-                        &format!("{} {mode} with a failure", app.name),
-                        &files,
-                    )?;
+                    let what = format!("{} {mode} with a failure", app.name);
+                    let hurt = if mode == "restart" {
+                        restart(o, app, &a, &what, &files, &pfs, n, &prog_args(&exe))?
+                    } else {
+                        run(o, app, &a, &what, &files)?
+                    };
+                    let _ = std::fs::remove_dir_all(&pfs);
                     check(&hurt, &format!("{mode} with a failure"))?;
                     progress(&format!("{mode} with a failure, rep {rep}"), &hurt);
                     let recovery_ms = hurt.recovery_ms.ok_or_else(|| {
