@@ -251,7 +251,7 @@ fn recovery_benchmark_writes_rows_and_charts() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,time_to_solution_s,failure_free_s,ckpt_overhead_pct")
+        Some("app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,floor_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct")
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(
@@ -260,7 +260,7 @@ fn recovery_benchmark_writes_rows_and_charts() {
         "(4 + 6 modes) x 2 repetitions:\n{csv}"
     );
     for row in &rows {
-        assert_eq!(row.len(), 17);
+        assert_eq!(row.len(), 18);
         let ms: f64 = row[5].parse().unwrap();
         assert!(ms > 0.0 && ms < 60_000.0, "recovery {ms} ms in {row:?}");
         // (A restarted job's detection is the first job's end.)
@@ -270,7 +270,9 @@ fn recovery_benchmark_writes_rows_and_charts() {
         }
         let bytes: u64 = row[12].parse().unwrap();
         assert!(bytes > 1000, "the state restored in {row:?}");
-        let tts: f64 = row[14].parse().unwrap();
+        let floor: f64 = row[14].parse().unwrap();
+        assert!(floor > 0.0 && floor < 60_000.0, "floor in {row:?}");
+        let tts: f64 = row[15].parse().unwrap();
         assert!(tts > 0.0);
     }
     for mode in ["stages", "reinit", "cpr", "restart", "ulfm", "ulfm-shrink"] {

@@ -22,7 +22,11 @@
 //!   load, the state bytes per rank (with `--state-mb`, the proxies'
 //!   checked ballast on top of their own), the iterations done again.
 //!
-//! Modes: stages, reinit, cpr, and ULFM with the proxies' own driver
+//! - the floor: one process coming back alone (`floor`), and each mode's
+//!   recovery as a multiple of it.
+//!
+//! Modes: stages, reinit, cpr, restart (a new mpiexec --restart after the
+//! job ended on the failure), and ULFM with the proxies' own driver
 //! (`ulfm`: the dead rank respawned with MPI_Comm_spawn; `ulfm-shrink`:
 //! md goes on with the survivors). Raw rows go to OUT/recovery.csv, the
 //! charts to OUT/recovery-APP[-NMiB].svg.
@@ -352,6 +356,67 @@ fn launch(
     Ok((status.success(), wall, out, err))
 }
 
+/// The floor: what one process costs to come back alone — started (by a
+/// new mpiexec), its MPI state read from where a restart reads it (a pfs
+/// level on this machine's tmpfs), back in its loop — with no other rank
+/// to wait for. A one-rank run writes the checkpoints; each repetition
+/// then starts a one-rank job from them: from the start of mpiexec to the
+/// rank's back-at-iteration line, its data load left out as in the
+/// recoveries, ms.
+fn floor(
+    o: &Opts,
+    app: &App,
+    prog: &[String],
+    files: &Path,
+    pfs: &Path,
+) -> Result<Vec<f64>, String> {
+    let _ = std::fs::remove_dir_all(pfs);
+    let ckpt = format!("mem,pfs:{}", pfs.display());
+    let mut a: Vec<String> = ["-n", "1", "--recovery", "none", "--ckpt", &ckpt]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    a.extend(prog.iter().cloned());
+    run(
+        o,
+        app,
+        &a,
+        &format!("{} floor's checkpoints", app.name),
+        files,
+    )?;
+    let mut out = Vec::new();
+    for _ in 0..o.reps {
+        let mut a: Vec<String> = ["-n", "1", "--restart"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend([pfs.display().to_string(), "--recovery".into(), "cpr".into()]);
+        a.extend(["--ckpt".into(), ckpt.clone()]);
+        a.extend(prog.iter().cloned());
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        let (ok, wall, _, err) = launch(o, &a, "floor", files)?;
+        if !ok {
+            return Err(format!("{} floor: the restart failed:\n{err}", app.name));
+        }
+        let num =
+            |key: &str| -> Option<f64> { err.split(key).nth(1)?.split(' ').next()?.parse().ok() };
+        let (back, load) = num("unix time ").zip(num("data load ")).ok_or_else(|| {
+            format!(
+                "{} floor: the rank did not say it was back:\n{err}",
+                app.name
+            )
+        })?;
+        let _ = wall;
+        // As the recoveries are counted: the data load left out.
+        out.push((back - start) * 1e3 - load);
+    }
+    let _ = std::fs::remove_dir_all(pfs);
+    Ok(out)
+}
+
 /// `restart`: the job ends on the failure (`args`), and a new mpiexec
 /// starts it from the newest checkpoint on `pfs` every rank has, as a
 /// user's checkpoint/restart does. The run is both jobs: its recovery from
@@ -544,6 +609,8 @@ struct Row {
     /// Iterations done again: from the kill's back to where the ranks
     /// went on.
     reexecuted: u64,
+    /// One process coming back alone (`floor`), ms.
+    floor_ms: f64,
 }
 
 /// The `mpistages-bench` program (its `main`).
@@ -677,6 +744,16 @@ fn bench(o: &Opts) -> Result<(), String> {
             let kill_it = (o.iters / 2) / o.every * o.every;
             let victim = n / 2;
             let mut plains = Vec::new();
+            let floor_ms = median(&floor(
+                o,
+                app,
+                &prog_args(&exe),
+                &files,
+                &scratch.0.join(format!("floor-{n}-{mb}")),
+            )?);
+            eprintln!(
+                "    floor (one process back alone: start, {mb} MiB more state read, in its loop): {floor_ms:.1} ms"
+            );
             // Each repetition runs the plain build next to the modes' runs,
             // so that a slow phase of this shared machine hits both sides
             // of the overhead alike.
@@ -746,6 +823,7 @@ fn bench(o: &Opts) -> Result<(), String> {
                         load_ms: hurt.load_ms.unwrap_or(f64::NAN),
                         state_bytes: hurt.state_bytes.unwrap_or(0),
                         reexecuted: kill_it.saturating_sub(hurt.back_iter.unwrap_or(kill_it)),
+                        floor_ms,
                     });
                 }
             }
@@ -831,7 +909,7 @@ fn same_numbers(a: &str, b: &str) -> bool {
 /// rank, the iterations done again) and the runs' times.
 fn write_csv(o: &Opts, rows: &[Row]) -> Result<(), String> {
     let mut csv = String::from(
-        "app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,time_to_solution_s,failure_free_s,ckpt_overhead_pct\n",
+        "app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,floor_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct\n",
     );
     for r in rows {
         let m = |k: usize| {
@@ -840,7 +918,7 @@ fn write_csv(o: &Opts, rows: &[Row]) -> Result<(), String> {
                 .map_or(String::new(), |v| format!("{v:.3}"))
         };
         csv += &format!(
-            "{},{},{},{},{},{:.3},{},{},{},{},{},{:.3},{},{},{:.4},{:.4},{:.2}\n",
+            "{},{},{},{},{},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.4},{:.4},{:.2}\n",
             r.app,
             r.mode,
             r.ranks,
@@ -855,6 +933,7 @@ fn write_csv(o: &Opts, rows: &[Row]) -> Result<(), String> {
             r.load_ms,
             r.state_bytes,
             r.reexecuted,
+            r.floor_ms,
             r.tts,
             r.ff,
             r.overhead
@@ -932,6 +1011,20 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
                 let other = median(&rs.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
                 t += &format!("    stages / {m} recovery: {:.3}\n", st / other);
             }
+        }
+        // Each mode's recovery against one process coming back alone.
+        if let Some(floor) = modes.values().flatten().map(|r| r.floor_ms).next() {
+            let times: Vec<String> = modes
+                .iter()
+                .map(|(m, rs)| {
+                    let rec = median(&rs.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
+                    format!("{m} {:.2}", rec / floor)
+                })
+                .collect();
+            t += &format!(
+                "    floor {floor:.1} ms; recovery / floor: {}\n",
+                times.join(", ")
+            );
         }
     }
     t
