@@ -358,8 +358,8 @@ fn launch(
 
 /// The floor: what one process costs to come back alone — started (by a
 /// new mpiexec), its MPI state read from where a restart reads it (a pfs
-/// level on this machine's tmpfs), back in its loop — with no other rank
-/// to wait for. A one-rank run writes the checkpoints; each repetition
+/// level in the benchmark's scratch directory), back in its loop — with
+/// no other rank to wait for. A one-rank run writes the checkpoints; each repetition
 /// then starts a one-rank job from them: from the start of mpiexec to the
 /// rank's back-at-iteration line, its data load left out as in the
 /// recoveries, ms.
