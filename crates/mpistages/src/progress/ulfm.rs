@@ -181,15 +181,15 @@ impl Core {
     /// A collective's message started on a communicator with a dead
     /// member: it may wait `GRACE` at most (`expire_doomed`).
     pub(super) fn note_started(&mut self, id: ReqId) {
+        // (Nothing to look at on the common path: no failure.)
+        if self.ulfm.dead.is_empty() || self.ulfm.doomed.is_some() {
+            return;
+        }
         let ctx = match self.req(id).map(|r| &r.op) {
             Some(Op::Send { context, .. } | Op::Recv { context, .. }) => *context,
             _ => return,
         };
-        if self.ulfm.doomed.is_none()
-            && !self.ulfm.dead.is_empty()
-            && collective(ctx)
-            && self.dead_member(ctx).is_some()
-        {
+        if collective(ctx) && self.dead_member(ctx).is_some() {
             self.ulfm.doomed = Some(Instant::now() + GRACE);
         }
     }
