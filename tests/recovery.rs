@@ -281,6 +281,14 @@ fn recovery_benchmark_writes_rows_and_charts() {
             "the table has {mode}:\n{so}"
         );
     }
+    let summary = std::fs::read_to_string(out.0.join("summary.txt")).unwrap();
+    for n in [1, 2] {
+        assert!(
+            summary.contains(&format!("md {n} ranks 0 MiB: stages recovers in ")),
+            "{summary}"
+        );
+    }
+    assert!(summary.contains("of restart's"), "{summary}");
     let svg = std::fs::read_to_string(out.0.join("recovery-md.svg")).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
     for mode in ["stages", "reinit", "cpr"] {

@@ -837,6 +837,9 @@ fn bench(o: &Opts) -> Result<(), String> {
     let table = table(&rows, &plain_med);
     print!("{table}");
     std::fs::write(o.out.join("recovery.txt"), &table).map_err(|e| e.to_string())?;
+    let summary = summary(o, &rows);
+    print!("{summary}");
+    std::fs::write(o.out.join("summary.txt"), &summary).map_err(|e| e.to_string())?;
     // A chart per app and state size (the state size in its name when
     // there are several): recovery against ranks, a line per mode.
     for app in &o.apps {
@@ -877,6 +880,58 @@ fn bench(o: &Opts) -> Result<(), String> {
     }
     println!("rows: {}", o.out.join("recovery.csv").display());
     Ok(())
+}
+
+/// The findings in a few lines per configuration: stages against the
+/// other models (the recovery; and the whole cost of one failure, the time
+/// to solution beyond the failure-free run's less the iterations done
+/// again), and against the floor.
+fn summary(o: &Opts, rows: &[Row]) -> String {
+    let mut groups: BTreeMap<(&str, usize, usize), BTreeMap<&str, Vec<&Row>>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((r.app, r.ranks, r.state_mb))
+            .or_default()
+            .entry(r.mode.as_str())
+            .or_default()
+            .push(r);
+    }
+    let mut t = String::from("\nsummary (medians):\n");
+    for ((app, n, mb), modes) in &groups {
+        let Some(st) = modes.get("stages") else {
+            continue;
+        };
+        let rec = |rs: &[&Row]| median(&rs.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
+        // The failure's whole cost: the run's time beyond the failure-free
+        // one, less the iterations it did again.
+        let cost = |rs: &[&Row]| {
+            median(
+                &rs.iter()
+                    .map(|r| (r.tts - r.ff - r.reexecuted as f64 * r.ff / o.iters as f64) * 1e3)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let s = rec(st);
+        let mut line = format!(
+            "{app} {n} ranks {mb} MiB: stages recovers in {s:.1} ms ({:.2}x the floor of {:.1} ms)",
+            s / st[0].floor_ms,
+            st[0].floor_ms
+        );
+        for (m, rs) in modes.iter().filter(|(m, _)| **m != "stages") {
+            line += &format!("; {:.2} of {m}'s", s / rec(rs));
+        }
+        if let Some(rs) = modes.get("restart") {
+            line += &format!(
+                "; whole cost of the failure {:.0} ms, {:.2} of restart's {:.0} ms",
+                cost(st),
+                cost(st) / cost(rs),
+                cost(rs)
+            );
+        }
+        t += &line;
+        t += "\n";
+    }
+    t
 }
 
 /// Whether two result lines say the same to 1e-12 (each number) and name
