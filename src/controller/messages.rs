@@ -179,25 +179,7 @@ impl Job {
                 };
                 self.on_agree(r, (context, seq), members, c)?
             }
-            (
-                ToController::Spawn {
-                    program,
-                    args,
-                    wdir,
-                    count,
-                    parents,
-                    context,
-                },
-                Some(r),
-            ) => self.on_spawn(spawn::SpawnRequest {
-                root: r,
-                program,
-                args,
-                wdir,
-                count,
-                parents,
-                context,
-            }),
+            (ToController::Spawn(args), Some(r)) => self.on_spawn(r, args),
             (ToController::Spare { .. }, Some(r)) => {
                 return Err(format!("rank {r} says it is a spare"))
             }

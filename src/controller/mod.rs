@@ -566,14 +566,7 @@ impl Job {
         } else {
             // When it died (injected: the kill), for whoever restarts the
             // job and times the way back (`mpistages-bench`, mode restart).
-            let ago = self.ranks[r]
-                .killed_at
-                .map_or(0.0, |t| t.elapsed().as_secs_f64());
-            let failed_at = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs_f64()
-                - ago;
+            let failed_at = unix_time(self.ranks[r].killed_at.unwrap_or_else(Instant::now));
             eprintln!(
                 "mpiexec: rank {r} (pid {pid}) {what}; terminating the job (failure at unix time {failed_at:.6})"
             );
@@ -610,4 +603,14 @@ impl Job {
             Some(Failure::Timeout) => 124,
         }
     }
+}
+
+/// The wall-clock time (seconds since the Unix epoch) of an `Instant`
+/// in the past: when a failure happened, printed so that whoever times
+/// the way back (`mpistages-bench recovery`) can measure against it.
+fn unix_time(t: Instant) -> f64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    now.as_secs_f64() - t.elapsed().as_secs_f64()
 }

@@ -197,13 +197,7 @@ impl Job {
         };
         // Wall-clock time of the failure, so that applications can measure
         // their own way back against it (`mpistages-bench recovery`).
-        let failed_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64()
-            - Instant::now()
-                .saturating_duration_since(rec.start)
-                .as_secs_f64();
+        let failed_at = unix_time(rec.start);
         if rec.number == 0 {
             eprintln!(
                 "mpiexec: restart done: every rank restored epoch {epoch}, generation {generation}; \

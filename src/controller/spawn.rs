@@ -5,16 +5,12 @@
 //! standard has the call return. One spawn at a time; others wait.
 
 use super::*;
+use mpistages_control::proto::SpawnArgs;
 
 /// A request of a root, as it came.
 pub(super) struct SpawnRequest {
     pub root: usize,
-    pub program: String,
-    pub args: Vec<String>,
-    pub wdir: String,
-    pub count: u32,
-    pub parents: Vec<u32>,
-    pub context: u32,
+    pub args: SpawnArgs,
 }
 
 /// The spawn under way: its root and its children's ids.
@@ -28,8 +24,8 @@ pub(super) struct Spawning {
 const MAX_CHILDREN: u32 = 4096;
 
 impl Job {
-    pub(super) fn on_spawn(&mut self, req: SpawnRequest) {
-        self.spawn_queue.push_back(req);
+    pub(super) fn on_spawn(&mut self, root: usize, args: SpawnArgs) {
+        self.spawn_queue.push_back(SpawnRequest { root, args });
         self.next_spawn();
     }
 
@@ -60,28 +56,29 @@ impl Job {
                 self.opts.recovery.name()
             ));
         }
+        let a = &req.args;
         if self.remote.is_some() {
             return Err("MPI_Comm_spawn is not supported in a job on several hosts".into());
         }
-        if req.count == 0 || req.count > MAX_CHILDREN {
+        if a.count == 0 || a.count > MAX_CHILDREN {
             return Err(format!(
                 "maxprocs {} is out of range (1 to {MAX_CHILDREN})",
-                req.count
+                a.count
             ));
         }
         if self.failure.is_some() {
             return Err("the job is ending".into());
         }
         let first = self.ranks.len();
-        let count = req.count as usize;
-        let parents: Vec<String> = req.parents.iter().map(u32::to_string).collect();
+        let count = a.count as usize;
+        let parents: Vec<String> = a.parents.iter().map(u32::to_string).collect();
         let env = {
             let mut env = self.job_env();
             env.push((mpistages_control::env::SIZE, (first + count).to_string()));
             env.push((mpistages_control::env::WORLD, format!("{first},{count}")));
             env.push((
                 mpistages_control::env::PARENT,
-                format!("{}:{}", req.context, parents.join(",")),
+                format!("{}:{}", a.context, parents.join(",")),
             ));
             env
         };
@@ -90,7 +87,7 @@ impl Job {
             self.rec.add_rank();
             match self
                 .launch
-                .spawn_child(id, &req.program, &req.args, &req.wdir, &env)
+                .spawn_child(id, &a.program, &a.args, &a.wdir, &env)
             {
                 Ok(started) => {
                     self.keep_forwarders(started.forwarders);
@@ -108,7 +105,7 @@ impl Job {
                         self.ranks[r].welcomed = true;
                     }
                     self.ranks[id].exit = Some(Exit::Code(127));
-                    return Err(format!("cannot start '{}': {e}", req.program));
+                    return Err(format!("cannot start '{}': {e}", a.program));
                 }
             }
         }

@@ -15,11 +15,7 @@ impl Job {
         let now = Instant::now();
         let start = self.ranks[r].killed_at.unwrap_or(now);
         let detected_ms = now.saturating_duration_since(start).as_secs_f64() * 1e3;
-        let failed_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64()
-            - detected_ms / 1e3;
+        let failed_at = unix_time(start);
         eprintln!(
             "mpiexec: rank {r} (pid {pid}) {what}; the job goes on without it (ULFM); detected {detected_ms:.1} ms after the failure at unix time {failed_at:.6}"
         );

@@ -65,17 +65,21 @@ pub enum ToController {
         acked: Vec<u32>,
         proposal: u32,
     },
-    /// `MPI_Comm_spawn` at its root: start `count` processes of `program`
-    /// with `args` in directory `wdir`, children of `parents` through an
-    /// inter-communicator of context `context`.
-    Spawn {
-        program: String,
-        args: Vec<String>,
-        wdir: String,
-        count: u32,
-        parents: Vec<u32>,
-        context: u32,
-    },
+    /// `MPI_Comm_spawn` at its root.
+    Spawn(SpawnArgs),
+}
+
+/// What `MPI_Comm_spawn` asks of mpiexec: start `count` processes of
+/// `program` with `args` in directory `wdir`, children of `parents`
+/// through an inter-communicator of context `context`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SpawnArgs {
+    pub program: String,
+    pub args: Vec<String>,
+    pub wdir: String,
+    pub count: u32,
+    pub parents: Vec<u32>,
+    pub context: u32,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -283,14 +287,14 @@ mod tests {
                 acked: vec![2],
                 proposal: 12,
             },
-            ToController::Spawn {
+            ToController::Spawn(SpawnArgs {
                 program: "./a.out".into(),
                 args: vec!["-x".into()],
                 wdir: "/tmp".into(),
                 count: 2,
                 parents: vec![0, 1],
                 context: 14,
-            },
+            }),
         ]
     }
 

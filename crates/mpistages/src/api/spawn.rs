@@ -12,7 +12,7 @@ use super::error::{fail, MpiError, MpiResult};
 use super::group::Group;
 use super::{Comm, Mpi};
 use crate::control::env;
-use crate::control::proto::ToController;
+use crate::control::proto::{SpawnArgs, ToController};
 use std::sync::Arc;
 
 /// The process ids of this process's `MPI_COMM_WORLD`: `0..size`, or
@@ -132,14 +132,14 @@ fn ask(m: &Mpi, c: &Comm, context: u32, req: Request) -> (u32, u32, String) {
     let wdir = std::env::current_dir()
         .map(|d| d.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let msg = ToController::Spawn {
+    let msg = ToController::Spawn(SpawnArgs {
         program: req.program,
         args: req.args,
         wdir,
         count: req.count as u32,
         parents: c.group.members.iter().map(|&w| w as u32).collect(),
         context,
-    };
+    });
     if client.send(&msg).is_err() {
         return (0, 0, "mpiexec is gone".into());
     }
