@@ -1,6 +1,8 @@
 /* hydro3d: a LULESH-style proxy. Lagrangian shock hydrodynamics (a Sedov
- * blast from the origin) on a cube of ranks (1, 8, 27 ...), each holding an
- * N^3 block of hexahedral elements and its (N+1)^3 nodes:
+ * blast from the origin) on a grid of ranks px x py x pz (as MPI_Dims_create
+ * makes it: a cube for 1, 8, 27 ... as LULESH needs; 2 x 2 x 1 for 4,
+ * 4 x 2 x 2 for 16), each holding an N^3 block of hexahedral elements and
+ * its (N+1)^3 nodes:
  * - nodal fields: coordinates, velocities, forces, mass; element fields:
  *   energy, pressure, artificial viscosity, relative volume, sound speed;
  * - forces on a node shared by several ranks are summed over the 26
@@ -24,7 +26,7 @@
 #define GAMMA 1.4
 #define NREG 11
 
-static int n = 30, tp, rank, size, cx, cy, cz;
+static int n = 30, px, py, pz, pmax, rank, size, cx, cy, cz;
 static int nn, ne; /* nodes and elements of this rank */
 static MPI_Comm hcomm = MPI_COMM_NULL;
 
@@ -132,15 +134,18 @@ static int setup(void)
 {
     MPI_Comm_rank(proxy_world, &rank);
     MPI_Comm_size(proxy_world, &size);
-    for (tp = 1; tp * tp * tp < size; tp++)
-        ;
-    if (tp * tp * tp != size || n < 1) {
-        if (rank == 0) fprintf(stderr, "hydro3d: needs a cube number of ranks (1, 8, 27 ...), not %d\n", size);
+    int dims[3] = {0, 0, 0};
+    if (n < 1 || MPI_Dims_create(size, 3, dims) != MPI_SUCCESS) {
+        if (rank == 0) fprintf(stderr, "hydro3d: -s must be at least 1\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    cx = rank % tp;
-    cy = rank / tp % tp;
-    cz = rank / (tp * tp);
+    px = dims[0];
+    py = dims[1];
+    pz = dims[2];
+    pmax = px; /* MPI_Dims_create puts the largest first */
+    cx = rank % px;
+    cy = rank / px % py;
+    cz = rank / (px * py);
     nn = (n + 1) * (n + 1) * (n + 1);
     ne = n * n * n;
     double **nodal[] = {&x, &y, &z, &xd, &yd, &zd, &fx, &fy, &fz, &nmass};
@@ -151,8 +156,9 @@ static int setup(void)
     region = proxy_alloc(region, ne * sizeof(int));
     rep = proxy_alloc(rep, NREG * sizeof(int));
 
-    /* Reference coordinates: the whole mesh spans [0, 1.125]^3. */
-    double h = 1.125 / (tp * n);
+    /* Reference coordinates: cubic elements; the mesh spans 1.125 along
+     * its longest edge. */
+    double h = 1.125 / (pmax * n);
     for (int k = 0; k <= n; k++)
         for (int j = 0; j <= n; j++)
             for (int i = 0; i <= n; i++) {
@@ -206,7 +212,7 @@ static int setup(void)
         int dx, dy, dz;
         offsets(d, &dx, &dy, &dz);
         int ox = cx + dx, oy = cy + dy, oz = cz + dz;
-        nbr[d] = (ox < 0 || ox >= tp || oy < 0 || oy >= tp || oz < 0 || oz >= tp) ? -1 : ox + tp * (oy + tp * oz);
+        nbr[d] = (ox < 0 || ox >= px || oy < 0 || oy >= py || oz < 0 || oz >= pz) ? -1 : ox + px * (oy + py * oz);
         int lo[3], hi[3], off[3] = {dx, dy, dz};
         for (int c = 0; c < 3; c++) {
             lo[c] = off[c] == 1 ? n : 0;
@@ -252,7 +258,7 @@ static int protect(void)
 
 static int initial(void)
 {
-    double h = 1.125 / (tp * n), scale = (tp * n) / 45.0, einit = 3.948746e+7 * scale * scale * scale;
+    double h = 1.125 / (pmax * n), scale = (pmax * n) / 45.0, einit = 3.948746e+7 * scale * scale * scale;
     for (int k = 0; k <= n; k++)
         for (int j = 0; j <= n; j++)
             for (int i = 0; i <= n; i++) {
@@ -379,7 +385,7 @@ int main(int argc, char **argv)
         for (int j = 0; j <= n; j++)
             for (int i = 0; i <= n; i++) {
                 int a = NODE(i, j, k);
-                if ((i == n && cx < tp - 1) || (j == n && cy < tp - 1) || (k == n && cz < tp - 1)) continue;
+                if ((i == n && cx < px - 1) || (j == n && cy < py - 1) || (k == n && cz < pz - 1)) continue;
                 local += 0.5 * nmass[a] * (xd[a] * xd[a] + yd[a] * yd[a] + zd[a] * zd[a]);
             }
     MPI_Reduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, 0, proxy_world);

@@ -122,6 +122,18 @@ fn hydro3d_energy_is_the_same_in_every_mode_and_failure_count() {
 }
 
 #[test]
+fn hydro3d_on_a_grid_that_is_not_a_cube_recovers_alike() {
+    // 6 ranks: a 3 x 2 x 1 grid of blocks (MPI_Dims_create).
+    same_everywhere(
+        "hydro3d",
+        6,
+        &["-s", "4", "-i", "16", "-k", "5"],
+        "final origin energy",
+        &[vec!["rank=4,call=MPI_Waitall:10".into()]],
+    );
+}
+
+#[test]
 fn md_energies_are_the_same_in_every_mode_and_failure_count() {
     // md: 12 Sendrecv in the initial halo, 24 per step.
     let kill = |rank: usize, step: u32, k: u32| {
