@@ -865,13 +865,13 @@ int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_
 int PMPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn, MPI_Grequest_cancel_function *cancel_fn, void *extra_state, MPI_Request *request);
 int MPI_Grequest_complete(MPI_Request request);
 int PMPI_Grequest_complete(MPI_Request request);
-/* MPI-IO with the default view (displacement 0, MPI_BYTE, "native"):
- * open/close/delete, reads and writes at explicit offsets, at the
- * individual and at the shared file pointer (ordered too), sizes, sync,
- * atomicity and the file's error handler (MPI_ERRORS_RETURN by default,
- * as the standard says). Not yet: MPI_File_set_view, the non-blocking and
- * split-collective calls. Files are not part of the MPI state a recovery
- * restores: a replaced rank starts with none open. */
+/* MPI-IO: open/close/delete, views (data representations "native" and
+ * "internal"), reads and writes at explicit offsets, at the individual
+ * and at the shared file pointer (ordered too), sizes, sync, atomicity and
+ * the file's error handler (MPI_ERRORS_RETURN by default, as the standard
+ * says). Not yet: the non-blocking and split-collective calls. Files are
+ * not part of the MPI state a recovery restores: a replaced rank starts
+ * with none open. */
 #define MPI_FILE_NULL                    ((MPI_File)0)
 #define MPI_MODE_CREATE                  1
 #define MPI_MODE_RDONLY                  2
@@ -886,6 +886,7 @@ int PMPI_Grequest_complete(MPI_Request request);
 #define MPI_SEEK_CUR                     602
 #define MPI_SEEK_END                     604
 #define MPI_MAX_DATAREP_STRING           128
+#define MPI_DISPLACEMENT_CURRENT         (-54278278)
 typedef void MPI_File_errhandler_function(MPI_File *file, int *error_code, ...);
 typedef MPI_File_errhandler_function MPI_File_errhandler_fn;
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
@@ -908,6 +909,8 @@ int MPI_File_set_info(MPI_File fh, MPI_Info info);
 int PMPI_File_set_info(MPI_File fh, MPI_Info info);
 int MPI_File_get_info(MPI_File fh, MPI_Info *info_used);
 int PMPI_File_get_info(MPI_File fh, MPI_Info *info_used);
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep, MPI_Info info);
+int PMPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep, MPI_Info info);
 int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype, char *datarep);
 int PMPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype, char *datarep);
 int MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status);

@@ -170,8 +170,8 @@ fn log_levels_from_the_environment() {
     );
 }
 
-/// MPI-IO with the default view: explicit offsets, individual, shared and
-/// ordered pointers, sizes, modes, errors and handlers, in a scratch
+/// MPI-IO: explicit offsets, individual, shared and ordered pointers, a
+/// strided view, sizes, modes, errors and handlers, in a scratch
 /// directory that must be empty when the program is done with it.
 #[test]
 fn files() {

@@ -1,6 +1,6 @@
-/* MPI-IO with the default view: every rank writes and reads back at
+/* MPI-IO: every rank writes and reads back at
  * explicit offsets, at its individual pointer, at the shared pointer and
- * in rank order; sizes, seeks, modes and errors. The directory comes from
+ * in rank order, and through a strided view; sizes, seeks, modes and errors. The directory comes from
  * FILE_TEST_DIR (the harness makes and removes it). */
 #include "check.h"
 #include <string.h>
@@ -239,6 +239,85 @@ static void sizes_and_errors(int rank) {
     CHECK_RC(MPI_File_close(&fh));
 }
 
+/* Views: each rank sees every size-th block of 2 ints (a strided
+ * filetype after a 16-byte header), writes its blocks through the view
+ * collectively, and the file holds the blocks interleaved by rank. */
+static void views(int rank, int size) {
+    char name[600];
+    path(name, "view.bin");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                           MPI_INFO_NULL, &fh));
+    MPI_Datatype block, filetype;
+    MPI_Type_contiguous(2, MPI_INT, &block);
+    MPI_Datatype shifted;
+    int bl = 1;
+    MPI_Aint disp = (MPI_Aint)rank * 8;
+    MPI_Type_create_struct(1, &bl, &disp, &block, &shifted);
+    MPI_Type_create_resized(shifted, 0, (MPI_Aint)size * 8, &filetype);
+    MPI_Type_commit(&filetype);
+    CHECK(MPI_File_set_view(fh, 16, MPI_INT, shifted, "native", MPI_INFO_NULL) == MPI_ERR_TYPE,
+          "an uncommitted filetype is refused");
+    CHECK(MPI_File_set_view(fh, 16, MPI_INT, filetype, "external64", MPI_INFO_NULL) == MPI_ERR_UNSUPPORTED_DATAREP,
+          "an unknown data representation is refused");
+    CHECK_RC(MPI_File_set_view(fh, 16, MPI_INT, filetype, "native", MPI_INFO_NULL));
+    int out[6];
+    for (int i = 0; i < 6; i++) out[i] = rank * 100 + i;
+    CHECK_RC(MPI_File_write_all(fh, out, 6, MPI_INT, MPI_STATUS_IGNORE));
+    MPI_Offset pos, byte;
+    CHECK_RC(MPI_File_get_position(fh, &pos));
+    CHECK(pos == 6, "position %lld etypes", (long long)pos);
+    /* Etype 3 is the second int of this rank's second block. */
+    CHECK_RC(MPI_File_get_byte_offset(fh, 3, &byte));
+    CHECK(byte == 16 + (MPI_Offset)size * 8 + rank * 8 + 4, "byte offset of etype 3: %lld", (long long)byte);
+    CHECK_RC(MPI_File_sync(fh));
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Offset sz;
+    CHECK_RC(MPI_File_get_size(fh, &sz));
+    CHECK(sz == 16 + (MPI_Offset)size * 24, "size %lld", (long long)sz);
+    /* Read back through the view, from an explicit offset. */
+    int back[4] = {-1, -1, -1, -1};
+    MPI_Status st;
+    CHECK_RC(MPI_File_read_at_all(fh, 2, back, 4, MPI_INT, &st));
+    for (int i = 0; i < 4; i++) CHECK(back[i] == rank * 100 + 2 + i, "back[%d] = %d", i, back[i]);
+    /* The end of the file in this view: 6 etypes; seek there and read
+     * nothing. */
+    CHECK_RC(MPI_File_seek(fh, 0, MPI_SEEK_END));
+    CHECK_RC(MPI_File_get_position(fh, &pos));
+    CHECK(pos == 6, "end at %lld etypes", (long long)pos);
+    int n = -1;
+    CHECK_RC(MPI_File_read(fh, back, 2, MPI_INT, &st));
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(n == 0, "read past the end: %d ints", n);
+    /* The view as given; the filetype comes back as a new handle. */
+    MPI_Offset d;
+    MPI_Datatype et, ft;
+    char rep[MPI_MAX_DATAREP_STRING];
+    CHECK_RC(MPI_File_get_view(fh, &d, &et, &ft, rep));
+    int ftsize;
+    MPI_Type_size(ft, &ftsize);
+    CHECK(d == 16 && et == MPI_INT && ftsize == 8 && strcmp(rep, "native") == 0, "get_view: %lld %s %d", (long long)d,
+          rep, ftsize);
+    MPI_Type_free(&ft);
+    /* The whole file through the default view: header untouched (zeros),
+     * then the blocks in rank order. */
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
+    int all[4 + 6 * 64];
+    CHECK(size <= 64, "at most 64 ranks");
+    CHECK_RC(MPI_File_read_at(fh, 0, all, 4 + 6 * size, MPI_INT, &st));
+    for (int i = 0; i < 4; i++) CHECK(all[i] == 0, "header[%d] = %d", i, all[i]);
+    for (int b = 0; b < 3; b++)
+        for (int r = 0; r < size; r++)
+            for (int k = 0; k < 2; k++) {
+                int v = all[4 + (b * size + r) * 2 + k];
+                CHECK(v == r * 100 + 2 * b + k, "block %d of rank %d, int %d: %d", b, r, k, v);
+            }
+    MPI_Type_free(&shifted);
+    MPI_Type_free(&filetype);
+    MPI_Type_free(&block);
+    CHECK_RC(MPI_File_close(&fh));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -251,6 +330,7 @@ int main(int argc, char **argv) {
     individual_pointer(rank);
     shared_pointer(rank, size);
     sizes_and_errors(rank);
+    views(rank, size);
     pass("file.c");
     MPI_Finalize();
     return 0;

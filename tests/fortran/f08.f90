@@ -11,14 +11,15 @@ program f08
   type(MPI_Status) :: st, sts(2)
   type(MPI_Request) :: reqs(2), req
   type(MPI_Comm) :: dup, half, cart
-  type(MPI_Datatype) :: pair
+  type(MPI_Datatype) :: pair, strided
   type(MPI_Info) :: info
   type(MPI_File) :: fh
   type(MPI_Group) :: g
   logical :: flag, periods(2)
   character(len=512) :: dir
   character(len=MPI_MAX_INFO_VAL) :: value
-  integer(kind=MPI_OFFSET_KIND) :: fsize
+  integer(kind=MPI_OFFSET_KIND) :: fsize, disp
+  integer :: every(3), all3(3 * 16)
   double precision :: x
 
   call MPI_Init()
@@ -121,6 +122,25 @@ program f08
   call check(all(vals == left), 'MPI_File_read_at')
   call MPI_File_close(fh)
   call check(fh == MPI_FILE_NULL, 'MPI_File_close')
+
+  ! a view: each rank sees every np-th integer, from its own
+  call MPI_File_open(MPI_COMM_WORLD, trim(dir)//'/view.bin', &
+       MPI_MODE_CREATE + MPI_MODE_RDWR + MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, fh)
+  call MPI_Type_create_resized(MPI_INTEGER, 0_MPI_ADDRESS_KIND, int(4 * np, MPI_ADDRESS_KIND), strided)
+  call MPI_Type_commit(strided)
+  disp = 4 * rank
+  call MPI_File_set_view(fh, disp, MPI_INTEGER, strided, 'native', MPI_INFO_NULL)
+  every = [(100 * rank + i, i = 1, 3)]
+  call MPI_File_write_all(fh, every, 3, MPI_INTEGER, MPI_STATUS_IGNORE)
+  call MPI_Barrier(MPI_COMM_WORLD)
+  call MPI_File_set_view(fh, 0_MPI_OFFSET_KIND, MPI_INTEGER, MPI_INTEGER, 'native', MPI_INFO_NULL)
+  if (np <= 16) then
+    call MPI_File_read_at(fh, 0_MPI_OFFSET_KIND, all3, 3 * np, MPI_INTEGER, MPI_STATUS_IGNORE)
+    call check(all([(all3(i + 1) == 100 * mod(i, np) + i / np + 1, i = 0, 3 * np - 1)]), &
+         'MPI_File_set_view: integers interleaved by rank')
+  end if
+  call MPI_File_close(fh)
+  call MPI_Type_free(strided)
 
   x = MPI_Wtime()
   call check(x > 0d0 .and. MPI_Wtick() > 0d0, 'MPI_Wtime and MPI_Wtick')

@@ -1,13 +1,13 @@
-//! `MPI_File_*` (MPI-IO with the default view): C arguments to
+//! `MPI_File_*` (MPI-IO): C arguments to
 //! `api::file`. Errors go to the file's error handler (`MPI_ERRORS_RETURN`
 //! unless the program set another), those of open and delete to
 //! `MPI_FILE_NULL`'s.
 
 use super::errors::{create_handler, valid_handler, HandlerFn};
 use super::{cstr, get, mpi, mpi_fn, put, put_status, put_str, ret_file, typed, CStatus};
-use crate::api::consts::{dt, err};
+use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
-use crate::api::file::{self, At, File, FILE_NULL};
+use crate::api::file::{self, At, File, ViewGiven, FILE_NULL};
 use crate::api::usermem::TypedBuf;
 use crate::api::{info, Layout, Status};
 use std::os::raw::{c_char, c_int, c_void};
@@ -107,8 +107,8 @@ fn offset(o: i64) -> MpiResult<At> {
 }
 
 /// Defines the read and write calls that differ only by where they start
-/// (and, for `_all`, by being collective, which the default view needs no
-/// more for).
+/// (and, for `_all`, by being collective: they do what the independent
+/// ones do until collective buffering comes).
 macro_rules! access {
     ($($name:ident / $pname:ident ($kind:ident) => $at:expr;)*) => {$(
         access!(@one $kind $name / $pname => $at);
@@ -213,10 +213,9 @@ mpi_fn!(fn MPI_File_get_position_shared / PMPI_File_get_position_shared(fh: c_in
 });
 
 mpi_fn!(fn MPI_File_get_byte_offset / PMPI_File_get_byte_offset(fh: c_int, off: i64, disp: *mut i64) {
-    // With the default view an offset is a byte offset.
-    let r = file::get(fh).and_then(|_| offset(off)).and_then(|_| {
+    let r = offset(off).and_then(|_| with(fh, |f| Ok(f.byte_offset(off as u64)))).and_then(|b| {
         // SAFETY: caller's out-pointer.
-        unsafe { put(disp, off) }
+        unsafe { put(disp, b as i64) }
     });
     ret_file("MPI_File_get_byte_offset", fh, r)
 });
@@ -297,16 +296,49 @@ mpi_fn!(fn MPI_File_get_type_extent / PMPI_File_get_type_extent(fh: c_int, datat
     ret_file("MPI_File_get_type_extent", fh, r)
 });
 
+mpi_fn!(fn MPI_File_set_view / PMPI_File_set_view(fh: c_int, disp: i64, etype: c_int, filetype: c_int, datarep: *const c_char, info_h: c_int) {
+    let r = mpi().and_then(|m| {
+        // SAFETY: caller's NUL-terminated string.
+        let datarep = unsafe { cstr(datarep)? };
+        let hints = info::get_or_empty(info_h)?;
+        let committed = |h: c_int, what: &str| {
+            let t = m.tables().dtype(h)?;
+            if !t.predefined && !t.committed {
+                return fail(err::TYPE, format!("the view's {what} is not committed"));
+            }
+            Ok((h, t))
+        };
+        let given = ViewGiven {
+            disp,
+            etype: committed(etype, "etype")?,
+            filetype: committed(filetype, "filetype")?,
+            datarep,
+        };
+        with(fh, |f| f.set_view(m, given, &hints))
+    });
+    ret_file("MPI_File_set_view", fh, r)
+});
+
 mpi_fn!(fn MPI_File_get_view / PMPI_File_get_view(fh: c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char) {
-    let r = file::get(fh).and_then(|_| {
+    let r = mpi().and_then(|m| {
+        let given = with(fh, |f| Ok(f.view_given.clone()))?;
+        // Derived types come back as new handles the program frees, as
+        // the standard has it; predefined ones as themselves.
+        let handle = |(h, t): (c_int, std::sync::Arc<crate::api::datatype::Datatype>)| {
+            if t.predefined {
+                h
+            } else {
+                m.tables().add_dtype((*t).clone())
+            }
+        };
         let mut len = 0;
         // SAFETY: caller's out-pointers; `datarep` holds
         // MPI_MAX_DATAREP_STRING bytes by the standard.
         unsafe {
-            put(disp, 0)?;
-            put(etype, dt::BYTE)?;
-            put(filetype, dt::BYTE)?;
-            put_str("native", datarep, MAX_DATAREP_STRING, &mut len)
+            put(disp, given.disp)?;
+            put(etype, handle(given.etype))?;
+            put(filetype, handle(given.filetype))?;
+            put_str(&given.datarep, datarep, MAX_DATAREP_STRING, &mut len)
         }
     });
     ret_file("MPI_File_get_view", fh, r)

@@ -1,9 +1,9 @@
-//! MPI-IO files with the default view (displacement 0, etype and filetype
-//! `MPI_BYTE`, "native"): open and close, independent and collective reads
-//! and writes at explicit offsets, at the individual file pointer and at
-//! the shared one, sizes, sync, atomicity and the file's error handler.
-//! Views other than the default, non-blocking and split-collective calls
-//! and collective buffering are not here yet.
+//! MPI-IO files: open and close, views (`file_view`: offsets and file
+//! pointers count etypes of the view's stream), independent and collective
+//! reads and writes at explicit offsets, at the individual file pointer
+//! and at the shared one, sizes, sync, atomicity and the file's error
+//! handler. Non-blocking and split-collective calls and collective
+//! buffering are not here yet.
 //!
 //! Each open file has a private duplicate of the communicator it was opened
 //! on, so its collective steps never meet the program's own messages. The
@@ -14,8 +14,10 @@
 //! starts with none open.
 
 use super::comm;
-use super::consts::{err, ERRORS_RETURN};
+use super::consts::{dt, err, ERRORS_RETURN};
+use super::datatype::Datatype;
 use super::error::{fail, MpiError, MpiResult};
+use super::file_view::View;
 use super::info::Info;
 use super::{Comm, Mpi};
 use crate::coll;
@@ -55,10 +57,24 @@ pub struct File {
     fd: std::fs::File,
     pub amode: i32,
     pub info: Info,
-    /// The individual file pointer, in bytes.
+    /// The individual file pointer, in bytes of the view's stream.
     pos: u64,
+    /// The shared file pointer, in bytes of the view's stream.
     shared: SharedPointer,
     pub atomic: bool,
+    view: View,
+    /// The view as `MPI_File_set_view` gave it, for `MPI_File_get_view`.
+    pub view_given: ViewGiven,
+}
+
+/// A view's arguments: displacement, etype and filetype (with the
+/// handles they had), data representation.
+#[derive(Clone, Debug)]
+pub struct ViewGiven {
+    pub disp: i64,
+    pub etype: (i32, Arc<Datatype>),
+    pub filetype: (i32, Arc<Datatype>),
+    pub datarep: String,
 }
 
 /// The file table: handle 0 is `MPI_FILE_NULL`, which holds only the error
@@ -241,6 +257,7 @@ pub fn open(m: &Mpi, h: i32, name: &str, amode: i32, info: Info) -> MpiResult<i3
         0
     };
     let shared = SharedPointer::new(&path, &id, end);
+    let byte = Arc::new(Datatype::predefined(dt::BYTE).expect("MPI_BYTE"));
     Ok(add(File {
         comm,
         path,
@@ -250,6 +267,13 @@ pub fn open(m: &Mpi, h: i32, name: &str, amode: i32, info: Info) -> MpiResult<i3
         pos: end,
         shared,
         atomic: false,
+        view: View::bytes(),
+        view_given: ViewGiven {
+            disp: 0,
+            etype: (dt::BYTE, byte.clone()),
+            filetype: (dt::BYTE, byte),
+            datarep: "native".into(),
+        },
     }))
 }
 
@@ -315,10 +339,11 @@ impl File {
         Ok(())
     }
 
-    /// Where `len` bytes go or come from, moving the pointer used.
+    /// Where in the view's stream `len` bytes go or come from, moving the
+    /// pointer used.
     fn place(&mut self, at: At, len: u64) -> MpiResult<u64> {
         Ok(match at {
-            At::Offset(o) => o,
+            At::Offset(o) => o * self.view.etype_size as u64,
             At::Individual => {
                 let o = self.pos;
                 self.pos += len;
@@ -336,10 +361,16 @@ impl File {
         Ok(data.len())
     }
 
+    /// Writes `data` at stream byte `off`, through the view.
     fn write_at(&self, off: u64, data: &[u8]) -> MpiResult<()> {
-        self.fd
-            .write_all_at(data, off)
-            .map_err(|e| io_error("cannot write", &self.path, e))
+        let mut from = 0;
+        for (at, len) in self.view.runs(off, data.len()) {
+            self.fd
+                .write_all_at(&data[from..from + len], at)
+                .map_err(|e| io_error("cannot write", &self.path, e))?;
+            from += len;
+        }
+        Ok(())
     }
 
     /// Reads up to `len` bytes (fewer at the end of the file).
@@ -354,15 +385,26 @@ impl File {
         Ok(got)
     }
 
+    /// Reads `len` bytes of the stream from stream byte `off`, through
+    /// the view; fewer where the file ends.
     fn read_at(&self, off: u64, len: usize) -> MpiResult<Vec<u8>> {
         let mut buf = vec![0u8; len];
         let mut n = 0;
-        while n < len {
-            match self.fd.read_at(&mut buf[n..], off + n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_error("cannot read", &self.path, e)),
+        for (at, run) in self.view.runs(off, len) {
+            let end = n + run;
+            while n < end {
+                match self
+                    .fd
+                    .read_at(&mut buf[n..end], at + (n + run - end) as u64)
+                {
+                    Ok(0) => {
+                        buf.truncate(n);
+                        return Ok(buf);
+                    }
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_error("cannot read", &self.path, e)),
+                }
             }
         }
         buf.truncate(n);
@@ -415,23 +457,55 @@ impl File {
                 "a file opened MPI_MODE_SEQUENTIAL has no individual file pointer",
             );
         }
-        let end = self.size()?;
-        self.pos = moved(self.pos, end, offset, whence)?;
+        let e = self.view.etype_size as u64;
+        let end = self.end_in_etypes()?;
+        self.pos = moved(self.pos / e, end, offset, whence)? * e;
         Ok(())
     }
 
+    /// The individual file pointer, in etypes.
     pub fn position(&self) -> u64 {
-        self.pos
+        self.pos / self.view.etype_size as u64
+    }
+
+    /// Where the file ends, in etypes of the view (a partial etype counts).
+    fn end_in_etypes(&self) -> MpiResult<u64> {
+        let e = self.view.etype_size as u64;
+        Ok(self.view.stream_before(self.size()?).div_ceil(e))
+    }
+
+    /// `MPI_File_get_byte_offset`: the file offset of etype `offset`.
+    pub fn byte_offset(&self, offset: u64) -> u64 {
+        self.view.file_offset(offset * self.view.etype_size as u64)
+    }
+
+    /// `MPI_File_set_view` (collective): offsets count `etype`s of the
+    /// stream `filetype` makes from `disp` on; both file pointers go back
+    /// to 0.
+    pub fn set_view(&mut self, m: &Mpi, given: ViewGiven, info: &Info) -> MpiResult<()> {
+        let view = set_view_checks(&given, self.amode);
+        agree(
+            &self.comm.team(m),
+            &view.as_ref().map(|_| ()).map_err(Clone::clone),
+        )?;
+        self.view = view?;
+        self.view_given = given;
+        self.pos = 0;
+        for (k, v) in info.entries() {
+            self.info.set(k, v)?;
+        }
+        self.first_member_does(m, |f| f.shared.set(0))
     }
 
     /// `MPI_File_seek_shared`: collective, everyone gives the same values.
     pub fn seek_shared(&mut self, m: &Mpi, offset: i64, whence: i32) -> MpiResult<()> {
         // The others check their arguments alike.
         moved(0, 0, offset.max(0), whence)?;
+        let e = self.view.etype_size as u64;
         self.first_member_does(m, |f| {
-            let cur = f.shared.get()?;
-            let to = moved(cur, f.size()?, offset, whence)?;
-            f.shared.set(to)
+            let cur = f.shared.get()? / e;
+            let to = moved(cur, f.end_in_etypes()?, offset, whence)?;
+            f.shared.set(to * e)
         })
     }
 
@@ -450,8 +524,9 @@ impl File {
         agree(&team, &r)
     }
 
+    /// The shared file pointer, in etypes.
     pub fn position_shared(&mut self) -> MpiResult<u64> {
-        self.shared.get()
+        Ok(self.shared.get()? / self.view.etype_size as u64)
     }
 
     pub fn size(&self) -> MpiResult<u64> {
@@ -497,6 +572,43 @@ impl File {
             .map_err(|e| io_error("cannot sync", &self.path, e))
     }
 }
+
+/// A view's arguments checked, and the view they make.
+fn set_view_checks(given: &ViewGiven, amode: i32) -> MpiResult<View> {
+    match given.datarep.as_str() {
+        // "internal" is ours to choose: the native one.
+        "native" | "internal" => {}
+        "external32" => {
+            return fail(
+                err::UNSUPPORTED_DATAREP,
+                "the external32 data representation is not supported (native and internal are)",
+            )
+        }
+        other => {
+            return fail(
+                err::UNSUPPORTED_DATAREP,
+                format!(
+                    "unknown data representation '{other}' (native and internal are supported)"
+                ),
+            )
+        }
+    }
+    let disp = if given.disp == DISPLACEMENT_CURRENT && amode & mode::SEQUENTIAL != 0 {
+        // Where the shared pointer is: ours starts such files at 0.
+        0
+    } else {
+        u64::try_from(given.disp).or_else(|_| {
+            fail(
+                err::ARG,
+                format!("the view's displacement {} is negative", given.disp),
+            )
+        })?
+    };
+    View::new(disp, &given.etype.1, &given.filetype.1)
+}
+
+/// `MPI_DISPLACEMENT_CURRENT` (MPICH's value).
+pub const DISPLACEMENT_CURRENT: i64 = -54278278;
 
 /// A pointer at `cur` in a file of `end` bytes moved by `offset` from
 /// `whence`.

@@ -10,6 +10,7 @@ pub mod consts;
 pub mod datatype;
 pub mod error;
 pub mod file;
+pub mod file_view;
 pub mod group;
 pub mod info;
 pub mod intercoll;

@@ -43,7 +43,7 @@ fortran_bindings! {
     auto MPI_Comm_get_errhandler(comm: I, errhandler: O);
     auto MPI_Errhandler_free(errhandler: IO);
 
-    // files (MPI-IO, default view)
+    // files (MPI-IO)
     custom MPI_File_open(comm: I, filename: Str, amode: I, info: I, fh: O);
     auto MPI_File_close(fh: IO);
     custom MPI_File_delete(filename: Str, info: I);
@@ -54,6 +54,7 @@ fortran_bindings! {
     auto MPI_File_get_amode(fh: I, amode: O);
     auto MPI_File_set_info(fh: I, info: I);
     auto MPI_File_get_info(fh: I, info_used: O);
+    custom MPI_File_set_view(fh: I, disp: Cnt, etype: I, filetype: I, datarep: Str, info: I);
     custom MPI_File_get_view(fh: I, disp: CntO, etype: O, filetype: O, datarep: StrO);
     auto MPI_File_read_at(fh: I, offset: Cnt, buf: Buf, count: I, datatype: I, status: St);
     auto MPI_File_read_at_all(fh: I, offset: Cnt, buf: Buf, count: I, datatype: I, status: St);

@@ -432,6 +432,15 @@ twin!(mpi_file_delete_ / pmpi_file_delete_ (p; filename: *const c_char, info: *c
     with_strings!(ierror, [filename: filename_len], |f: CString| unsafe { pick!(p, MPI_File_delete)(f.as_ptr(), i) })
 });
 
+twin!(mpi_file_set_view_ / pmpi_file_set_view_ (p; fh: *const c_int, disp: *const i64, etype: *const c_int, filetype: *const c_int, datarep: *const c_char, info: *const c_int, ierror: *mut c_int, datarep_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (f, d, e, t, i) = unsafe { (*fh, *disp, *etype, *filetype, *info) };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [datarep: datarep_len], |r: CString| unsafe {
+        pick!(p, MPI_File_set_view)(f, d, e, t, r.as_ptr(), i)
+    })
+});
+
 twin!(mpi_file_get_view_ / pmpi_file_get_view_ (p; fh: *const c_int, disp: *mut i64, etype: *mut c_int, filetype: *mut c_int, datarep: *mut c_char, ierror: *mut c_int, datarep_len: usize) {
     let mut tmp = [0u8; crate::abi::file::MAX_DATAREP_STRING];
     // SAFETY: the caller's INTEGERs; `tmp` holds MPI_MAX_DATAREP_STRING bytes.
