@@ -312,6 +312,30 @@ fn recovery_benchmark_writes_rows_and_charts() {
     }
     // A line per mode, a mark per mode in the legend, a bar per point.
     assert!(svg.matches("<polyline").count() >= 3 * 2 + 3 * 2, "{svg}");
+    // The summary again from the rows alone: the same text.
+    let again = Scratch::new("bench-summary");
+    let r = common::command(bench)
+        .args(["recovery", "--summary-from"])
+        .arg(out.0.join("recovery.csv"))
+        .args(["--out", again.path()])
+        .output()
+        .expect("run mpistages-bench");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let rebuilt = std::fs::read_to_string(again.0.join("summary.txt")).unwrap();
+    assert_eq!(rebuilt, summary);
+    // Bytes that are no recovery.csv are refused with a message.
+    let bad = again.0.join("bad.csv");
+    std::fs::write(&bad, "app,mode\nmd,stages\n").unwrap();
+    let r = common::command(bench)
+        .args(["recovery", "--summary-from"])
+        .arg(&bad)
+        .output()
+        .expect("run mpistages-bench");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        !r.status.success() && err.contains("not a recovery.csv"),
+        "{err}"
+    );
 }
 
 /// ULFM's shrinking recovery (the proxies' driver with PROXY_ULFM=shrink):
