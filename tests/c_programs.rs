@@ -170,6 +170,17 @@ fn log_levels_from_the_environment() {
     );
 }
 
+/// One-sided communication: every window flavor but shared, every
+/// operation and synchronization, passive-target progress while the
+/// target computes, attributes and errors.
+#[test]
+fn one_sided() {
+    let exe = build("rma.c");
+    for &np in RANKS {
+        run_ok(&exe, np, &[]);
+    }
+}
+
 /// MPI-IO: explicit offsets, individual, shared and ordered pointers, a
 /// strided view, sizes, modes, errors and handlers, in a scratch
 /// directory that must be empty when the program is done with it.

@@ -320,7 +320,7 @@ fn every_binding_is_exported_with_gfortran_names() {
 /// sentinels, and the common calls.
 #[test]
 fn the_f08_module_runs_the_common_calls() {
-    passes_at_1_to_4("f08.f90", 24);
+    passes_at_1_to_4("f08.f90", 29);
 }
 
 /// ULFM from Fortran under `--with-ft ulfm`: revoke, a real SIGKILL,

@@ -460,3 +460,28 @@ fn spare_processes() {
         r.stdout
     );
 }
+
+/// One-sided halo exchange (fence, put) and a collective write every 10
+/// iterations: killed inside an RMA epoch, the job ends with the same
+/// blocks and the same file as without the failure. Windows and files are
+/// released by the rollback and created again by every rank's attempt.
+#[test]
+fn halo_rma_kill_during_an_rma_epoch() {
+    survives(
+        "halo_rma.c",
+        4,
+        &["64", "100", "10"],
+        &["rank=2,call=MPI_Win_fence:41"],
+    );
+}
+
+/// The same job killed inside its fifth collective write.
+#[test]
+fn halo_rma_kill_during_a_collective_write() {
+    survives(
+        "halo_rma.c",
+        4,
+        &["64", "100", "10"],
+        &["rank=1,call=MPI_File_write_at_all:5"],
+    );
+}

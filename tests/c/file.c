@@ -1,6 +1,8 @@
 /* MPI-IO: every rank writes and reads back at
  * explicit offsets, at its individual pointer, at the shared pointer and
- * in rank order, and through a strided view; sizes, seeks, modes and errors. The directory comes from
+ * in rank order, and through a strided view, blocking, non-blocking and
+ * split, with and without collective buffering; sizes, seeks, modes and
+ * errors. The directory comes from
  * FILE_TEST_DIR (the harness makes and removes it). */
 #include "check.h"
 #include <string.h>
@@ -318,6 +320,131 @@ static void views(int rank, int size) {
     CHECK_RC(MPI_File_close(&fh));
 }
 
+/* Non-blocking and split collective accesses, and collective buffering:
+ * interleaved blocks of every rank written and read back collectively
+ * with two-phase I/O forced on (small buffers, two aggregators), left
+ * automatic, and off; short collective reads at the end of the file. */
+static void nonblocking_and_collective(int rank, int size) {
+    char name[600];
+    path(name, "nb.bin");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                           MPI_INFO_NULL, &fh));
+    /* Independent: iwrite_at of this rank's 50 ints, iread_at back. */
+    int a[50], b[50];
+    for (int i = 0; i < 50; i++) a[i] = rank * 1000 + i;
+    MPI_Request req;
+    MPI_Status st;
+    int n = -1;
+    CHECK_RC(MPI_File_iwrite_at(fh, (MPI_Offset)rank * sizeof a, a, 50, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, &st));
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(n == 50 && req == MPI_REQUEST_NULL, "iwrite_at: %d ints", n);
+    CHECK_RC(MPI_File_iread_at(fh, (MPI_Offset)rank * sizeof a, b, 50, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, &st));
+    for (int i = 0; i < 50; i++) CHECK(b[i] == a[i], "iread_at b[%d] = %d", i, b[i]);
+    /* Collective: everyone's next block with iwrite_at_all, a
+     * neighbour's read back with iread_at_all. */
+    MPI_Offset base = (MPI_Offset)size * sizeof a;
+    for (int i = 0; i < 50; i++) a[i] = -(rank * 1000 + i);
+    CHECK_RC(MPI_File_iwrite_at_all(fh, base + (MPI_Offset)rank * sizeof a, a, 50, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, &st));
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(n == 50, "iwrite_at_all: %d ints", n);
+    int peer = (rank + 1) % size;
+    CHECK_RC(MPI_File_iread_at_all(fh, base + (MPI_Offset)peer * sizeof b, b, 50, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, &st));
+    for (int i = 0; i < 50; i++) CHECK(b[i] == -(peer * 1000 + i), "iread_at_all b[%d] = %d", i, b[i]);
+    /* The individual pointer moves at the call: two iwrites in a row. */
+    MPI_Request two[2];
+    CHECK_RC(MPI_File_seek(fh, 2 * base + (MPI_Offset)rank * 8, MPI_SEEK_SET));
+    int x = rank, y = rank + 100;
+    CHECK_RC(MPI_File_iwrite(fh, &x, 1, MPI_INT, &two[0]));
+    CHECK_RC(MPI_File_iwrite(fh, &y, 1, MPI_INT, &two[1]));
+    CHECK_RC(MPI_Waitall(2, two, MPI_STATUSES_IGNORE));
+    MPI_Offset pos;
+    CHECK_RC(MPI_File_get_position(fh, &pos));
+    CHECK(pos == 2 * base + (MPI_Offset)rank * 8 + 8, "position after two iwrites: %lld", (long long)pos);
+    CHECK_RC(MPI_File_seek(fh, -8, MPI_SEEK_CUR));
+    int xy[2] = {-1, -1};
+    CHECK_RC(MPI_File_iread(fh, xy, 2, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK(xy[0] == rank && xy[1] == rank + 100, "iread: %d %d", xy[0], xy[1]);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    /* Interleaved blocks of 3 ints through a view, collectively, with
+     * each way of buffering; split collectives for two of them. */
+    const char *modes[3] = {"enable", "automatic", "disable"};
+    MPI_Datatype block, filetype;
+    MPI_Type_contiguous(3, MPI_INT, &block);
+    MPI_Type_create_resized(block, 0, (MPI_Aint)size * 12, &filetype);
+    MPI_Type_commit(&filetype);
+    for (int mode = 0; mode < 3; mode++) {
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "romio_cb_write", modes[mode]);
+        MPI_Info_set(info, "romio_cb_read", modes[mode]);
+        MPI_Info_set(info, "cb_nodes", "2");
+        MPI_Info_set(info, "cb_buffer_size", "40");
+        MPI_Offset disp = 4096 * (mode + 1) + (MPI_Offset)rank * 12;
+        CHECK_RC(MPI_File_set_view(fh, disp, MPI_INT, filetype, "native", info));
+        MPI_Info_free(&info);
+        int out[30], in[30];
+        for (int i = 0; i < 30; i++) out[i] = mode * 100000 + rank * 100 + i;
+        if (mode == 0) {
+            CHECK_RC(MPI_File_write_all_begin(fh, out, 30, MPI_INT));
+            CHECK(MPI_File_write_all_begin(fh, out, 30, MPI_INT) == MPI_ERR_OTHER, "a second begin is refused");
+            CHECK_RC(MPI_File_write_all_end(fh, out, &st));
+        } else {
+            CHECK_RC(MPI_File_write_all(fh, out, 30, MPI_INT, &st));
+        }
+        MPI_Get_count(&st, MPI_INT, &n);
+        CHECK(n == 30, "%s: wrote %d ints", modes[mode], n);
+        for (int i = 0; i < 30; i++) in[i] = -1;
+        if (mode == 1) {
+            CHECK_RC(MPI_File_read_at_all_begin(fh, 0, in, 30, MPI_INT));
+            CHECK_RC(MPI_File_read_at_all_end(fh, in, &st));
+        } else {
+            CHECK_RC(MPI_File_read_at_all(fh, 0, in, 30, MPI_INT, &st));
+        }
+        for (int i = 0; i < 30; i++) CHECK(in[i] == out[i], "%s: in[%d] = %d", modes[mode], i, in[i]);
+        /* Past the end: the file ends with the last rank's tenth block
+         * (later regions are not written yet), so everyone's 6 etypes
+         * from etype 27 are 3 in the file. */
+        CHECK_RC(MPI_File_read_at_all(fh, 27, in, 6, MPI_INT, &st));
+        MPI_Get_count(&st, MPI_INT, &n);
+        CHECK(n == 3 && in[2] == out[29], "%s: read %d ints at the end", modes[mode], n);
+    }
+    CHECK(MPI_File_write_all_end(fh, NULL, &st) == MPI_ERR_OTHER, "an end without a begin is refused");
+    /* The three regions through the default view, every block in place. */
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
+    int all[30 * 64];
+    CHECK(size <= 64, "at most 64 ranks");
+    for (int mode = 0; mode < 3; mode++) {
+        CHECK_RC(MPI_File_read_at(fh, 4096 * (mode + 1), all, 30 * size, MPI_INT, &st));
+        for (int k = 0; k < 10; k++)
+            for (int r = 0; r < size; r++)
+                for (int j = 0; j < 3; j++) {
+                    int v = all[(k * size + r) * 3 + j];
+                    CHECK(v == mode * 100000 + r * 100 + 3 * k + j, "%s: block %d of rank %d: %d", modes[mode], k, r,
+                          v);
+                }
+    }
+    /* Ordered, split: rank order at the shared pointer. */
+    CHECK_RC(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
+    int mine[2] = {rank, rank * 7};
+    CHECK_RC(MPI_File_write_ordered_begin(fh, mine, 2, MPI_INT));
+    CHECK_RC(MPI_File_write_ordered_end(fh, mine, &st));
+    CHECK_RC(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
+    int back[2] = {-1, -1};
+    CHECK_RC(MPI_File_read_ordered_begin(fh, back, 2, MPI_INT));
+    CHECK_RC(MPI_File_read_ordered_end(fh, back, &st));
+    CHECK(back[0] == rank && back[1] == rank * 7, "ordered: %d %d", back[0], back[1]);
+    MPI_Type_free(&filetype);
+    MPI_Type_free(&block);
+    CHECK_RC(MPI_File_close(&fh));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -331,6 +458,7 @@ int main(int argc, char **argv) {
     shared_pointer(rank, size);
     sizes_and_errors(rank);
     views(rank, size);
+    nonblocking_and_collective(rank, size);
     pass("file.c");
     MPI_Finalize();
     return 0;

@@ -1,7 +1,8 @@
 ! The mpi_f08 module: handle types and their comparison, TYPE(MPI_Status),
 ! optional IERROR, the ignore sentinels, MPI_IN_PLACE, and the common calls
 ! (point-to-point, collectives blocking and not, datatypes, communicators,
-! topologies, errors, info, files).
+! topologies, errors, info, files blocking, non-blocking and split,
+! one-sided communication).
 program f08
   use mpi_f08
   use checks
@@ -15,6 +16,9 @@ program f08
   type(MPI_Info) :: info
   type(MPI_File) :: fh
   type(MPI_Group) :: g
+  type(MPI_Win) :: win
+  integer :: slots(16), one, old
+  integer(kind=MPI_ADDRESS_KIND) :: tdisp, attr
   logical :: flag, periods(2)
   character(len=512) :: dir
   character(len=MPI_MAX_INFO_VAL) :: value
@@ -139,8 +143,44 @@ program f08
     call check(all([(all3(i + 1) == 100 * mod(i, np) + i / np + 1, i = 0, 3 * np - 1)]), &
          'MPI_File_set_view: integers interleaved by rank')
   end if
+  ! non-blocking collective read and a split collective one of the same
+  every = -1
+  call MPI_File_iread_at_all(fh, int(rank, MPI_OFFSET_KIND), every, 3, MPI_INTEGER, req)
+  call MPI_Wait(req, st)
+  call MPI_Get_count(st, MPI_INTEGER, n)
+  call check(n == 3 .and. every(1) == 100 * rank + 1, 'MPI_File_iread_at_all')
+  call MPI_File_read_at_all_begin(fh, 0_MPI_OFFSET_KIND, every, 3, MPI_INTEGER)
+  call MPI_File_read_at_all_end(fh, every, st)
+  call check(every(1) == 1 .and. (np == 1 .or. every(2) == 101), 'MPI_File_read_at_all_begin/end')
   call MPI_File_close(fh)
   call MPI_Type_free(strided)
+
+  ! one-sided: everyone puts its rank into slot rank+1 of everyone's
+  ! window and adds 1 to slot 16; a fetch-and-op under a lock; attributes
+  slots = 0
+  call MPI_Win_create(slots, int(4 * 16, MPI_ADDRESS_KIND), 4, MPI_INFO_NULL, MPI_COMM_WORLD, win)
+  call MPI_Win_fence(0, win)
+  one = 1
+  do i = 0, min(np, 15) - 1
+    tdisp = rank
+    if (rank < 15) call MPI_Put(rank, 1, MPI_INTEGER, i, tdisp, 1, MPI_INTEGER, win)
+    call MPI_Accumulate(one, 1, MPI_INTEGER, i, 15_MPI_ADDRESS_KIND, 1, MPI_INTEGER, MPI_SUM, win)
+  end do
+  call MPI_Win_fence(0, win)
+  if (rank < 15) then
+    call check(all([(slots(i + 1) == i, i = 0, min(np, 15) - 1)]) .and. slots(16) == min(np, 15), &
+         'MPI_Put and MPI_Accumulate under MPI_Win_fence')
+  end if
+  ! everyone has looked before anyone changes rank 0's window again
+  call MPI_Barrier(MPI_COMM_WORLD)
+  call MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win)
+  call MPI_Fetch_and_op(one, old, MPI_INTEGER, 0, 15_MPI_ADDRESS_KIND, MPI_SUM, win)
+  call MPI_Win_unlock(0, win)
+  call check(old >= min(np, 15) .and. old < min(np, 15) + np, 'MPI_Fetch_and_op')
+  call MPI_Win_get_attr(win, MPI_WIN_DISP_UNIT, attr, flag)
+  call check(flag .and. attr == 4, 'MPI_Win_get_attr')
+  call MPI_Win_free(win)
+  call check(win == MPI_WIN_NULL, 'MPI_Win_free')
 
   x = MPI_Wtime()
   call check(x > 0d0 .and. MPI_Wtick() > 0d0, 'MPI_Wtime and MPI_Wtick')

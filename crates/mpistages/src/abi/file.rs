@@ -9,7 +9,7 @@ use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::file::{self, At, File, ViewGiven, FILE_NULL};
 use crate::api::usermem::TypedBuf;
-use crate::api::{info, Layout, Status};
+use crate::api::{info, Layout, ReqId, Status};
 use std::os::raw::{c_char, c_int, c_void};
 
 /// Runs `f` on open file `fh`.
@@ -50,6 +50,14 @@ mpi_fn!(fn MPI_File_delete / PMPI_File_delete(name: *const c_char, _info: c_int)
     ret_file("MPI_File_delete", FILE_NULL, r)
 });
 
+/// How an access is done: alone, or collectively with the file's other
+/// members (`_all`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Alone,
+    All,
+}
+
 /// Writes `count` elements of `datatype` from `buf` at `at`.
 ///
 /// # Safety
@@ -57,6 +65,7 @@ mpi_fn!(fn MPI_File_delete / PMPI_File_delete(name: *const c_char, _info: c_int)
 unsafe fn write(
     fh: c_int,
     at: At,
+    how: How,
     buf: *const c_void,
     count: c_int,
     datatype: c_int,
@@ -65,7 +74,13 @@ unsafe fn write(
     let m = mpi()?;
     // SAFETY: the caller's buffer stays valid for this blocking call.
     let data = unsafe { typed(m, buf, count, datatype)? }.pack();
-    let n = with(fh, |f| f.write(at, &data))?;
+    let n = match how {
+        How::Alone => with(fh, |f| f.write(at, &data))?,
+        How::All => {
+            let placed = with(fh, |f| Ok(f.place_collective(true, at, data.len())))?;
+            placed.write(m, &data)?
+        }
+    };
     // SAFETY: caller's status pointer or NULL.
     unsafe { put_status(status, &done(n)) };
     Ok(())
@@ -78,6 +93,7 @@ unsafe fn write(
 unsafe fn read(
     fh: c_int,
     at: At,
+    how: How,
     buf: *mut c_void,
     count: c_int,
     datatype: c_int,
@@ -86,11 +102,97 @@ unsafe fn read(
     let m = mpi()?;
     // SAFETY: the caller's buffer stays valid for this blocking call.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
-    let got = with(fh, |f| f.read(at, into.bytes()))?;
+    let len = into.bytes();
+    let got = match how {
+        How::Alone => with(fh, |f| f.read(at, len))?,
+        How::All => {
+            let placed = with(fh, |f| Ok(f.place_collective(false, at, len)))?;
+            let got = placed.read(m)?;
+            with(fh, |f| {
+                f.read_short(at, len, got.len());
+                Ok(())
+            })?;
+            got
+        }
+    };
     into.unpack(&got);
     // SAFETY: caller's status pointer or NULL.
     unsafe { put_status(status, &done(got.len())) };
     Ok(())
+}
+
+/// Starts a non-blocking write (`MPI_File_iwrite` ...): the data is
+/// packed and the pointer moved at the call; an independent write is done
+/// at once, a collective one on the file's worker thread.
+///
+/// # Safety
+/// The buffer pointer is the caller's, valid for the call.
+unsafe fn iwrite(
+    fh: c_int,
+    at: At,
+    how: How,
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+) -> MpiResult<ReqId> {
+    let m = mpi()?;
+    // SAFETY: the caller's buffer is read (packed) during this call.
+    let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+    let id = match how {
+        How::Alone => {
+            let n = with(fh, |f| f.write(at, &data))?;
+            file::completed_request(m, fh, n)
+        }
+        How::All => {
+            let file = file::get(fh)?;
+            let placed = file::lock(&file).place_collective(true, at, data.len());
+            let job = Box::new(move || placed.write(m, &data));
+            file::start_collective(m, fh, &file, job)
+        }
+    };
+    Ok(id)
+}
+
+/// Starts a non-blocking read (`MPI_File_iread` ...), as `iwrite` does;
+/// a collective read fills the buffer from the worker thread.
+///
+/// # Safety
+/// The buffer stays valid until the request completes (the standard's
+/// rule).
+unsafe fn iread(
+    fh: c_int,
+    at: At,
+    how: How,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+) -> MpiResult<ReqId> {
+    let m = mpi()?;
+    // SAFETY: the caller keeps the buffer until the request completes.
+    let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
+    let id = match how {
+        How::Alone => {
+            let got = with(fh, |f| f.prepare(false, at, into.bytes()))?.read()?;
+            into.unpack(&got);
+            file::completed_request(m, fh, got.len())
+        }
+        How::All => {
+            let file = file::get(fh)?;
+            let placed = file::lock(&file).place_collective(false, at, into.bytes());
+            let job = Box::new(move || {
+                let got = placed.read(m)?;
+                into.unpack(&got);
+                Ok(got.len())
+            });
+            file::start_collective(m, fh, &file, job)
+        }
+    };
+    Ok(id)
+}
+
+fn put_request(req: *mut c_int, id: ReqId) -> MpiResult<()> {
+    // SAFETY: caller's out-pointer, checked for NULL by `put`.
+    unsafe { put(req, super::request::handle(id)) }
 }
 
 fn done(bytes: usize) -> Status {
@@ -107,63 +209,101 @@ fn offset(o: i64) -> MpiResult<At> {
 }
 
 /// Defines the read and write calls that differ only by where they start
-/// (and, for `_all`, by being collective: they do what the independent
-/// ones do until collective buffering comes).
+/// and whether they are collective: blocking ones with a status,
+/// non-blocking ones (`i`) with a request.
 macro_rules! access {
-    ($($name:ident / $pname:ident ($kind:ident) => $at:expr;)*) => {$(
-        access!(@one $kind $name / $pname => $at);
+    ($($name:ident / $pname:ident ($kind:ident, $how:ident) => $at:expr;)*) => {$(
+        access!(@one $kind $name / $pname => $at, How::$how);
     )*};
-    (@one write $name:ident / $pname:ident => $at:expr) => {
+    (@one write $name:ident / $pname:ident => $at:expr, $how:expr) => {
         mpi_fn!(fn $name / $pname(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
             // SAFETY: the caller's buffer and status for this blocking call.
-            let r = unsafe { write(fh, $at, buf, count, datatype, status) };
+            let r = unsafe { write(fh, $at, $how, buf, count, datatype, status) };
             ret_file(stringify!($name), fh, r)
         });
     };
-    (@one read $name:ident / $pname:ident => $at:expr) => {
+    (@one read $name:ident / $pname:ident => $at:expr, $how:expr) => {
         mpi_fn!(fn $name / $pname(fh: c_int, buf: *mut c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
             // SAFETY: the caller's buffer and status for this blocking call.
-            let r = unsafe { read(fh, $at, buf, count, datatype, status) };
+            let r = unsafe { read(fh, $at, $how, buf, count, datatype, status) };
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+    (@one iwrite $name:ident / $pname:ident => $at:expr, $how:expr) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, req: *mut c_int) {
+            // SAFETY: the caller's buffer (kept until completion) and request.
+            let r = unsafe { iwrite(fh, $at, $how, buf, count, datatype) }.and_then(|id| put_request(req, id));
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+    (@one iread $name:ident / $pname:ident => $at:expr, $how:expr) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, buf: *mut c_void, count: c_int, datatype: c_int, req: *mut c_int) {
+            // SAFETY: the caller's buffer (kept until completion) and request.
+            let r = unsafe { iread(fh, $at, $how, buf, count, datatype) }.and_then(|id| put_request(req, id));
             ret_file(stringify!($name), fh, r)
         });
     };
 }
 
 access! {
-    MPI_File_write / PMPI_File_write(write) => At::Individual;
-    MPI_File_write_all / PMPI_File_write_all(write) => At::Individual;
-    MPI_File_write_shared / PMPI_File_write_shared(write) => At::Shared;
-    MPI_File_read / PMPI_File_read(read) => At::Individual;
-    MPI_File_read_all / PMPI_File_read_all(read) => At::Individual;
-    MPI_File_read_shared / PMPI_File_read_shared(read) => At::Shared;
+    MPI_File_write / PMPI_File_write(write, Alone) => At::Individual;
+    MPI_File_write_all / PMPI_File_write_all(write, All) => At::Individual;
+    MPI_File_write_shared / PMPI_File_write_shared(write, Alone) => At::Shared;
+    MPI_File_read / PMPI_File_read(read, Alone) => At::Individual;
+    MPI_File_read_all / PMPI_File_read_all(read, All) => At::Individual;
+    MPI_File_read_shared / PMPI_File_read_shared(read, Alone) => At::Shared;
+    MPI_File_iwrite / PMPI_File_iwrite(iwrite, Alone) => At::Individual;
+    MPI_File_iwrite_all / PMPI_File_iwrite_all(iwrite, All) => At::Individual;
+    MPI_File_iwrite_shared / PMPI_File_iwrite_shared(iwrite, Alone) => At::Shared;
+    MPI_File_iread / PMPI_File_iread(iread, Alone) => At::Individual;
+    MPI_File_iread_all / PMPI_File_iread_all(iread, All) => At::Individual;
+    MPI_File_iread_shared / PMPI_File_iread_shared(iread, Alone) => At::Shared;
 }
 
 /// Defines the explicit-offset calls.
 macro_rules! access_at {
-    ($($name:ident / $pname:ident ($kind:ident);)*) => {$(
-        access_at!(@one $kind $name / $pname);
+    ($($name:ident / $pname:ident ($kind:ident, $how:ident);)*) => {$(
+        access_at!(@one $kind $name / $pname, How::$how);
     )*};
-    (@one write $name:ident / $pname:ident) => {
+    (@one write $name:ident / $pname:ident, $how:expr) => {
         mpi_fn!(fn $name / $pname(fh: c_int, off: i64, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
             // SAFETY: the caller's buffer and status for this blocking call.
-            let r = offset(off).and_then(|at| unsafe { write(fh, at, buf, count, datatype, status) });
+            let r = offset(off).and_then(|at| unsafe { write(fh, at, $how, buf, count, datatype, status) });
             ret_file(stringify!($name), fh, r)
         });
     };
-    (@one read $name:ident / $pname:ident) => {
+    (@one read $name:ident / $pname:ident, $how:expr) => {
         mpi_fn!(fn $name / $pname(fh: c_int, off: i64, buf: *mut c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
             // SAFETY: the caller's buffer and status for this blocking call.
-            let r = offset(off).and_then(|at| unsafe { read(fh, at, buf, count, datatype, status) });
+            let r = offset(off).and_then(|at| unsafe { read(fh, at, $how, buf, count, datatype, status) });
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+    (@one iwrite $name:ident / $pname:ident, $how:expr) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, off: i64, buf: *const c_void, count: c_int, datatype: c_int, req: *mut c_int) {
+            // SAFETY: the caller's buffer (kept until completion) and request.
+            let r = offset(off).and_then(|at| unsafe { iwrite(fh, at, $how, buf, count, datatype) }).and_then(|id| put_request(req, id));
+            ret_file(stringify!($name), fh, r)
+        });
+    };
+    (@one iread $name:ident / $pname:ident, $how:expr) => {
+        mpi_fn!(fn $name / $pname(fh: c_int, off: i64, buf: *mut c_void, count: c_int, datatype: c_int, req: *mut c_int) {
+            // SAFETY: the caller's buffer (kept until completion) and request.
+            let r = offset(off).and_then(|at| unsafe { iread(fh, at, $how, buf, count, datatype) }).and_then(|id| put_request(req, id));
             ret_file(stringify!($name), fh, r)
         });
     };
 }
 
 access_at! {
-    MPI_File_write_at / PMPI_File_write_at(write);
-    MPI_File_write_at_all / PMPI_File_write_at_all(write);
-    MPI_File_read_at / PMPI_File_read_at(read);
-    MPI_File_read_at_all / PMPI_File_read_at_all(read);
+    MPI_File_write_at / PMPI_File_write_at(write, Alone);
+    MPI_File_write_at_all / PMPI_File_write_at_all(write, All);
+    MPI_File_read_at / PMPI_File_read_at(read, Alone);
+    MPI_File_read_at_all / PMPI_File_read_at_all(read, All);
+    MPI_File_iwrite_at / PMPI_File_iwrite_at(iwrite, Alone);
+    MPI_File_iwrite_at_all / PMPI_File_iwrite_at_all(iwrite, All);
+    MPI_File_iread_at / PMPI_File_iread_at(iread, Alone);
+    MPI_File_iread_at_all / PMPI_File_iread_at_all(iread, All);
 }
 
 mpi_fn!(fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
@@ -190,6 +330,135 @@ mpi_fn!(fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: c_int, buf: *mut c
     });
     ret_file("MPI_File_read_ordered", fh, r)
 });
+
+/// Begins a split collective (`MPI_File_write_all_begin` ...): one at a
+/// time per file; `start` starts it as the non-blocking twin does.
+fn begin(fh: c_int, name: &'static str, start: impl FnOnce() -> MpiResult<ReqId>) -> MpiResult<()> {
+    with(fh, |f| match f.split {
+        Some((_, other)) => fail(
+            err::OTHER,
+            format!("{other} has not ended: a file has one split collective at a time"),
+        ),
+        None => Ok(()),
+    })?;
+    let id = start()?;
+    with(fh, |f| {
+        f.split = Some((id, name));
+        Ok(())
+    })
+}
+
+/// Ends the split collective `begun_by` began: waits for it and gives its
+/// status.
+fn end(fh: c_int, begun_by: &str, status: *mut CStatus) -> MpiResult<()> {
+    let m = mpi()?;
+    let id = with(fh, |f| match f.split {
+        Some((id, b)) if b == begun_by => {
+            f.split = None;
+            Ok(id)
+        }
+        Some((_, b)) => fail(
+            err::OTHER,
+            format!("the split collective begun is {b}, not {begun_by}"),
+        ),
+        None => fail(err::OTHER, format!("no {begun_by} to end")),
+    })?;
+    let st = m.engine.wait(id);
+    m.tables().req_comm.remove(&id.index);
+    if let Some(e) = &st.error {
+        return Err(crate::api::error::request_error(e));
+    }
+    // SAFETY: caller's status pointer or NULL.
+    unsafe { put_status(status, &st) };
+    Ok(())
+}
+
+/// Defines a split collective's begin and end calls.
+macro_rules! split {
+    ($($begin:ident / $pbegin:ident, $end:ident / $pend:ident ($kind:ident) $(at $off:ident)? => $start:expr;)*) => {$(
+        split!(@begin $kind $begin / $pbegin $(at $off)? => $start);
+        mpi_fn!(fn $end / $pend(fh: c_int, _buf: *const c_void, status: *mut CStatus) {
+            ret_file(stringify!($end), fh, end(fh, stringify!($begin), status))
+        });
+    )*};
+    (@begin write $begin:ident / $pbegin:ident $(at $off:ident)? => $start:expr) => {
+        mpi_fn!(fn $begin / $pbegin(fh: c_int, $($off: i64,)? buf: *const c_void, count: c_int, datatype: c_int) {
+            let start = $start;
+            let r = begin(fh, stringify!($begin), || start(fh, $($off,)? buf, count, datatype));
+            ret_file(stringify!($begin), fh, r)
+        });
+    };
+    (@begin read $begin:ident / $pbegin:ident $(at $off:ident)? => $start:expr) => {
+        mpi_fn!(fn $begin / $pbegin(fh: c_int, $($off: i64,)? buf: *mut c_void, count: c_int, datatype: c_int) {
+            let start = $start;
+            let r = begin(fh, stringify!($begin), || start(fh, $($off,)? buf, count, datatype));
+            ret_file(stringify!($begin), fh, r)
+        });
+    };
+}
+
+split! {
+    MPI_File_write_all_begin / PMPI_File_write_all_begin, MPI_File_write_all_end / PMPI_File_write_all_end (write)
+        // SAFETY: the caller's buffer, packed during the call.
+        => |fh, buf, count, dt| unsafe { iwrite(fh, At::Individual, How::All, buf, count, dt) };
+    MPI_File_read_all_begin / PMPI_File_read_all_begin, MPI_File_read_all_end / PMPI_File_read_all_end (read)
+        // SAFETY: the caller keeps the buffer until the end call.
+        => |fh, buf, count, dt| unsafe { iread(fh, At::Individual, How::All, buf, count, dt) };
+    MPI_File_write_at_all_begin / PMPI_File_write_at_all_begin, MPI_File_write_at_all_end / PMPI_File_write_at_all_end (write) at off
+        // SAFETY: as for write_all_begin.
+        => |fh, off, buf, count, dt| offset(off).and_then(|at| unsafe { iwrite(fh, at, How::All, buf, count, dt) });
+    MPI_File_read_at_all_begin / PMPI_File_read_at_all_begin, MPI_File_read_at_all_end / PMPI_File_read_at_all_end (read) at off
+        // SAFETY: as for read_all_begin.
+        => |fh, off, buf, count, dt| offset(off).and_then(|at| unsafe { iread(fh, at, How::All, buf, count, dt) });
+    MPI_File_write_ordered_begin / PMPI_File_write_ordered_begin, MPI_File_write_ordered_end / PMPI_File_write_ordered_end (write)
+        // SAFETY: as for write_all_begin.
+        => |fh, buf, count, dt| unsafe { iwrite_ordered(fh, buf, count, dt) };
+    MPI_File_read_ordered_begin / PMPI_File_read_ordered_begin, MPI_File_read_ordered_end / PMPI_File_read_ordered_end (read)
+        // SAFETY: as for read_all_begin.
+        => |fh, buf, count, dt| unsafe { iread_ordered(fh, buf, count, dt) };
+}
+
+/// `MPI_File_write_ordered_begin`'s work, on the file's worker thread.
+///
+/// # Safety
+/// As for `iwrite`.
+unsafe fn iwrite_ordered(
+    fh: c_int,
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+) -> MpiResult<ReqId> {
+    let m = mpi()?;
+    // SAFETY: the caller's buffer is packed during this call.
+    let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+    let file = file::get(fh)?;
+    let f = file.clone();
+    let job = Box::new(move || file::lock(&f).write_ordered(m, &data));
+    Ok(file::start_collective(m, fh, &file, job))
+}
+
+/// `MPI_File_read_ordered_begin`'s work, on the file's worker thread.
+///
+/// # Safety
+/// As for `iread`.
+unsafe fn iread_ordered(
+    fh: c_int,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: c_int,
+) -> MpiResult<ReqId> {
+    let m = mpi()?;
+    // SAFETY: the caller keeps the buffer until the end call.
+    let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
+    let file = file::get(fh)?;
+    let f = file.clone();
+    let job = Box::new(move || {
+        let got = file::lock(&f).read_ordered(m, into.bytes())?;
+        into.unpack(&got);
+        Ok(got.len())
+    });
+    Ok(file::start_collective(m, fh, &file, job))
+}
 
 mpi_fn!(fn MPI_File_seek / PMPI_File_seek(fh: c_int, off: i64, whence: c_int) {
     ret_file("MPI_File_seek", fh, with(fh, |f| f.seek(off, whence)))

@@ -28,6 +28,7 @@ pub mod request;
 pub mod tools;
 pub mod topo;
 pub mod ulfm;
+pub mod win;
 
 use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
 use crate::api::error::{class_name, fail, MpiError, MpiResult};
@@ -311,14 +312,18 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
 pub fn ret_file(name: &str, fh: i32, r: MpiResult<()>) -> c_int {
     match r {
         Ok(()) => err::SUCCESS,
-        Err(e) => {
-            if let Some(class) = captured(name, &e) {
-                return class;
-            }
-            let m = api::mpi().ok().map(|m| &**m);
-            handle(name, fh, api::file::errhandler(fh), m, e)
-        }
+        Err(e) => raise_on(name, fh, api::file::errhandler(fh), e),
     }
+}
+
+/// Raises `e` on object `obj` (a file, a window) whose error handler is
+/// `handler`.
+pub fn raise_on(name: &str, obj: i32, handler: i32, e: MpiError) -> c_int {
+    if let Some(class) = captured(name, &e) {
+        return class;
+    }
+    let m = api::mpi().ok().map(|m| &**m);
+    handle(name, obj, handler, m, e)
 }
 
 /// Keeps `e` for the request when a non-blocking collective's worker runs

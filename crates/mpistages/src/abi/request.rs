@@ -41,10 +41,14 @@ fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int) -> i32 {
     comm
 }
 
-/// A completed request's error, raised on its communicator `comm`.
+/// A completed request's error, raised on its communicator `comm` (or,
+/// for a file's request, its file: `file::request_owner`).
 fn status_result(name: &str, comm: i32, st: &Status) -> c_int {
     match &st.error {
         None => err::SUCCESS,
+        Some(e) if comm < 0 => {
+            super::ret_file(name, -comm, Err(crate::api::error::request_error(e)))
+        }
         Some(e) => super::raise(name, comm, crate::api::error::request_error(e)),
     }
 }

@@ -334,6 +334,17 @@ fn host_color(m: &Mpi, h: i32) -> MpiResult<(i32, bool)> {
     Ok((color, (0..parent.size()).all(|r| key_of(r) == key_of(0))))
 }
 
+/// Each member's host as an index: the rank of the first member on the
+/// same host (collective).
+pub(super) fn host_indices(team: &Team) -> MpiResult<Vec<usize>> {
+    let all = allgather_fixed(team, &host_key().to_le_bytes())?;
+    let keys: Vec<&[u8]> = all.chunks_exact(8).collect();
+    Ok(keys
+        .iter()
+        .map(|k| keys.iter().position(|o| o == k).expect("its own key"))
+        .collect())
+}
+
 /// What identifies this process's host: mpiexec's placement when it gives
 /// it (hosts may be network namespaces of one machine), else the host name.
 fn host_key() -> u64 {

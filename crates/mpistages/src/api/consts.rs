@@ -84,6 +84,16 @@ pub mod err {
     pub const SPAWN: i32 = 42;
     pub const UNSUPPORTED_OPERATION: i32 = 44;
     pub const WIN: i32 = 45;
+    pub const BASE: i32 = 46;
+    pub const LOCKTYPE: i32 = 47;
+    pub const RMA_CONFLICT: i32 = 49;
+    pub const RMA_SYNC: i32 = 50;
+    pub const DISP: i32 = 52;
+    pub const ASSERT: i32 = 53;
+    pub const RMA_RANGE: i32 = 55;
+    pub const RMA_ATTACH: i32 = 56;
+    pub const RMA_SHARED: i32 = 57;
+    pub const RMA_FLAVOR: i32 = 58;
     pub const SIZE: i32 = 51;
     // Files (MPICH's numbers, but ACCESS: 20 is ERRHANDLER here).
     pub const AMODE: i32 = 21;

@@ -17,10 +17,12 @@ use super::comm;
 use super::consts::{dt, err, ERRORS_RETURN};
 use super::datatype::Datatype;
 use super::error::{fail, MpiError, MpiResult};
+use super::file_collective::{self, Collective, Hints};
 use super::file_view::View;
 use super::info::Info;
 use super::{Comm, Mpi};
 use crate::coll;
+use crate::progress::ReqId;
 use crate::transport::RawBuf;
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -53,8 +55,12 @@ pub const SEEK_END: i32 = 604;
 pub struct File {
     /// The private duplicate of the communicator it was opened on.
     pub comm: Arc<Comm>,
-    path: PathBuf,
-    fd: std::fs::File,
+    /// The open descriptor, shared with accesses running outside the
+    /// file's lock (non-blocking and collective ones).
+    io: Arc<Io>,
+    /// Each member's host, as an index (collective buffering picks its
+    /// aggregators by host).
+    hosts: Vec<usize>,
     pub amode: i32,
     pub info: Info,
     /// The individual file pointer, in bytes of the view's stream.
@@ -63,8 +69,141 @@ pub struct File {
     shared: SharedPointer,
     pub atomic: bool,
     view: View,
+    /// The split collective begun and not ended yet: its request and the
+    /// name of the call that began it.
+    pub split: Option<(ReqId, &'static str)>,
     /// The view as `MPI_File_set_view` gave it, for `MPI_File_get_view`.
     pub view_given: ViewGiven,
+}
+
+/// A file's descriptor and name.
+pub struct Io {
+    fd: std::fs::File,
+    path: PathBuf,
+}
+
+impl Io {
+    /// Writes `data` at file offset `at`.
+    pub fn write(&self, at: u64, data: &[u8]) -> MpiResult<()> {
+        self.fd
+            .write_all_at(data, at)
+            .map_err(|e| io_error("cannot write", &self.path, e))
+    }
+
+    /// Reads into `buf` from file offset `at`; fewer bytes only where the
+    /// file ends. Returns how many.
+    pub fn read(&self, at: u64, buf: &mut [u8]) -> MpiResult<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.fd.read_at(&mut buf[n..], at + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error("cannot read", &self.path, e)),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// One access, placed under the file's lock (its file pointer moved at
+/// the call, as the standard says for non-blocking ones too), done
+/// outside it: the file runs its stream bytes map to, in stream order.
+pub struct Access {
+    pub io: Arc<Io>,
+    pub runs: Vec<(u64, usize)>,
+}
+
+impl Access {
+    /// Writes `data`, the access's stream bytes.
+    pub fn write(&self, data: &[u8]) -> MpiResult<()> {
+        let mut from = 0;
+        for &(at, len) in &self.runs {
+            self.io.write(at, &data[from..from + len])?;
+            from += len;
+        }
+        Ok(())
+    }
+
+    /// Reads the access's stream bytes, stopping where the file ends.
+    pub fn read(&self) -> MpiResult<Vec<u8>> {
+        let mut buf = vec![0u8; self.runs.iter().map(|r| r.1).sum()];
+        let mut n = 0;
+        for &(at, len) in &self.runs {
+            let got = self.io.read(at, &mut buf[n..n + len])?;
+            n += got;
+            if got < len {
+                break;
+            }
+        }
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
+/// A collective access placed under the file's lock, with what its two
+/// phases need, done outside the lock: a collective never waits for
+/// others while holding it.
+pub struct Placed {
+    acc: MpiResult<Access>,
+    comm: Arc<Comm>,
+    hosts: Vec<usize>,
+    hints: Hints,
+}
+
+impl Placed {
+    fn with<T>(self, m: &Mpi, f: impl FnOnce(&Collective, MpiResult<Access>) -> T) -> T {
+        let c = Collective {
+            team: self.comm.team(m),
+            hosts: &self.hosts,
+            hints: &self.hints,
+        };
+        f(&c, self.acc)
+    }
+
+    /// Writes `data` collectively; returns the bytes written.
+    pub fn write(self, m: &Mpi, data: &[u8]) -> MpiResult<usize> {
+        self.with(m, |c, acc| file_collective::write_all(c, acc, data))
+    }
+
+    /// Reads collectively (fewer bytes where the file ends).
+    pub fn read(self, m: &Mpi) -> MpiResult<Vec<u8>> {
+        self.with(m, file_collective::read_all)
+    }
+}
+
+/// Starts `job`, a collective access of file `fh` (placed already), on
+/// the worker thread of the file's communicator: the non-blocking
+/// collectives (`MPI_File_iwrite_all` ...) and split ones. Its request
+/// reports the bytes `job` returns.
+pub fn start_collective(
+    m: &'static Mpi,
+    fh: i32,
+    file: &Mutex<File>,
+    job: super::nbc::CountedJob,
+) -> ReqId {
+    let context = lock(file).comm.coll_context();
+    super::nbc::start_counted(m, request_owner(fh), context, job)
+}
+
+/// A request of an independent non-blocking access, done at the call:
+/// complete from the start, with its byte count.
+pub fn completed_request(m: &Mpi, fh: i32, bytes: usize) -> ReqId {
+    let id = super::p2p::post(m, crate::progress::Op::External, request_owner(fh));
+    m.engine.complete(
+        id,
+        crate::progress::Status {
+            bytes,
+            ..crate::progress::Status::empty()
+        },
+    );
+    id
+}
+
+/// What a file's requests record as their owner in place of a
+/// communicator: their errors go to the file's error handler.
+pub fn request_owner(fh: i32) -> i32 {
+    -fh
 }
 
 /// A view's arguments: displacement, etype and filetype (with the
@@ -200,7 +339,7 @@ fn open_local(path: &Path, amode: i32, create: bool) -> MpiResult<std::fs::File>
 }
 
 /// The first error of any member (all return it), or nothing.
-fn agree(team: &coll::Team, mine: &MpiResult<()>) -> MpiResult<()> {
+pub(super) fn agree(team: &coll::Team, mine: &MpiResult<()>) -> MpiResult<()> {
     let code = mine.as_ref().err().map_or(0, |e| e.class);
     let all = comm::allgather_fixed(team, &code.to_le_bytes())?;
     let first = all
@@ -257,17 +396,19 @@ pub fn open(m: &Mpi, h: i32, name: &str, amode: i32, info: Info) -> MpiResult<i3
         0
     };
     let shared = SharedPointer::new(&path, &id, end);
+    let hosts = comm::host_indices(&team)?;
     let byte = Arc::new(Datatype::predefined(dt::BYTE).expect("MPI_BYTE"));
     Ok(add(File {
         comm,
-        path,
-        fd,
+        io: Arc::new(Io { fd, path }),
+        hosts,
         amode,
         info,
         pos: end,
         shared,
         atomic: false,
         view: View::bytes(),
+        split: None,
         view_given: ViewGiven {
             disp: 0,
             etype: (dt::BYTE, byte.clone()),
@@ -295,7 +436,8 @@ pub fn close(m: &Mpi, h: i32) -> MpiResult<()> {
         if f.comm.rank == 0 {
             f.shared.remove();
             if f.amode & mode::DELETE_ON_CLOSE != 0 {
-                std::fs::remove_file(&f.path).map_err(|e| io_error("cannot delete", &f.path, e))?;
+                let path = &f.io.path;
+                std::fs::remove_file(path).map_err(|e| io_error("cannot delete", path, e))?;
             }
         }
     }
@@ -303,6 +445,28 @@ pub fn close(m: &Mpi, h: i32) -> MpiResult<()> {
     t.files[h as usize] = None;
     t.handlers[h as usize] = ERRORS_RETURN;
     Ok(())
+}
+
+/// Closes every open file of this process without the collective steps
+/// of `MPI_File_close` (a rollback); each member removes the shared
+/// pointer's side file, which is gone already for all but the first.
+pub fn release_all() {
+    let files: Vec<_> = {
+        let mut t = table();
+        let all = t
+            .files
+            .iter_mut()
+            .skip(1)
+            .filter_map(Option::take)
+            .collect();
+        for h in t.handlers.iter_mut().skip(1) {
+            *h = ERRORS_RETURN;
+        }
+        all
+    };
+    for f in files {
+        lock(&f).shared.remove();
+    }
 }
 
 /// `MPI_File_delete`.
@@ -353,62 +517,52 @@ impl File {
         })
     }
 
-    /// Writes `data` (already packed), returning the bytes written.
-    pub fn write(&mut self, at: At, data: &[u8]) -> MpiResult<usize> {
-        self.allows(true, at)?;
-        let off = self.place(at, data.len() as u64)?;
-        self.write_at(off, data)?;
-        Ok(data.len())
+    /// Places an access of `len` stream bytes at `at`: checks the mode,
+    /// moves the pointer used, maps the bytes to file runs.
+    pub fn prepare(&mut self, write: bool, at: At, len: usize) -> MpiResult<Access> {
+        self.allows(write, at)?;
+        let off = self.place(at, len as u64)?;
+        Ok(self.access(off, len))
     }
 
-    /// Writes `data` at stream byte `off`, through the view.
-    fn write_at(&self, off: u64, data: &[u8]) -> MpiResult<()> {
-        let mut from = 0;
-        for (at, len) in self.view.runs(off, data.len()) {
-            self.fd
-                .write_all_at(&data[from..from + len], at)
-                .map_err(|e| io_error("cannot write", &self.path, e))?;
-            from += len;
+    fn access(&self, off: u64, len: usize) -> Access {
+        Access {
+            io: self.io.clone(),
+            runs: self.view.runs(off, len),
         }
-        Ok(())
+    }
+
+    /// Writes `data` (already packed), returning the bytes written.
+    pub fn write(&mut self, at: At, data: &[u8]) -> MpiResult<usize> {
+        self.prepare(true, at, data.len())?.write(data)?;
+        Ok(data.len())
     }
 
     /// Reads up to `len` bytes (fewer at the end of the file).
     pub fn read(&mut self, at: At, len: usize) -> MpiResult<Vec<u8>> {
-        self.allows(false, at)?;
-        let off = self.place(at, len as u64)?;
-        let got = self.read_at(off, len)?;
-        if let At::Individual = at {
-            // The pointer moves past what was read, not what was asked.
-            self.pos -= (len - got.len()) as u64;
-        }
+        let got = self.prepare(false, at, len)?.read()?;
+        self.read_short(at, len, got.len());
         Ok(got)
     }
 
-    /// Reads `len` bytes of the stream from stream byte `off`, through
-    /// the view; fewer where the file ends.
-    fn read_at(&self, off: u64, len: usize) -> MpiResult<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        let mut n = 0;
-        for (at, run) in self.view.runs(off, len) {
-            let end = n + run;
-            while n < end {
-                match self
-                    .fd
-                    .read_at(&mut buf[n..end], at + (n + run - end) as u64)
-                {
-                    Ok(0) => {
-                        buf.truncate(n);
-                        return Ok(buf);
-                    }
-                    Ok(k) => n += k,
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(io_error("cannot read", &self.path, e)),
-                }
-            }
+    /// After a blocking read at the individual pointer that got `got` of
+    /// `len` bytes: the pointer moves past what was read, not what was
+    /// asked.
+    pub fn read_short(&mut self, at: At, len: usize, got: usize) {
+        if let At::Individual = at {
+            self.pos -= (len - got) as u64;
         }
-        buf.truncate(n);
-        Ok(buf)
+    }
+
+    /// A collective access placed (its pointer moved now), to be done
+    /// outside the file's lock.
+    pub fn place_collective(&mut self, write: bool, at: At, len: usize) -> Placed {
+        Placed {
+            acc: self.prepare(write, at, len),
+            comm: self.comm.clone(),
+            hosts: self.hosts.clone(),
+            hints: Hints::of(&self.info),
+        }
     }
 
     /// `MPI_File_write_ordered`: the members' data one after the other, in
@@ -416,14 +570,14 @@ impl File {
     pub fn write_ordered(&mut self, m: &Mpi, data: &[u8]) -> MpiResult<usize> {
         self.allows(true, At::Shared)?;
         let off = self.ordered_offset(m, data.len() as u64)?;
-        self.write_at(off, data)?;
+        self.access(off, data.len()).write(data)?;
         Ok(data.len())
     }
 
     pub fn read_ordered(&mut self, m: &Mpi, len: usize) -> MpiResult<Vec<u8>> {
         self.allows(false, At::Shared)?;
         let off = self.ordered_offset(m, len as u64)?;
-        self.read_at(off, len)
+        self.access(off, len).read()
     }
 
     /// Each member's offset for an ordered access of `len` bytes: the first
@@ -530,7 +684,7 @@ impl File {
     }
 
     pub fn size(&self) -> MpiResult<u64> {
-        size_of(&self.fd, &self.path)
+        size_of(&self.io.fd, &self.io.path)
     }
 
     /// `MPI_File_set_size` (collective): the first member truncates or
@@ -548,8 +702,8 @@ impl File {
             if f.size()? < size {
                 f.resize(size)?;
             }
-            mpistages_sys::file::allocate(&f.fd, size)
-                .map_err(|e| io_error("cannot allocate", &f.path, e))
+            mpistages_sys::file::allocate(&f.io.fd, size)
+                .map_err(|e| io_error("cannot allocate", &f.io.path, e))
         })
     }
 
@@ -561,15 +715,17 @@ impl File {
     }
 
     fn resize(&self, size: u64) -> MpiResult<()> {
-        self.fd
+        self.io
+            .fd
             .set_len(size)
-            .map_err(|e| io_error("cannot resize", &self.path, e))
+            .map_err(|e| io_error("cannot resize", &self.io.path, e))
     }
 
     pub fn sync(&self) -> MpiResult<()> {
-        self.fd
+        self.io
+            .fd
             .sync_all()
-            .map_err(|e| io_error("cannot sync", &self.path, e))
+            .map_err(|e| io_error("cannot sync", &self.io.path, e))
     }
 }
 

@@ -202,6 +202,11 @@ pub(super) fn rejoin_and_restore(
     // A parity thread still running reports its (rolled-back) epoch now,
     // while mpiexec ignores reports, not after the recovery.
     m.stages().settle();
+    // Windows and open files are not MPI state a rollback restores: the
+    // attempt that comes next creates them again (docs/ARCHITECTURE.md).
+    // Released while the engine is halted, which ends the windows' agents.
+    super::rma::release_all();
+    super::file::release_all();
     // The copy this rank holds is looked up (and a file copy read and
     // verified) before the barrier, while the other ranks are still on
     // their way to it; when every rank holds the same epoch, mpiexec says

@@ -29,11 +29,15 @@ const NBC_TAG_SPAN: u32 = 1 << 28;
 /// The work of one collective, returning its MPI result.
 pub type Job = Box<dyn FnOnce() -> MpiResult<()> + Send>;
 
+/// The work of a collective whose request reports a byte count (file
+/// accesses).
+pub type CountedJob = Box<dyn FnOnce() -> MpiResult<usize> + Send>;
+
 struct Work {
     id: ReqId,
     tag: i32,
     pins: Vec<(Pin, i32)>,
-    job: Job,
+    job: CountedJob,
 }
 
 static WORKERS: Mutex<Option<HashMap<u32, Sender<Work>>>> = Mutex::new(None);
@@ -54,8 +58,25 @@ fn next_tag(m: &Mpi, context: u32, pins: &[(Pin, i32)]) -> i32 {
 
 /// `pins` are the handles it uses, kept from being freed until it ends.
 pub fn start(m: &'static Mpi, comm: i32, context: u32, pins: Vec<(Pin, i32)>, job: Job) -> ReqId {
+    start_counted_pinned(m, comm, context, pins, Box::new(move || job().map(|()| 0)))
+}
+
+/// Starts `job` as `start` does; its request reports the bytes it
+/// returns. `owner` is the communicator handle the request's errors go
+/// to (or a file's, see `file::request_owner`).
+pub fn start_counted(m: &'static Mpi, owner: i32, context: u32, job: CountedJob) -> ReqId {
+    start_counted_pinned(m, owner, context, Vec::new(), job)
+}
+
+fn start_counted_pinned(
+    m: &'static Mpi,
+    owner: i32,
+    context: u32,
+    pins: Vec<(Pin, i32)>,
+    job: CountedJob,
+) -> ReqId {
     let tag = next_tag(m, context, &pins);
-    let id = super::p2p::post(m, Op::External, comm);
+    let id = super::p2p::post(m, Op::External, owner);
     enqueue(m, context, Work { id, tag, pins, job });
     id
 }
@@ -109,7 +130,7 @@ pub fn start_persistent(m: &'static Mpi, id: ReqId) -> Option<bool> {
     if !m.engine.start(id) {
         return Some(false);
     }
-    let job: Job = Box::new(move || job());
+    let job: CountedJob = Box::new(move || job().map(|()| 0));
     enqueue(
         m,
         context,
@@ -187,7 +208,10 @@ fn run(m: &Mpi, w: Work) {
         && m.engine.done_among(&[w.id]).is_empty();
     let st = if live {
         match crate::coll::with_tag(w.tag, w.job) {
-            Ok(()) => Status::empty(),
+            Ok(bytes) => Status {
+                bytes,
+                ..Status::empty()
+            },
             Err(e) => failed(e),
         }
     } else {

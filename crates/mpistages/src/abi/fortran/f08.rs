@@ -30,6 +30,7 @@ const HANDLE_TYPES: &[&str] = &[
     "MPI_Errhandler",
     "MPI_Message",
     "MPI_File",
+    "MPI_Win",
 ];
 
 /// The handle type of a binding's integer argument, by its name in the
@@ -41,7 +42,8 @@ fn handle_of_arg(name: &str) -> Option<&'static str> {
         | "comm_old" | "intercomm" | "local_comm" | "newcomm" | "newintercomm" | "newintracomm"
         | "peer_comm" => "MPI_Comm",
         "array_of_datatypes" | "array_of_types" | "datatype" | "etype" | "filetype" | "newtype"
-        | "oldtype" | "recvtype" | "recvtypes" | "sendtype" | "sendtypes" => "MPI_Datatype",
+        | "oldtype" | "recvtype" | "recvtypes" | "sendtype" | "sendtypes" | "origin_datatype"
+        | "result_datatype" | "target_datatype" => "MPI_Datatype",
         "group" | "group1" | "group2" | "newgroup" | "failedgrp" => "MPI_Group",
         "parent" => "MPI_Comm",
         "array_of_requests" | "request" => "MPI_Request",
@@ -50,6 +52,7 @@ fn handle_of_arg(name: &str) -> Option<&'static str> {
         "errhandler" => "MPI_Errhandler",
         "message" => "MPI_Message",
         "fh" | "file" => "MPI_File",
+        "win" => "MPI_Win",
         _ => return None,
     })
 }
@@ -75,6 +78,7 @@ fn handle_of_constant(section: &str, name: &str) -> Option<&'static str> {
         "MPI_INFO_NULL" | "MPI_INFO_ENV" => "MPI_Info",
         "MPI_MESSAGE_NULL" | "MPI_MESSAGE_NO_PROC" => "MPI_Message",
         "MPI_FILE_NULL" => "MPI_File",
+        "MPI_WIN_NULL" => "MPI_Win",
         _ => return None,
     })
 }
@@ -428,6 +432,14 @@ mod tests {
             "flag",
             "num_to_ack",
             "num_acked",
+            "disp_unit",
+            "origin_count",
+            "result_count",
+            "target_rank",
+            "target_count",
+            "lock_type",
+            "assert",
+            "win_keyval",
         ];
         for b in TABLE.iter().filter(|b| provided(b)) {
             for (a, k) in b.args {

@@ -10,6 +10,7 @@ use crate::abi::dtype::*;
 use crate::abi::errors::*;
 use crate::abi::file::*;
 use crate::abi::info::*;
+use crate::abi::win::*;
 use crate::api::attr::{Kind, Lang};
 use crate::api::consts::err;
 use std::ffi::CString;
@@ -459,4 +460,43 @@ twin!(mpi_file_create_errhandler_ / pmpi_file_create_errhandler_ (p; f: Option<F
     let f: Option<HandlerFn> = f.map(|f| unsafe { std::mem::transmute::<FortranHandler, HandlerFn>(f) });
     // SAFETY: the caller's INTEGERs.
     unsafe { set(ierror, pick!(p, MPI_File_create_errhandler)(f, eh)) }
+});
+
+twin!(mpi_win_set_name_ / pmpi_win_set_name_ (p; win: *const c_int, name: *const c_char, ierror: *mut c_int, name_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let w = unsafe { *win };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [name: name_len], |s: CString| unsafe { pick!(p, MPI_Win_set_name)(w, s.as_ptr()) })
+});
+
+twin!(mpi_win_get_name_ / pmpi_win_get_name_ (p; win: *const c_int, name: *mut c_char, resultlen: *mut c_int, ierror: *mut c_int, name_len: usize) {
+    let f = pick!(p, MPI_Win_get_name);
+    // SAFETY: as for mpi_comm_get_name_.
+    unsafe { super::string_out(MAX_OBJECT_NAME, |s, n| f(*win, s, n), name, resultlen, ierror, name_len) }
+});
+
+twin!(mpi_win_create_errhandler_ / pmpi_win_create_errhandler_ (p; f: Option<FortranHandler>, eh: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: the same two pointer arguments; the handler ignores the rest.
+    let f: Option<HandlerFn> = f.map(|f| unsafe { std::mem::transmute::<FortranHandler, HandlerFn>(f) });
+    // SAFETY: the caller's INTEGERs.
+    unsafe { set(ierror, pick!(p, MPI_Win_create_errhandler)(f, eh)) }
+});
+
+// The predefined window attributes as values: the base address itself,
+// the others read through the address C gives.
+twin!(mpi_win_get_attr_ / pmpi_win_get_attr_ (p; win: *const c_int, key: *const c_int, value: *mut i64, flag: *mut c_int, ierror: *mut c_int) {
+    let mut ptr: *const isize = std::ptr::null();
+    // SAFETY: `ptr` is the `void **` C writes the attribute to; the rest
+    // are the caller's references.
+    unsafe {
+        let rc = pick!(p, MPI_Win_get_attr)(*win, *key, &mut ptr as *mut _ as *mut c_void, flag);
+        if rc == err::SUCCESS && !flag.is_null() && *flag != 0 {
+            *value = if *key == crate::abi::win::keys::BASE || ptr.is_null() {
+                ptr as i64
+            } else {
+                *ptr as i64
+            };
+        }
+        set(ierror, rc)
+    }
 });

@@ -1,0 +1,234 @@
+//! Window objects (`MPI_Win`): the table of handles, what each window
+//! knows about its members, its memory, its agent, and what its origin
+//! side has outstanding.
+
+use super::target::{Memory, Target};
+use crate::api::consts::{err, ERRORS_ARE_FATAL};
+use crate::api::error::{fail, MpiResult};
+use crate::api::info::Info;
+use crate::api::Comm;
+use crate::progress::ReqId;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `MPI_WIN_NULL`.
+pub const WIN_NULL: i32 = 0;
+
+/// `MPI_WIN_FLAVOR_*` and `MPI_WIN_SEPARATE` / `MPI_WIN_UNIFIED` (MPICH's
+/// values).
+pub mod flavor {
+    pub const CREATE: i32 = 1;
+    pub const ALLOCATE: i32 = 2;
+    pub const DYNAMIC: i32 = 3;
+    pub const SHARED: i32 = 4;
+}
+pub const SEPARATE: i32 = 1;
+pub const UNIFIED: i32 = 2;
+
+/// What an origin waits for before its operations to a target are
+/// complete.
+pub enum Pending {
+    /// A request message (put, accumulate) or our own reply receive.
+    Ours(ReqId),
+    /// A request the program also holds (`MPI_Rput` ...): waited for, not
+    /// taken.
+    Users(ReqId),
+    /// A reply that must bring exactly this many bytes (a get's).
+    Reply {
+        id: ReqId,
+        bytes: usize,
+        users: bool,
+    },
+}
+
+pub struct Win {
+    /// A private duplicate of the communicator it was created on.
+    pub comm: Arc<Comm>,
+    pub target: Arc<Target>,
+    pub flavor: i32,
+    /// This member's base address and size, as the program sees them.
+    pub base: usize,
+    pub size: usize,
+    pub disp_unit: usize,
+    /// Every member's (size, displacement unit), to check ranges at the
+    /// origin.
+    pub peers: Vec<(usize, usize)>,
+    /// Every member's base address (shared windows: in this process's
+    /// mapping).
+    pub shared_bases: Vec<usize>,
+    pub info: Info,
+    pub name: String,
+    pub agent: Option<std::thread::JoinHandle<()>>,
+    /// Memory we allocated (`MPI_Win_allocate`), freed with the window.
+    pub owned: Option<Vec<u128>>,
+    /// A shared window's mapping, unmapped with the window.
+    pub mapping: Option<memmap2::MmapMut>,
+    /// Per target, what is outstanding.
+    pub pending: Vec<Vec<Pending>>,
+    /// Targets with requests not flushed yet.
+    pub unflushed: BTreeSet<usize>,
+    /// Targets this origin holds a lock on, and whether it asked for it
+    /// (not under `MPI_MODE_NOCHECK`).
+    pub locked: std::collections::BTreeMap<usize, bool>,
+    /// `MPI_Win_start`'s group (ranks in the window), until `complete`.
+    pub access: Option<Vec<usize>>,
+    /// `MPI_Win_post`'s group, until `wait`.
+    pub exposure: Option<Vec<usize>>,
+    next_reply: i32,
+}
+
+impl Win {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        comm: Arc<Comm>,
+        target: Arc<Target>,
+        flavor: i32,
+        base: usize,
+        size: usize,
+        disp_unit: usize,
+        peers: Vec<(usize, usize)>,
+        info: Info,
+    ) -> Win {
+        let n = comm.size();
+        Win {
+            comm,
+            target,
+            flavor,
+            base,
+            size,
+            disp_unit,
+            peers,
+            shared_bases: Vec::new(),
+            info,
+            name: String::new(),
+            agent: None,
+            owned: None,
+            mapping: None,
+            pending: (0..n).map(|_| Vec::new()).collect(),
+            unflushed: BTreeSet::new(),
+            locked: Default::default(),
+            access: None,
+            exposure: None,
+            next_reply: super::wire::FIRST_REPLY,
+        }
+    }
+
+    /// A tag for one reply.
+    pub fn reply_tag(&mut self) -> i32 {
+        let t = self.next_reply;
+        self.next_reply = if t >= (1 << 28) {
+            super::wire::FIRST_REPLY
+        } else {
+            t + 1
+        };
+        t
+    }
+
+    /// Checks a target rank (`None` for `MPI_PROC_NULL`).
+    pub fn target_rank(&self, rank: i32) -> MpiResult<Option<usize>> {
+        if rank == crate::api::consts::PROC_NULL {
+            return Ok(None);
+        }
+        match usize::try_from(rank).ok().filter(|&r| r < self.comm.size()) {
+            Some(r) => Ok(Some(r)),
+            None => fail(
+                err::RANK,
+                format!(
+                    "target rank {rank} is not in the window's group of {}",
+                    self.comm.size()
+                ),
+            ),
+        }
+    }
+}
+
+/// The window table: handle 0 is `MPI_WIN_NULL`.
+struct Table {
+    wins: Vec<Option<Arc<Mutex<Win>>>>,
+    handlers: Vec<i32>,
+}
+
+static TABLE: Mutex<Table> = Mutex::new(Table {
+    wins: Vec::new(),
+    handlers: Vec::new(),
+});
+
+fn table() -> MutexGuard<'static, Table> {
+    let mut t = TABLE.lock().unwrap_or_else(|p| p.into_inner());
+    if t.wins.is_empty() {
+        t.wins.push(None);
+        t.handlers.push(ERRORS_ARE_FATAL);
+    }
+    t
+}
+
+/// The window behind a handle.
+pub fn get(h: i32) -> MpiResult<Arc<Mutex<Win>>> {
+    let t = table();
+    match usize::try_from(h).ok().and_then(|i| t.wins.get(i)) {
+        Some(Some(w)) => Ok(w.clone()),
+        _ => fail(err::WIN, format!("invalid window handle {h}")),
+    }
+}
+
+pub fn lock(w: &Mutex<Win>) -> MutexGuard<'_, Win> {
+    w.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub fn add(w: Win) -> i32 {
+    let mut t = table();
+    let w = Some(Arc::new(Mutex::new(w)));
+    match t.wins.iter().skip(1).position(Option::is_none) {
+        Some(i) => {
+            t.wins[i + 1] = w;
+            t.handlers[i + 1] = ERRORS_ARE_FATAL;
+            (i + 1) as i32
+        }
+        None => {
+            t.wins.push(w);
+            t.handlers.push(ERRORS_ARE_FATAL);
+            (t.wins.len() - 1) as i32
+        }
+    }
+}
+
+/// Every window, taken out of the table (a rollback releases them).
+pub fn take_all() -> Vec<Arc<Mutex<Win>>> {
+    let mut t = table();
+    let all = t.wins.iter_mut().filter_map(Option::take).collect();
+    for h in t.handlers.iter_mut().skip(1) {
+        *h = ERRORS_ARE_FATAL;
+    }
+    all
+}
+
+pub fn remove(h: i32) {
+    let mut t = table();
+    if let Some(slot) = t.wins.get_mut(h as usize) {
+        *slot = None;
+    }
+}
+
+/// A window's error handler (`MPI_ERRORS_ARE_FATAL` unless set, as the
+/// standard says).
+pub fn errhandler(h: i32) -> i32 {
+    let t = table();
+    usize::try_from(h)
+        .ok()
+        .and_then(|i| t.handlers.get(i).copied())
+        .unwrap_or(ERRORS_ARE_FATAL)
+}
+
+pub fn set_errhandler(h: i32, eh: i32) -> MpiResult<()> {
+    get(h)?;
+    table().handlers[h as usize] = eh;
+    Ok(())
+}
+
+/// A fixed window's memory.
+pub fn fixed(base: usize, size: usize, disp_unit: usize) -> Target {
+    Target {
+        memory: Memory::Fixed { base, size },
+        disp_unit,
+    }
+}
