@@ -37,6 +37,34 @@ fn survivors_revoke_agree_acknowledge_and_shrink() {
     }
 }
 
+/// A window's fence and a file's collective write with a dead member fail
+/// with MPIX_ERR_PROC_FAILED at every survivor; free and close release
+/// them; a window and a file on the shrunk communicator work.
+#[test]
+fn windows_and_files_fail_cleanly_and_the_survivors_make_new_ones() {
+    let exe = build("ulfm_rma.c");
+    for np in [3, 4] {
+        let dir = common::Scratch::new(&format!("ulfm-rma-{np}"));
+        let n = np.to_string();
+        let r = mpiexec(
+            &["-n", &n, "--with-ft", "ulfm", exe.to_str().unwrap()],
+            &[("FILE_TEST_DIR", dir.path())],
+            LIMIT,
+        );
+        let what = format!("{np} ranks: {:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+        assert!(r.ok(), "{what}");
+        for x in 0..np - 1 {
+            assert!(r.stdout.contains(&format!("ulfm rma ok {x}\n")), "{what}");
+        }
+        assert!(
+            !r.stdout.contains(&format!("ulfm rma ok {}\n", np - 1)),
+            "{what}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir.0).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
 /// `MPI_Comm_spawn` without failures (the default mode): children with a
 /// world of their own, messages and a collective over the
 /// inter-communicator, a merge, a sum over it.

@@ -430,6 +430,38 @@ static void nonblocking_and_collective(int rank, int size) {
                           v);
                 }
     }
+    /* Non-blocking at the shared pointer: everyone's two ints somewhere
+     * in [0, 8 * size), each pair whole. */
+    CHECK_RC(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
+    int pair[2] = {rank, -rank};
+    CHECK_RC(MPI_File_iwrite_shared(fh, pair, 2, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, &st));
+    MPI_Get_count(&st, MPI_INT, &n);
+    CHECK(n == 2, "iwrite_shared: %d ints", n);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_RC(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
+    int got2[2] = {-1, -1};
+    CHECK_RC(MPI_File_iread_shared(fh, got2, 2, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK(got2[0] >= 0 && got2[0] < size && got2[1] == -got2[0], "iread_shared: %d %d", got2[0], got2[1]);
+    /* Collective at the individual pointer: non-blocking and split. */
+    CHECK_RC(MPI_File_seek(fh, 8 * (MPI_Offset)rank, MPI_SEEK_SET));
+    int three[2] = {rank + 7, rank + 8};
+    CHECK_RC(MPI_File_iwrite_all(fh, three, 2, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK_RC(MPI_File_seek(fh, 8 * (MPI_Offset)rank, MPI_SEEK_SET));
+    int back3[2] = {-1, -1};
+    CHECK_RC(MPI_File_iread_all(fh, back3, 2, MPI_INT, &req));
+    CHECK_RC(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    CHECK(back3[0] == rank + 7 && back3[1] == rank + 8, "iread_all: %d %d", back3[0], back3[1]);
+    int nine = rank + 9;
+    CHECK_RC(MPI_File_write_at_all_begin(fh, 4 * (MPI_Offset)rank, &nine, 1, MPI_INT));
+    CHECK_RC(MPI_File_write_at_all_end(fh, &nine, &st));
+    CHECK_RC(MPI_File_seek(fh, 4 * (MPI_Offset)((rank + 1) % size), MPI_SEEK_SET));
+    int ten = -1;
+    CHECK_RC(MPI_File_read_all_begin(fh, &ten, 1, MPI_INT));
+    CHECK_RC(MPI_File_read_all_end(fh, &ten, &st));
+    CHECK(ten == (rank + 1) % size + 9, "read_all_begin/end: %d", ten);
     /* Ordered, split: rank order at the shared pointer. */
     CHECK_RC(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
     int mine[2] = {rank, rank * 7};

@@ -10,6 +10,12 @@
 #include <unistd.h>
 #include <time.h>
 
+static int win_errors;
+static void on_win_error(MPI_Win *w, int *code, ...) {
+    (void)w;
+    if (*code == MPI_ERR_OTHER) win_errors++;
+}
+
 /* Fence: each rank puts its rank into slot `rank` of everyone's window,
  * gets its right neighbour's slot 0, and accumulates into slot size. */
 static void fence(int rank, int size) {
@@ -69,6 +75,26 @@ static void fence(int rank, int size) {
     MPI_Group_size(g, &gsize);
     CHECK(gsize == size, "group of %d", gsize);
     MPI_Group_free(&g);
+    /* Info and a handler of the program's, called by name. */
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "no_locks", "true");
+    CHECK_RC(MPI_Win_set_info(win, info));
+    MPI_Info_free(&info);
+    CHECK_RC(MPI_Win_get_info(win, &info));
+    char value[16];
+    MPI_Info_get(info, "no_locks", sizeof value - 1, value, &flag);
+    CHECK(flag && strcmp(value, "true") == 0, "win info");
+    MPI_Info_free(&info);
+    MPI_Errhandler eh;
+    CHECK_RC(MPI_Win_create_errhandler(on_win_error, &eh));
+    CHECK_RC(MPI_Win_set_errhandler(win, eh));
+    CHECK_RC(MPI_Win_call_errhandler(win, MPI_ERR_OTHER));
+    CHECK(win_errors == 1, "the window's handler ran %d times", win_errors);
+    MPI_Errhandler now;
+    CHECK_RC(MPI_Win_get_errhandler(win, &now));
+    CHECK(now == eh, "get_errhandler");
+    MPI_Errhandler_free(&eh);
     CHECK_RC(MPI_Win_free(&win));
     CHECK(win == MPI_WIN_NULL, "free sets MPI_WIN_NULL");
     free(mem);
@@ -141,11 +167,21 @@ static void passive(int rank, int size) {
     CHECK_RC(MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE));
     CHECK_RC(MPI_Win_unlock(rank, win));
     CHECK(in == rank * 10 && res == rank * 10 && mem[0] == rank * 10 + 1, "requests: %ld %ld %ld", in, res, mem[0]);
+    /* Raccumulate, then the local and global flushes. */
+    MPI_Request acc;
+    CHECK_RC(MPI_Win_lock_all(0, win));
+    CHECK_RC(MPI_Raccumulate(&one, 1, MPI_LONG, rank, 0, 1, MPI_LONG, MPI_SUM, win, &acc));
+    CHECK_RC(MPI_Win_flush_local(rank, win));
+    CHECK_RC(MPI_Wait(&acc, MPI_STATUS_IGNORE));
+    CHECK_RC(MPI_Win_flush_local_all(win));
+    CHECK_RC(MPI_Win_flush_all(win));
+    CHECK_RC(MPI_Win_unlock_all(win));
+    CHECK(mem[0] == rank * 10 + 2, "raccumulate: %ld", mem[0]);
     /* Get_accumulate with MPI_NO_OP reads atomically. */
     CHECK_RC(MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, win));
     CHECK_RC(MPI_Get_accumulate(NULL, 0, MPI_LONG, &res, 1, MPI_LONG, rank, 0, 1, MPI_LONG, MPI_NO_OP, win));
     CHECK_RC(MPI_Win_unlock(rank, win));
-    CHECK(res == rank * 10 + 1, "no-op read %ld", res);
+    CHECK(res == rank * 10 + 2, "no-op read %ld", res);
     CHECK_RC(MPI_Win_free(&win));
 }
 

@@ -37,10 +37,14 @@ mpi_fn!(fn MPI_File_close / PMPI_File_close(fh: *mut c_int) {
         Ok(h) => h,
         Err(e) => return ret_file("MPI_File_close", FILE_NULL, Err(e)),
     };
-    let r = mpi().and_then(|m| file::close(m, h)).and_then(|()| {
+    let r = mpi().and_then(|m| file::close(m, h));
+    // Released even when the close failed (a dead member under ULFM).
+    let r = if file::get(h).is_err() {
         // SAFETY: as above.
-        unsafe { put(fh, FILE_NULL) }
-    });
+        r.and(unsafe { put(fh, FILE_NULL) })
+    } else {
+        r
+    };
     ret_file("MPI_File_close", h, r)
 });
 

@@ -109,10 +109,14 @@ mpi_fn!(fn MPI_Win_free / PMPI_Win_free(w: *mut c_int) {
         Ok(h) => h,
         Err(e) => return ret_win("MPI_Win_free", win::WIN_NULL, Err(e)),
     };
-    let r = mpi().and_then(|m| rma::free(m, h)).and_then(|()| {
+    let r = mpi().and_then(|m| rma::free(m, h));
+    // Released even when the free failed (a dead member under ULFM).
+    let r = if win::get(h).is_err() {
         // SAFETY: as above.
-        unsafe { put(w, win::WIN_NULL) }
-    });
+        r.and(unsafe { put(w, win::WIN_NULL) })
+    } else {
+        r
+    };
     ret_win("MPI_Win_free", h, r)
 });
 

@@ -426,25 +426,28 @@ fn size_of(fd: &std::fs::File, path: &Path) -> MpiResult<u64> {
 }
 
 /// `MPI_File_close`: collective; the shared pointer's file goes, and the
-/// data file too under `MPI_MODE_DELETE_ON_CLOSE`.
+/// data file too under `MPI_MODE_DELETE_ON_CLOSE`. The file is released
+/// even when a member has failed (ULFM), with the error returned.
 pub fn close(m: &Mpi, h: i32) -> MpiResult<()> {
     let f = get(h)?;
-    {
+    let r = {
         let f = lock(&f);
         // Everyone is done with the shared pointer and the data.
-        coll::barrier(&f.comm.team(m))?;
-        if f.comm.rank == 0 {
+        let done = coll::barrier(&f.comm.team(m)).map_err(MpiError::from);
+        let mut r = done.clone();
+        if f.comm.rank == 0 || done.is_err() {
             f.shared.remove();
-            if f.amode & mode::DELETE_ON_CLOSE != 0 {
-                let path = &f.io.path;
-                std::fs::remove_file(path).map_err(|e| io_error("cannot delete", path, e))?;
-            }
         }
-    }
+        if f.comm.rank == 0 && f.amode & mode::DELETE_ON_CLOSE != 0 {
+            let path = &f.io.path;
+            r = r.and(std::fs::remove_file(path).map_err(|e| io_error("cannot delete", path, e)));
+        }
+        r
+    };
     let mut t = table();
     t.files[h as usize] = None;
     t.handlers[h as usize] = ERRORS_RETURN;
-    Ok(())
+    r
 }
 
 /// Closes every open file of this process without the collective steps
