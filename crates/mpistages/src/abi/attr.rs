@@ -143,7 +143,7 @@ fn check_obj(m: &Mpi, kind: Kind, obj: i32) -> MpiResult<()> {
     match kind {
         Kind::Comm => t.comm(obj).map(|_| ()),
         Kind::Type => t.any_dtype(obj).map(|_| ()),
-        Kind::Win => fail(err::WIN, "windows are not supported yet"),
+        Kind::Win => crate::api::rma::win::get(obj).map(|_| ()),
     }
 }
 
@@ -392,6 +392,25 @@ mpi_fn!(fn MPI_Type_get_attr / PMPI_Type_get_attr(t: c_int, key: c_int, value: *
     // SAFETY: the standard's `void **` and int* out-pointers.
     let r = get_value(Kind::Type, t, key).and_then(|v| unsafe { put_c_attr(v, value, flag) });
     ret("MPI_Type_get_attr", COMM_WORLD, r)
+});
+
+mpi_fn!(fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy: Option<CopyFn>, del: Option<DeleteFn>, key: *mut c_int, extra: *mut c_void) {
+    // SAFETY: caller's out-pointer.
+    unsafe { new_key("MPI_Win_create_keyval", key, Kind::Win, Lang::C, copy.map_or(0, |f| f as usize), del.map_or(0, |f| f as usize), extra as usize) }
+});
+
+mpi_fn!(fn MPI_Win_free_keyval / PMPI_Win_free_keyval(key: *mut c_int) {
+    // SAFETY: caller's in/out pointer.
+    unsafe { free_key("MPI_Win_free_keyval", key, Kind::Win) }
+});
+
+mpi_fn!(fn MPI_Win_set_attr / PMPI_Win_set_attr(w: c_int, key: c_int, value: *mut c_void) {
+    let r = set(Kind::Win, w, key, value as usize);
+    super::win::ret_win("MPI_Win_set_attr", w, r)
+});
+
+mpi_fn!(fn MPI_Win_delete_attr / PMPI_Win_delete_attr(w: c_int, key: c_int) {
+    super::win::ret_win("MPI_Win_delete_attr", w, delete(Kind::Win, w, key))
 });
 
 /// Whether `key` is a user key (the predefined ones are below them).

@@ -13,7 +13,7 @@ use std::os::raw::{c_char, c_int, c_void};
 
 /// Turns a window call's result into a return code, running the window's
 /// error handler on an error.
-fn ret_win(name: &str, w: c_int, r: MpiResult<()>) -> c_int {
+pub fn ret_win(name: &str, w: c_int, r: MpiResult<()>) -> c_int {
     match r {
         Ok(()) => err::SUCCESS,
         Err(e) => super::raise_on(name, w, win::errhandler(w), e),
@@ -109,6 +109,11 @@ mpi_fn!(fn MPI_Win_free / PMPI_Win_free(w: *mut c_int) {
         Ok(h) => h,
         Err(e) => return ret_win("MPI_Win_free", win::WIN_NULL, Err(e)),
     };
+    if let Ok(m) = mpi() {
+        if let Err(rc) = super::attr::delete_all_or_raise("MPI_Win_free", m, crate::api::attr::Kind::Win, h) {
+            return rc;
+        }
+    }
     let r = mpi().and_then(|m| rma::free(m, h));
     // Released even when the free failed (a dead member under ULFM).
     let r = if win::get(h).is_err() {
@@ -390,6 +395,12 @@ static ATTR_VALUES: std::sync::Mutex<Vec<(c_int, Box<[isize; 4]>)>> =
     std::sync::Mutex::new(Vec::new());
 
 mpi_fn!(fn MPI_Win_get_attr / PMPI_Win_get_attr(w: c_int, key: c_int, value: *mut c_void, flag: *mut c_int) {
+    if super::attr::is_user_key(key) {
+        let r = super::attr::get_value(crate::api::attr::Kind::Win, w, key)
+            // SAFETY: the standard's `void **` and int* out-pointers.
+            .and_then(|v| unsafe { super::attr::put_c_attr(v, value, flag) });
+        return ret_win("MPI_Win_get_attr", w, r);
+    }
     let r = with(w, |_, win| Ok((win.base, win.size as isize, win.disp_unit as isize, win.flavor as isize))).and_then(|(base, size, unit, flavor)| {
         let mut t = ATTR_VALUES.lock().unwrap_or_else(|p| p.into_inner());
         t.retain(|(h, _)| *h != w);

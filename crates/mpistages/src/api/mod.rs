@@ -581,7 +581,7 @@ pub fn initial_tables(rank: usize, world: &[usize]) -> Tables {
         nbc_seq: Default::default(),
         pins: Default::default(),
         // Contexts 4 and 5 are the internal communicator's (api::recovery).
-        max_context: recovery::STAGES_CONTEXT + 2,
+        max_context: rma::agent::RMA_CONTEXT + 1,
         bsend: None,
         bsend_pending: Vec::new(),
         parent: consts::COMM_NULL,

@@ -115,6 +115,11 @@ fortran_bindings! {
     custom MPI_Win_get_name(win: I, win_name: StrO, resultlen: O);
     custom MPI_Win_create_errhandler(win_errhandler_fn: Fun, errhandler: O);
     custom MPI_Win_get_attr(win: I, win_keyval: I, attribute_val: AO, flag: LO);
+    custom MPI_Win_create_keyval(win_copy_attr_fn: Fun, win_delete_attr_fn: Fun, win_keyval: O,
+        extra_state: A);
+    auto MPI_Win_free_keyval(win_keyval: IO);
+    auto MPI_Win_set_attr(win: I, win_keyval: I, attribute_val: A);
+    auto MPI_Win_delete_attr(win: I, win_keyval: I);
     auto MPI_Win_set_errhandler(win: I, errhandler: I);
     auto MPI_Win_get_errhandler(win: I, errhandler: O);
     auto MPI_Win_call_errhandler(win: I, errorcode: I);

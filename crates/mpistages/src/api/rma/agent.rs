@@ -1,12 +1,16 @@
-//! A window's agent: a thread of each member that takes the requests
-//! other members (and this one) send to the window's context and does
-//! them: one at a time, in the order each origin sent them, so
-//! accumulates are atomic with respect to each other and a flush's answer
-//! means every earlier request of that origin is done. The target's
-//! program needs no MPI call for this (passive-target progress); the
-//! thread sleeps in the engine while nothing comes. It ends when its own
-//! process sends `Stop` (`MPI_Win_free`) or when the engine halts for a
-//! recovery.
+//! The windows' agent: one thread per process that takes the requests
+//! origins send to this process's windows (all on one context,
+//! `RMA_CONTEXT`, each request naming its window) and does them: one at a
+//! time, in the order each origin sent them, so accumulates are atomic
+//! with respect to each other and a flush's answer means every earlier
+//! request of that origin is done. The target's program needs no MPI call
+//! for this (passive-target progress); the thread sleeps in the engine
+//! while nothing comes. One thread serves every window: a thread per
+//! window would have each message of the process wake them all.
+//!
+//! It starts with the first window and ends when the engine halts for a
+//! recovery (every wait fails then; the rollback joins it) or at exit;
+//! the next window starts it again.
 
 use super::lock::{Ask, LockState, Released};
 use super::target::Target;
@@ -15,79 +19,174 @@ use crate::api::{Comm, Mpi};
 use crate::progress::request::{Bytes, Owned};
 use crate::progress::{Op, SendMode, Src};
 use crate::transport::RawBuf;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Starts the agent of a window on `comm` (its private context).
-pub fn spawn(
-    m: &'static Mpi,
+/// The context of every request to a window's agent (reserved: the
+/// communicators' contexts come after it). Messages on it carry the
+/// origin's world rank as their source.
+pub const RMA_CONTEXT: u32 = 6;
+
+/// What the agent knows of one window here.
+struct Exposed {
     comm: Arc<Comm>,
     target: Arc<Target>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("mpistages-win-{}", comm.context))
-        .spawn(move || run(m, &comm, &target))
+    locks: LockState,
+    /// Per origin (world rank), the first error of its requests since its
+    /// last flush or unlock, which reports it (requests without a reply
+    /// have nobody else to tell).
+    errors: HashMap<usize, i32>,
 }
 
-fn run(m: &Mpi, comm: &Comm, target: &Target) {
-    let mut locks = LockState::default();
-    // Per origin, the first error of its requests since its last flush
-    // or unlock, which reports it (requests without a reply have nobody
-    // else to tell).
-    let mut errors = vec![0i32; comm.size()];
+struct Agent {
+    windows: HashMap<u32, Exposed>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+static AGENT: Mutex<Option<Agent>> = Mutex::new(None);
+
+fn agent() -> MutexGuard<'static, Option<Agent>> {
+    AGENT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes window `id` (its communicator's context) reachable, starting the
+/// thread if it is not running.
+pub fn expose(
+    m: &'static Mpi,
+    id: u32,
+    comm: Arc<Comm>,
+    target: Arc<Target>,
+) -> std::io::Result<()> {
+    let mut a = agent();
+    let a = a.get_or_insert_with(|| Agent {
+        windows: HashMap::new(),
+        thread: None,
+    });
+    a.windows.insert(
+        id,
+        Exposed {
+            comm,
+            target,
+            locks: LockState::default(),
+            errors: HashMap::new(),
+        },
+    );
+    if a.thread.as_ref().is_none_or(|t| t.is_finished()) {
+        a.thread = Some(
+            std::thread::Builder::new()
+                .name("mpistages-rma".into())
+                .spawn(move || run(m))?,
+        );
+    }
+    Ok(())
+}
+
+/// Window `id` is freed: no request for it can come any more.
+pub fn withdraw(id: u32) {
+    if let Some(a) = agent().as_mut() {
+        a.windows.remove(&id);
+    }
+}
+
+/// A rollback (the engine is halted): forgets every window and waits for
+/// the thread, whose waits all fail now.
+pub fn stop() {
+    let thread = agent().as_mut().and_then(|a| {
+        a.windows.clear();
+        a.thread.take()
+    });
+    if let Some(t) = thread {
+        let _ = t.join();
+    }
+}
+
+fn run(m: &Mpi) {
     loop {
-        let Some((origin, msg)) = receive(m, comm) else {
+        let Some((origin, msg)) = receive(m) else {
             return;
         };
-        let (req, data) = match wire::decode(&msg) {
+        let (id, req, data) = match wire::decode(&msg) {
             Ok(r) => r,
             Err(e) => {
-                log::warn!("window agent: from rank {origin}: {}", e.detail);
+                log::warn!("window agent: from process {origin}: {}", e.detail);
                 continue;
             }
         };
-        match req {
-            Request::Stop => return,
-            Request::Lock { exclusive, reply } => {
-                let ask = Ask {
-                    origin,
-                    exclusive,
-                    reply,
-                };
-                if let Some(a) = locks.lock(ask) {
-                    answer(m, comm, a.origin, a.reply, Vec::new());
+        let replies = {
+            let mut a = agent();
+            let Some(w) = a.as_mut().and_then(|a| a.windows.get_mut(&id)) else {
+                log::warn!(
+                    "window agent: process {origin} asks for window {id}, which is not here"
+                );
+                continue;
+            };
+            handle(w, origin, req, data)
+        };
+        // Sent without the registry locked: a send may wait.
+        for (comm, to, tag, bytes) in replies {
+            answer(m, &comm, to, tag, bytes);
+        }
+    }
+}
+
+/// One request to window `w` from world rank `origin`: done, and the
+/// answers to send (communicator, world rank, tag, bytes).
+fn handle(
+    w: &mut Exposed,
+    origin: usize,
+    req: Request,
+    data: &[u8],
+) -> Vec<(Arc<Comm>, usize, i32, Vec<u8>)> {
+    let comm = w.comm.clone();
+    let reply = |to: usize, tag: i32, bytes: Vec<u8>| (comm.clone(), to, tag, bytes);
+    match req {
+        Request::Lock {
+            exclusive,
+            reply: tag,
+        } => {
+            let ask = Ask {
+                origin,
+                exclusive,
+                reply: tag,
+            };
+            w.locks
+                .lock(ask)
+                .map(|a| reply(a.origin, a.reply, Vec::new()))
+                .into_iter()
+                .collect()
+        }
+        Request::Unlock { reply: tag } => {
+            let granted = match w.locks.unlock(origin) {
+                Released::Granted(g) => g,
+                Released::NotHeld => {
+                    w.errors.insert(origin, crate::api::consts::err::RMA_SYNC);
+                    Vec::new()
                 }
+            };
+            let code = w.errors.remove(&origin).unwrap_or(0);
+            let mut out = vec![reply(origin, tag, code.to_le_bytes().to_vec())];
+            out.extend(
+                granted
+                    .into_iter()
+                    .map(|a| reply(a.origin, a.reply, Vec::new())),
+            );
+            out
+        }
+        Request::Flush { reply: tag } => {
+            let code = w.errors.remove(&origin).unwrap_or(0);
+            vec![reply(origin, tag, code.to_le_bytes().to_vec())]
+        }
+        req => {
+            let done = w.target.apply(&req, data);
+            if let Err(e) = &done {
+                w.errors.entry(origin).or_insert(e.class);
             }
-            Request::Unlock { reply } => {
-                let granted = match locks.unlock(origin) {
-                    Released::Granted(g) => g,
-                    Released::NotHeld => {
-                        errors[origin] = crate::api::consts::err::RMA_SYNC;
-                        Vec::new()
-                    }
-                };
-                let code = std::mem::take(&mut errors[origin]);
-                answer(m, comm, origin, reply, code.to_le_bytes().to_vec());
-                for a in granted {
-                    answer(m, comm, a.origin, a.reply, Vec::new());
-                }
-            }
-            Request::Flush { reply } => {
-                let code = std::mem::take(&mut errors[origin]);
-                answer(m, comm, origin, reply, code.to_le_bytes().to_vec());
-            }
-            req => {
-                let done = target.apply(&req, data);
-                if let Err(e) = &done {
-                    if errors[origin] == 0 {
-                        errors[origin] = e.class;
-                    }
-                }
-                if let Some(tag) = reply_tag(&req) {
-                    // An error answers with no bytes, which the origin
-                    // sees as too few.
-                    answer(m, comm, origin, tag, done.unwrap_or_default());
-                }
-            }
+            // An error answers with no bytes, which the origin sees as
+            // too few.
+            reply_tag(&req)
+                .map(|tag| reply(origin, tag, done.unwrap_or_default()))
+                .into_iter()
+                .collect()
         }
     }
 }
@@ -101,10 +200,10 @@ fn reply_tag(req: &Request) -> Option<i32> {
     }
 }
 
-/// The next request: its origin (rank in the window's group) and bytes;
-/// `None` once the engine fails it (a halt).
-fn receive(m: &Mpi, comm: &Comm) -> Option<(usize, Vec<u8>)> {
-    let (h, st) = m.engine.claim(comm.context, Src::Any, Some(wire::REQUEST));
+/// The next request: its origin (world rank) and bytes; `None` once the
+/// engine fails it (a halt).
+fn receive(m: &Mpi) -> Option<(usize, Vec<u8>)> {
+    let (h, st) = m.engine.claim(RMA_CONTEXT, Src::Any, Some(wire::REQUEST));
     if st.error.is_some() {
         return None;
     }
@@ -125,11 +224,12 @@ fn receive(m: &Mpi, comm: &Comm) -> Option<(usize, Vec<u8>)> {
     Some((st.source as usize, buf))
 }
 
-/// Sends `bytes` to `origin` on its reply tag. A dead origin fails the
-/// send, which is all there is to do about it.
-fn answer(m: &Mpi, comm: &Comm, origin: usize, tag: i32, bytes: Vec<u8>) {
+/// Sends `bytes` to world rank `to` on the window's context and `tag`
+/// (the origin posted its receive). A dead origin fails the send, which
+/// is all there is to do about it.
+fn answer(m: &Mpi, comm: &Comm, to: usize, tag: i32, bytes: Vec<u8>) {
     let id = m.engine.post(Op::Send {
-        dest: Some(comm.peer_world(origin)),
+        dest: Some(to),
         src: comm.rank as u32,
         context: comm.context,
         tag,

@@ -1,8 +1,8 @@
-//! One-sided communication (`MPI_Win_*`, `MPI_Put` ...). Every member of
-//! a window runs an agent (`agent.rs`) that does what origins ask of its
+//! One-sided communication (`MPI_Win_*`, `MPI_Put` ...). Every process
+//! runs an agent (`agent.rs`) that does what origins ask of its windows'
 //! memory (`target.rs`), so a target makes progress without calling MPI.
-//! An origin sends one message per operation on the window's private
-//! context (`wire.rs`); operations that return data (get, the fetching
+//! An origin sends one message per operation to the target's agent
+//! (`wire.rs`); operations that return data (get, the fetching
 //! accumulates, compare-and-swap) first post the receive of the reply.
 //! An origin's operations to a target are complete once a flush's answer
 //! comes back: the agent does each origin's requests in order, so the
@@ -11,7 +11,8 @@
 //!
 //! Files of this module: `win.rs` (objects and table), `lock.rs` (the
 //! passive-target lock, a pure state machine), `wire.rs` (requests),
-//! `target.rs` (requests applied to memory), `agent.rs` (the thread).
+//! `target.rs` (requests applied to memory), `agent.rs` (the thread),
+//! `shm.rs` (the segment of a shared window).
 
 pub mod agent;
 pub mod lock;
@@ -160,12 +161,18 @@ pub fn create(
         w.shared_bases = seg.bases;
         w.mapping = seg.map;
     }
-    w.agent = Some(agent::spawn(m, comm, target).map_err(|e| {
+    let id = comm.context;
+    let exposed = agent::expose(m, id, comm.clone(), target).map_err(|e| {
         MpiError::new(
             err::NO_MEM,
-            format!("no thread for the window's agent: {e}"),
+            format!("no thread for the windows' agent: {e}"),
         )
-    })?);
+    });
+    // Nobody sends to the window before every member's agent knows it.
+    if let Err(e) = super::file::agree(&team, &exposed) {
+        agent::withdraw(id);
+        return Err(e);
+    }
     Ok((win::add(w), base))
 }
 
@@ -204,12 +211,8 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
     // gets the error and a window it can no longer use is gone.
     let flushed = flush_all(m, &mut w);
     let synced = coll::barrier(&w.comm.team(m)).map_err(MpiError::from);
-    if let Ok(id) = send(m, &w, w.comm.rank, Request::Stop, &[]) {
-        m.engine.wait(id);
-    }
-    if let Some(a) = w.agent.take() {
-        let _ = a.join();
-    }
+    // Every member has flushed what it sent here: nothing more comes.
+    agent::withdraw(w.comm.context);
     w.owned = None;
     w.mapping = None;
     drop(w);
@@ -219,14 +222,11 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
 
 /// Releases every window of this process without talking to the other
 /// members: a rollback, while the engine is halted, which fails every
-/// wait of the windows' agents, so they end; then the memory we allocated
-/// goes.
+/// wait of the agent, so it ends; then the memory we allocated goes.
 pub fn release_all() {
+    agent::stop();
     for w in win::take_all() {
         let mut w = win::lock(&w);
-        if let Some(a) = w.agent.take() {
-            let _ = a.join();
-        }
         w.owned = None;
         w.mapping = None;
     }
@@ -336,11 +336,11 @@ impl Win {
 fn send(m: &Mpi, w: &Win, rank: usize, req: Request, data: &[u8]) -> MpiResult<ReqId> {
     Ok(m.engine.post(Op::Send {
         dest: Some(w.comm.peer_world(rank)),
-        src: w.comm.rank as u32,
-        context: w.comm.context,
+        src: m.rank as u32,
+        context: agent::RMA_CONTEXT,
         tag: wire::REQUEST,
         mode: SendMode::Standard,
-        layout: Box::new(Owned(wire::encode(&req, data))),
+        layout: Box::new(Owned(wire::encode(w.comm.context, &req, data))),
     }))
 }
 

@@ -104,10 +104,7 @@ impl Target {
                 }
                 Ok(old)
             }
-            Request::Flush { .. }
-            | Request::Lock { .. }
-            | Request::Unlock { .. }
-            | Request::Stop => Ok(Vec::new()),
+            Request::Flush { .. } | Request::Lock { .. } | Request::Unlock { .. } => Ok(Vec::new()),
         }
     }
 

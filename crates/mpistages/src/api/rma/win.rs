@@ -58,7 +58,6 @@ pub struct Win {
     pub shared_bases: Vec<usize>,
     pub info: Info,
     pub name: String,
-    pub agent: Option<std::thread::JoinHandle<()>>,
     /// Memory we allocated (`MPI_Win_allocate`), freed with the window.
     pub owned: Option<Vec<u128>>,
     /// A shared window's mapping, unmapped with the window.
@@ -101,7 +100,6 @@ impl Win {
             shared_bases: Vec::new(),
             info,
             name: String::new(),
-            agent: None,
             owned: None,
             mapping: None,
             pending: (0..n).map(|_| Vec::new()).collect(),

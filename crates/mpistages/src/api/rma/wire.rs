@@ -1,6 +1,6 @@
 //! What an origin asks a window's agent (one message per operation on
-//! the window's context, tag `REQUEST`): a header (postcard) then the
-//! operation's packed data. Replies go back on the tag the request names;
+//! the agents' context, tag `REQUEST`): the window's id, a header
+//! (postcard), then the operation's packed data. Replies go back on the tag the request names;
 //! the origin has posted its receive for it before asking. Malformed
 //! messages decode to errors, never panics.
 
@@ -71,32 +71,34 @@ pub enum Request {
     Unlock {
         reply: i32,
     },
-    /// The window is freed: the agent ends (sent by its own process).
-    Stop,
 }
 
-/// A request and its data as one message.
-pub fn encode(req: &Request, data: &[u8]) -> Vec<u8> {
+/// A request to window `win` and its data as one message.
+pub fn encode(win: u32, req: &Request, data: &[u8]) -> Vec<u8> {
     let head = postcard::to_stdvec(req).expect("requests always serialize");
-    let mut m = Vec::with_capacity(4 + head.len() + data.len());
+    let mut m = Vec::with_capacity(8 + head.len() + data.len());
+    m.extend_from_slice(&win.to_le_bytes());
     m.extend_from_slice(&(head.len() as u32).to_le_bytes());
     m.extend_from_slice(&head);
     m.extend_from_slice(data);
     m
 }
 
-/// A message as a request and its data.
-pub fn decode(m: &[u8]) -> MpiResult<(Request, &[u8])> {
+/// A message as its window, request and data.
+pub fn decode(m: &[u8]) -> MpiResult<(u32, Request, &[u8])> {
     let bad = |why: &str| MpiError::new(err::INTERN, format!("malformed RMA request: {why}"));
-    let len = m
-        .get(..4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-        .ok_or_else(|| bad("shorter than its header's length"))?;
-    let head = m
-        .get(4..4 + len)
+    let word = |i: usize| {
+        m.get(i..i + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .ok_or_else(|| bad("shorter than its window and header length"))
+    };
+    let (win, len) = (word(0)?, word(4)? as usize);
+    let head = 8usize
+        .checked_add(len)
+        .and_then(|end| m.get(8..end))
         .ok_or_else(|| bad("shorter than its header"))?;
     let req: Request = postcard::from_bytes(head).map_err(|e| bad(&e.to_string()))?;
-    Ok((req, &m[4 + len..]))
+    Ok((win, req, &m[8 + len..]))
 }
 
 #[cfg(test)]
@@ -127,10 +129,10 @@ mod tests {
                 vec![2u8; 12],
             ),
             (Request::Unlock { reply: 16 }, vec![]),
-            (Request::Stop, vec![]),
         ] {
-            let m = encode(&req, &data);
-            let (r, d) = decode(&m).unwrap();
+            let m = encode(77, &req, &data);
+            let (w, r, d) = decode(&m).unwrap();
+            assert_eq!(w, 77);
             assert_eq!(format!("{r:?}"), format!("{req:?}"));
             assert_eq!(d, &data[..]);
         }
@@ -138,15 +140,15 @@ mod tests {
 
     #[test]
     fn malformed_requests_are_errors() {
-        let m = encode(&Request::Flush { reply: 20 }, &[]);
+        let m = encode(3, &Request::Flush { reply: 20 }, &[]);
         for cut in 0..m.len() {
             assert!(decode(&m[..cut]).is_err(), "cut at {cut}");
         }
         let mut wrong = m.clone();
-        wrong[4] = 200;
+        wrong[8] = 200;
         assert!(decode(&wrong).is_err());
         let mut long = m;
-        long[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        long[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode(&long).is_err());
     }
 }

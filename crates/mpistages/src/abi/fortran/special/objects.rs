@@ -232,7 +232,23 @@ aliases!(
     mpi_type_dup_fn_ = mpi_comm_dup_fn_: FortranCopy,
     mpi_null_copy_fn_ = mpi_comm_null_copy_fn_: FortranCopy,
     mpi_dup_fn_ = mpi_comm_dup_fn_: FortranCopy,
+    mpi_win_null_copy_fn_ = mpi_comm_null_copy_fn_: FortranCopy,
+    mpi_win_dup_fn_ = mpi_comm_dup_fn_: FortranCopy,
 );
+
+/// # Safety
+/// Called by MPI as a Fortran delete callback.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_win_null_delete_fn_(
+    _: *const c_int,
+    _: *const c_int,
+    _: *const isize,
+    _: *const isize,
+    ierr: *mut c_int,
+) {
+    // SAFETY: MPI passes IERROR.
+    unsafe { *ierr = 0 };
+}
 
 /// # Safety
 /// Called by MPI as a Fortran delete callback.
@@ -266,9 +282,14 @@ pub unsafe extern "C" fn mpi_null_delete_fn_(
 /// behaviour (no copy, a copy of the value, no deletion).
 fn c_copy(f: usize) -> usize {
     let is = |g: FortranCopy| f == g as usize;
-    if is(mpi_comm_null_copy_fn_) || is(mpi_type_null_copy_fn_) || is(mpi_null_copy_fn_) {
+    if is(mpi_comm_null_copy_fn_)
+        || is(mpi_type_null_copy_fn_)
+        || is(mpi_null_copy_fn_)
+        || is(mpi_win_null_copy_fn_)
+    {
         0
-    } else if is(mpi_comm_dup_fn_) || is(mpi_type_dup_fn_) || is(mpi_dup_fn_) {
+    } else if is(mpi_comm_dup_fn_) || is(mpi_type_dup_fn_) || is(mpi_dup_fn_) || is(mpi_win_dup_fn_)
+    {
         crate::abi::attr::MPI_COMM_DUP_FN as CopyFn as usize
     } else {
         f
@@ -319,6 +340,11 @@ twin!(mpi_comm_create_keyval_ / pmpi_comm_create_keyval_ (_p; copy: usize, delet
 twin!(mpi_type_create_keyval_ / pmpi_type_create_keyval_ (_p; copy: usize, delete: usize, key: *mut c_int, extra: *const isize, ierror: *mut c_int) {
     // SAFETY: the caller's references.
     unsafe { fortran_key(Kind::Type, Lang::Fortran, copy, delete, *extra, key, ierror) }
+});
+
+twin!(mpi_win_create_keyval_ / pmpi_win_create_keyval_ (_p; copy: usize, delete: usize, key: *mut c_int, extra: *const isize, ierror: *mut c_int) {
+    // SAFETY: the caller's references.
+    unsafe { fortran_key(Kind::Win, Lang::Fortran, copy, delete, *extra, key, ierror) }
 });
 
 twin!(mpi_keyval_create_ / pmpi_keyval_create_ (_p; copy: usize, delete: usize, key: *mut c_int, extra: *const c_int, ierror: *mut c_int) {
@@ -491,7 +517,8 @@ twin!(mpi_win_get_attr_ / pmpi_win_get_attr_ (p; win: *const c_int, key: *const 
     unsafe {
         let rc = pick!(p, MPI_Win_get_attr)(*win, *key, &mut ptr as *mut _ as *mut c_void, flag);
         if rc == err::SUCCESS && !flag.is_null() && *flag != 0 {
-            *value = if *key == crate::abi::win::keys::BASE || ptr.is_null() {
+            let user = crate::abi::attr::is_user_key(*key);
+            *value = if user || *key == crate::abi::win::keys::BASE || ptr.is_null() {
                 ptr as i64
             } else {
                 *ptr as i64
