@@ -10,7 +10,14 @@
 #include <unistd.h>
 #include <time.h>
 
-static int win_errors;
+static int win_errors, deleted;
+static int on_delete(MPI_Win w, int key, void *value, void *extra) {
+    (void)w;
+    (void)key;
+    (void)extra;
+    if (*(int *)value == 42) deleted++;
+    return MPI_SUCCESS;
+}
 static void on_win_error(MPI_Win *w, int *code, ...) {
     (void)w;
     if (*code == MPI_ERR_OTHER) win_errors++;
@@ -75,6 +82,12 @@ static void fence(int rank, int size) {
     MPI_Group_size(g, &gsize);
     CHECK(gsize == size, "group of %d", gsize);
     MPI_Group_free(&g);
+    /* An attribute of the program's, deleted with the window. */
+    int key, answer = 42, *seen;
+    CHECK_RC(MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, on_delete, &key, NULL));
+    CHECK_RC(MPI_Win_set_attr(win, key, &answer));
+    CHECK_RC(MPI_Win_get_attr(win, key, &seen, &flag));
+    CHECK(flag && seen == &answer, "user attribute");
     /* Info and a handler of the program's, called by name. */
     MPI_Info info;
     MPI_Info_create(&info);
@@ -97,6 +110,8 @@ static void fence(int rank, int size) {
     MPI_Errhandler_free(&eh);
     CHECK_RC(MPI_Win_free(&win));
     CHECK(win == MPI_WIN_NULL, "free sets MPI_WIN_NULL");
+    CHECK(deleted == 1, "the delete callback ran %d times", deleted);
+    CHECK_RC(MPI_Win_free_keyval(&key));
     free(mem);
 }
 
