@@ -259,6 +259,10 @@ int MPI_Finalized(int *flag);
 int PMPI_Finalized(int *flag);
 int MPI_Abort(MPI_Comm comm, int errorcode);
 int PMPI_Abort(MPI_Comm comm, int errorcode);
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint PMPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+MPI_Aint PMPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 double MPI_Wtime(void);
 double PMPI_Wtime(void);
 double MPI_Wtick(void);
@@ -1022,6 +1026,11 @@ int PMPI_Win_call_errhandler(MPI_Win win, int errorcode);
 
 typedef void MPI_File_errhandler_function(MPI_File *file, int *error_code, ...);
 typedef MPI_File_errhandler_function MPI_File_errhandler_fn;
+/* ROMIO's names for MPI-IO requests, which older programs still use. */
+#define MPIO_Request MPI_Request
+#define MPIO_REQUEST_NULL MPI_REQUEST_NULL
+#define MPIO_Wait MPI_Wait
+#define MPIO_Test MPI_Test
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
 int PMPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh);
 int MPI_File_close(MPI_File *fh);

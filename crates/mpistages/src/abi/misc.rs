@@ -288,3 +288,24 @@ pub unsafe extern "C" fn MPI_Status_f2c(f: *const c_int, c: *mut CStatus) -> c_i
     unsafe { std::ptr::copy_nonoverlapping(f, c as *mut c_int, 5) };
     err::SUCCESS
 }
+
+/// `MPI_Aint_add` and `MPI_Aint_diff` (MPI 3.1): address arithmetic,
+/// which on this platform's flat addresses is integer arithmetic
+/// (wrapping, as pointer arithmetic past the address space has no
+/// meaning to check).
+#[no_mangle]
+pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
+    base.wrapping_add(disp)
+}
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
+    base.wrapping_add(disp)
+}
+#[no_mangle]
+pub extern "C" fn MPI_Aint_diff(a: isize, b: isize) -> isize {
+    a.wrapping_sub(b)
+}
+#[no_mangle]
+pub extern "C" fn PMPI_Aint_diff(a: isize, b: isize) -> isize {
+    a.wrapping_sub(b)
+}

@@ -365,9 +365,7 @@ mpi_fn!(fn MPI_Win_get_name / PMPI_Win_get_name(w: c_int, name: *mut c_char, len
 
 mpi_fn!(fn MPI_Win_set_info / PMPI_Win_set_info(w: c_int, info_h: c_int) {
     let r = info::get_or_empty(info_h).and_then(|i| with(w, |_, win| {
-        for (k, v) in i.entries() {
-            win.info.set(k, v)?;
-        }
+        win::merge_info(&mut win.info, &i);
         Ok(())
     }));
     ret_win("MPI_Win_set_info", w, r)

@@ -640,7 +640,15 @@ impl File {
     /// stream `filetype` makes from `disp` on; both file pointers go back
     /// to 0.
     pub fn set_view(&mut self, m: &Mpi, given: ViewGiven, info: &Info) -> MpiResult<()> {
-        let view = set_view_checks(&given, self.amode);
+        // MPI_DISPLACEMENT_CURRENT (sequential files): the shared pointer's
+        // place in the file, read by every member before the first one
+        // sets it to 0 (after a barrier, below).
+        let current = if given.disp == DISPLACEMENT_CURRENT {
+            self.shared.get().map(|at| self.view.file_offset(at))
+        } else {
+            Ok(0)
+        };
+        let view = current.and_then(|c| set_view_checks(&given, self.amode, c));
         agree(
             &self.comm.team(m),
             &view.as_ref().map(|_| ()).map_err(Clone::clone),
@@ -733,7 +741,7 @@ impl File {
 }
 
 /// A view's arguments checked, and the view they make.
-fn set_view_checks(given: &ViewGiven, amode: i32) -> MpiResult<View> {
+fn set_view_checks(given: &ViewGiven, amode: i32, current: u64) -> MpiResult<View> {
     match given.datarep.as_str() {
         // "internal" is ours to choose: the native one.
         "native" | "internal" => {}
@@ -753,8 +761,8 @@ fn set_view_checks(given: &ViewGiven, amode: i32) -> MpiResult<View> {
         }
     }
     let disp = if given.disp == DISPLACEMENT_CURRENT && amode & mode::SEQUENTIAL != 0 {
-        // Where the shared pointer is: ours starts such files at 0.
-        0
+        // Where the shared pointer is (its file offset).
+        current
     } else {
         u64::try_from(given.disp).or_else(|_| {
             fail(

@@ -78,12 +78,16 @@ impl View {
                 _ => tile.push((off, len)),
             }
         }
+        // Tiles follow each other every extent bytes: one tile's data
+        // (from its first byte, which need not be at 0) must fit in it,
+        // or tiles would overlap.
         let extent = u64::try_from(filetype.extent).unwrap_or(0);
-        if extent < end {
+        let first = tile.first().map_or(0, |t| t.0);
+        if extent < end - first {
             return fail(
                 err::ARG,
                 format!(
-                    "the extent of a file view's filetype ({}) does not cover its data (up to byte {end})",
+                    "the extent of a file view's filetype ({}) is less than the span of its data (bytes {first} to {end})",
                     filetype.extent
                 ),
             );
@@ -157,16 +161,27 @@ impl View {
     /// The stream bytes that lie before file offset `end` (for
     /// `MPI_SEEK_END` and the size a view sees).
     pub fn stream_before(&self, end: u64) -> u64 {
-        if end <= self.disp {
+        let (first, last) = match (self.tile.first(), self.tile.last()) {
+            (Some(f), Some(l)) => (f.0, l.0 + l.1 as u64),
+            _ => return 0,
+        };
+        if end <= self.disp + first {
             return 0;
         }
         let rel = end - self.disp;
-        let tiles = rel / self.extent;
-        let within = rel % self.extent;
+        // Tiles whose data all lies before `end`; then the one `end` may
+        // cut (a tile's data spans at most an extent, so the next one
+        // starts at or after `end`).
+        let whole = if rel >= last {
+            (rel - last) / self.extent + 1
+        } else {
+            0
+        };
+        let base = whole * self.extent;
         let partial: u64 = (self.tile.iter())
-            .map(|&(off, run)| within.saturating_sub(off).min(run as u64))
+            .map(|&(off, run)| rel.saturating_sub(base + off).min(run as u64))
             .sum();
-        tiles * self.size as u64 + partial
+        whole * self.size as u64 + partial
     }
 }
 
@@ -218,6 +233,26 @@ mod tests {
         assert_eq!(v.stream_before(110), 6);
         assert_eq!(v.stream_before(164), 16);
         assert_eq!(v.stream_before(190), 30);
+    }
+
+    #[test]
+    fn a_filetype_whose_data_starts_past_zero_tiles_by_its_extent() {
+        // hindexed_block of 3 x 8 bytes at 4, 12, 20: lb 4, extent 24;
+        // its data spans bytes 4..28 of each tile.
+        let byte = predefined(super::super::consts::dt::BYTE);
+        let t = Datatype::resized(
+            &Datatype::indexed(&[24], &[4], true, &byte).expect("hindexed"),
+            4,
+            24,
+        );
+        let v = View::new(100, &byte, &t).expect("view");
+        assert_eq!(v.runs(0, 30), vec![(104, 30)]);
+        assert_eq!(v.file_offset(24), 128);
+        assert_eq!(v.stream_before(104), 0);
+        assert_eq!(v.stream_before(110), 6);
+        assert_eq!(v.stream_before(128), 24);
+        assert_eq!(v.stream_before(130), 26);
+        assert_eq!(v.stream_before(152), 48);
     }
 
     #[test]

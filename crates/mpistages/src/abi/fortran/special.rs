@@ -418,6 +418,24 @@ pub extern "C" fn mpi_f_sync_reg_(_buf: *mut c_void) {}
 #[no_mangle]
 pub extern "C" fn pmpi_f_sync_reg_(_buf: *mut c_void) {}
 
+/// `MPI_AINT_ADD` and `MPI_AINT_DIFF` are functions of two
+/// INTEGER(KIND=MPI_ADDRESS_KIND) (declared in mpif.h).
+///
+/// # Safety
+/// Fortran passes both by reference.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_aint_add_(base: *const isize, disp: *const isize) -> isize {
+    // SAFETY: the caller's two integers.
+    unsafe { (*base).wrapping_add(*disp) }
+}
+/// # Safety
+/// As for `mpi_aint_add_`.
+#[no_mangle]
+pub unsafe extern "C" fn mpi_aint_diff_(a: *const isize, b: *const isize) -> isize {
+    // SAFETY: the caller's two integers.
+    unsafe { (*a).wrapping_sub(*b) }
+}
+
 /// `MPI_WTIME` and `MPI_WTICK` are functions (declared in mpif.h).
 #[no_mangle]
 pub extern "C" fn mpi_wtime_() -> f64 {

@@ -127,7 +127,13 @@ pub fn create(
         }
         Memory::Dynamic => (0, None, win::flavor::DYNAMIC),
         Memory::Shared { .. } => {
-            let seg = shm::map(&team, &peers)?;
+            let mut seg = shm::map(&team, &peers)?;
+            // An empty share has no address (NULL), as MPICH gives it.
+            for (b, p) in seg.bases.iter_mut().zip(&peers) {
+                if p.0 == 0 {
+                    *b = 0;
+                }
+            }
             let base = seg.bases[comm.rank];
             shared = Some(seg);
             (base, None, win::flavor::SHARED)
@@ -154,7 +160,7 @@ pub fn create(
         size,
         unit,
         peers,
-        info,
+        win::initial_info(&info),
     );
     w.owned = owned;
     if let Some(seg) = shared {
@@ -434,8 +440,8 @@ pub fn get(
 /// The predefined type an accumulate's elements are of, and checks of
 /// the operation against it.
 fn element(origin: &Datatype, target: &Datatype, o: i32) -> MpiResult<Datatype> {
-    let elem = if origin.predefined {
-        origin.clone()
+    let elem = if let Some(p) = predefined_of(origin) {
+        p
     } else {
         let basic = origin.uniform_basic().ok_or_else(|| {
             MpiError::new(
@@ -459,6 +465,23 @@ fn element(origin: &Datatype, target: &Datatype, o: i32) -> MpiResult<Datatype> 
     Ok(elem)
 }
 
+/// The one predefined type a derived type is built from (through the
+/// types of its constructors), if there is one.
+fn predefined_of(t: &Datatype) -> Option<Datatype> {
+    if t.predefined {
+        return Some(t.clone());
+    }
+    let mut leaf: Option<Datatype> = None;
+    for (_, sub) in &t.envelope.as_ref()?.types {
+        let l = predefined_of(sub)?;
+        match &leaf {
+            Some(x) if x.name != l.name => return None,
+            _ => leaf = Some(l),
+        }
+    }
+    leaf
+}
+
 fn check_op(o: i32) -> MpiResult<()> {
     if !(op::MAX..=op::NO_OP).contains(&o) {
         return fail(err::OP, "accumulates take predefined operations only");
@@ -480,6 +503,10 @@ pub fn accumulate(
         return Ok(None);
     };
     same_size(origin, &place)?;
+    if origin.bytes() == 0 {
+        // Nothing to combine: no element type to check either.
+        return Ok(None);
+    }
     let elem = element(&origin.dtype, &place.dtype, o)?;
     let req = Request::Accumulate {
         at: place,
@@ -512,6 +539,9 @@ pub fn get_accumulate(
         return Ok(None);
     };
     same_size(&result, &place)?;
+    if result.bytes() == 0 {
+        return Ok(None);
+    }
     let data = match origin {
         Some(b) if o != op::NO_OP => {
             same_size(b, &place)?;

@@ -59,7 +59,7 @@ impl Target {
                 let inside = first.and_then(|f| Some((f, f.checked_add(len)?)));
                 let regions = regions.lock().unwrap_or_else(|p| p.into_inner());
                 match inside {
-                    Some((f, e)) if regions.iter().any(|&(b, l)| b <= f && e <= b + l) => addr,
+                    Some((f, e)) if covered(&regions, f, e) => addr,
                     _ => return range(),
                 }
             }
@@ -135,6 +135,19 @@ impl Target {
         }
         Ok(old)
     }
+}
+
+/// Whether the regions (address, length) cover `[from, to)`: an access
+/// may span regions attached one after the other.
+fn covered(regions: &[(usize, usize)], from: usize, to: usize) -> bool {
+    let mut at = from;
+    while at < to {
+        match regions.iter().find(|&&(b, l)| b <= at && at < b + l) {
+            Some(&(b, l)) => at = b + l,
+            None => return false,
+        }
+    }
+    true
 }
 
 fn check_len(t: Option<&TypedBuf>, got: usize) -> MpiResult<()> {

@@ -223,6 +223,39 @@ pub fn set_errhandler(h: i32, eh: i32) -> MpiResult<()> {
     Ok(())
 }
 
+/// The info keys a window knows (MPI 4.0 12.2.7), with their defaults
+/// where the standard gives one; other keys are ignored, as hints may be.
+const KNOWN: &[(&str, Option<&str>)] = &[
+    ("no_locks", Some("false")),
+    ("accumulate_ordering", Some("rar,raw,war,waw")),
+    ("accumulate_ops", Some("same_op_no_op")),
+    ("same_size", Some("false")),
+    ("same_disp_unit", Some("false")),
+    ("alloc_shared_noncontig", Some("false")),
+    ("mpi_accumulate_granularity", None),
+];
+
+/// A new window's info: the defaults, then the keys of `given` it knows.
+pub fn initial_info(given: &Info) -> Info {
+    let mut info = Info::default();
+    for (k, v) in KNOWN {
+        if let Some(v) = v {
+            let _ = info.set(k, v);
+        }
+    }
+    merge_info(&mut info, given);
+    info
+}
+
+/// `MPI_Win_set_info`: the keys of `given` a window knows replace its own.
+pub fn merge_info(info: &mut Info, given: &Info) {
+    for (k, v) in given.entries() {
+        if KNOWN.iter().any(|(known, _)| *known == k) {
+            let _ = info.set(k, v);
+        }
+    }
+}
+
 /// A fixed window's memory.
 pub fn fixed(base: usize, size: usize, disp_unit: usize) -> Target {
     Target {
