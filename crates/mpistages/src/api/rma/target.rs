@@ -127,10 +127,17 @@ impl Target {
                     );
                 }
                 let n = old.len() / elem.size;
-                let theirs = to_memory(elem, n, data);
-                let mut mine = to_memory(elem, n, &old);
-                reduce(&OpDef::Predefined(o), elem, 0, n, &theirs, &mut mine);
-                t.unpack(&to_packed(elem, n, &mine));
+                let op = OpDef::Predefined(o);
+                if dense(elem) {
+                    let mut mine = old.clone();
+                    reduce(&op, elem, 0, n, data, &mut mine);
+                    t.unpack(&mine);
+                } else {
+                    let theirs = to_memory(elem, n, data);
+                    let mut mine = to_memory(elem, n, &old);
+                    reduce(&op, elem, 0, n, &theirs, &mut mine);
+                    t.unpack(&to_packed(elem, n, &mine));
+                }
             }
         }
         Ok(old)
@@ -159,6 +166,12 @@ fn check_len(t: Option<&TypedBuf>, got: usize) -> MpiResult<()> {
         );
     }
     Ok(())
+}
+
+/// Whether a predefined type's elements lie in memory as they pack (no
+/// padding): then both layouts are the same bytes.
+fn dense(elem: &Datatype) -> bool {
+    elem.true_lb == 0 && elem.extent == elem.size as isize
 }
 
 /// `n` packed elements of a predefined type laid out as in memory (its
