@@ -117,13 +117,23 @@ pub fn create(
     let (base, owned, flavor) = match memory {
         Memory::Given { base, .. } => (base, None, win::flavor::CREATE),
         Memory::Allocate { size } => {
-            let mut v = vec![0u128; size.div_ceil(16)];
-            let base = if size == 0 {
-                0
+            let hosts = comm::host_indices(&team)?;
+            if hosts.iter().all(|&h| h == hosts[0]) {
+                // On one host the memory is a shared segment, as for
+                // MPI_Win_allocate_shared: puts and gets are copies.
+                let seg = shm::map(&team, &peers)?;
+                let base = if size == 0 { 0 } else { seg.bases[comm.rank] };
+                shared = Some(seg);
+                (base, None, win::flavor::ALLOCATE)
             } else {
-                v.as_mut_ptr() as usize
-            };
-            (base, Some(v), win::flavor::ALLOCATE)
+                let mut v = vec![0u128; size.div_ceil(16)];
+                let base = if size == 0 {
+                    0
+                } else {
+                    v.as_mut_ptr() as usize
+                };
+                (base, Some(v), win::flavor::ALLOCATE)
+            }
         }
         Memory::Dynamic => (0, None, win::flavor::DYNAMIC),
         Memory::Shared { .. } => {
@@ -322,10 +332,24 @@ impl Win {
 }
 
 impl Win {
-    /// In a shared window, the target's memory `place` names, mapped
-    /// here: puts and gets are copies, done at once.
+    /// A request without a reply sent to `rank` (a put, an accumulate):
+    /// outstanding until the next flush there. `user`: the program holds
+    /// it too (`MPI_Rput` ...).
+    fn sent(&mut self, rank: usize, id: ReqId, user: bool) -> ReqId {
+        self.pending[rank].push(if user {
+            Pending::Users(id)
+        } else {
+            Pending::Ours(id)
+        });
+        self.unflushed.insert(rank);
+        id
+    }
+
+    /// In a window in shared memory (`MPI_Win_allocate_shared`, and
+    /// `MPI_Win_allocate` on one host), the target's memory `place`
+    /// names, mapped here: puts and gets are copies, done at once.
     fn shared_place(&self, rank: usize, place: &Place) -> Option<TypedBuf> {
-        if self.flavor != win::flavor::SHARED || place.count == 0 {
+        if self.shared_bases.is_empty() || place.count == 0 {
             return None;
         }
         let addr = self.shared_bases[rank] + place.disp as usize * self.peers[rank].1;
@@ -385,13 +409,7 @@ pub fn put(
         return Ok(None);
     }
     let id = send(m, w, rank, Request::Put(place), &origin.pack())?;
-    w.pending[rank].push(if user {
-        Pending::Users(id)
-    } else {
-        Pending::Ours(id)
-    });
-    w.unflushed.insert(rank);
-    Ok(Some(id))
+    Ok(Some(w.sent(rank, id, user)))
 }
 
 fn same_size(origin: &TypedBuf, place: &Place) -> MpiResult<()> {
@@ -514,13 +532,7 @@ pub fn accumulate(
         op: o,
     };
     let id = send(m, w, rank, req, &origin.pack())?;
-    w.pending[rank].push(if user {
-        Pending::Users(id)
-    } else {
-        Pending::Ours(id)
-    });
-    w.unflushed.insert(rank);
-    Ok(Some(id))
+    Ok(Some(w.sent(rank, id, user)))
 }
 
 /// `MPI_Get_accumulate` (`origin` is `None` for `MPI_NO_OP`), also

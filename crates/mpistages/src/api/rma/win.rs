@@ -53,8 +53,9 @@ pub struct Win {
     /// Every member's (size, displacement unit), to check ranges at the
     /// origin.
     pub peers: Vec<(usize, usize)>,
-    /// Every member's base address (shared windows: in this process's
-    /// mapping).
+    /// Every member's base address in this process's mapping, for windows
+    /// in shared memory (`_allocate_shared`, `_allocate` on one host);
+    /// empty for the others.
     pub shared_bases: Vec<usize>,
     pub info: Info,
     pub name: String,
