@@ -38,8 +38,9 @@ fn survivors_revoke_agree_acknowledge_and_shrink() {
 }
 
 /// A window's fence and a file's collective write with a dead member fail
-/// with MPIX_ERR_PROC_FAILED at every survivor; free and close release
-/// them; a window and a file on the shrunk communicator work.
+/// with MPIX_ERR_PROC_FAILED at every survivor; a lock the dead member
+/// held is released for it (another origin gets it); free and close
+/// release them; a window and a file on the shrunk communicator work.
 #[test]
 fn windows_and_files_fail_cleanly_and_the_survivors_make_new_ones() {
     let exe = build("ulfm_rma.c");

@@ -1,8 +1,8 @@
 /* MPI-IO: every rank writes and reads back at
  * explicit offsets, at its individual pointer, at the shared pointer and
  * in rank order, and through a strided view, blocking, non-blocking and
- * split, with and without collective buffering; sizes, seeks, modes and
- * errors. The directory comes from
+ * split, with and without collective buffering, and in the external32
+ * representation; sizes, seeks, modes and errors. The directory comes from
  * FILE_TEST_DIR (the harness makes and removes it). */
 #include "check.h"
 #include <string.h>
@@ -320,6 +320,53 @@ static void views(int rank, int size) {
     CHECK_RC(MPI_File_close(&fh));
 }
 
+/* The external32 representation: ints and doubles written through it
+ * are big-endian in the file (checked byte by byte through a native
+ * view), and read back through it as written, collectively and not. */
+static void external32(int rank, int size) {
+    char name[600];
+    path(name, "external32.bin");
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                           MPI_INFO_NULL, &fh));
+    struct { int i; double d; } rec = {0x01020300 + rank, 1.5 + rank}, back = {0, 0};
+    MPI_Datatype rt;
+    int bl[2] = {1, 1};
+    MPI_Aint disp[2] = {0, 8};
+    MPI_Datatype types[2] = {MPI_INT, MPI_DOUBLE};
+    MPI_Type_create_struct(2, bl, disp, types, &rt);
+    MPI_Type_commit(&rt);
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "external32", MPI_INFO_NULL));
+    char rep[MPI_MAX_DATAREP_STRING];
+    MPI_Offset d;
+    MPI_Datatype et, ft;
+    CHECK_RC(MPI_File_get_view(fh, &d, &et, &ft, rep));
+    CHECK(strcmp(rep, "external32") == 0, "get_view: %s", rep);
+    /* 12 bytes per record in the file (int, then double). */
+    CHECK_RC(MPI_File_write_at_all(fh, rank * 12, &rec, 1, rt, MPI_STATUS_IGNORE));
+    CHECK_RC(MPI_File_read_at(fh, rank * 12, &back, 1, rt, MPI_STATUS_IGNORE));
+    CHECK(back.i == rec.i && back.d == rec.d, "read back %x %g", back.i, back.d);
+    back.i = 0;
+    back.d = 0;
+    int next = (rank + 1) % size;
+    CHECK_RC(MPI_File_sync(fh));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK_RC(MPI_File_read_at_all(fh, next * 12, &back, 1, rt, MPI_STATUS_IGNORE));
+    CHECK(back.i == 0x01020300 + next && back.d == 1.5 + next, "next's record %x %g", back.i, back.d);
+    /* The bytes themselves. */
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
+    unsigned char raw[12];
+    CHECK_RC(MPI_File_read_at(fh, rank * 12, raw, 12, MPI_BYTE, MPI_STATUS_IGNORE));
+    CHECK(raw[0] == 1 && raw[1] == 2 && raw[2] == 3 && raw[3] == rank, "int bytes %d %d %d %d", raw[0], raw[1], raw[2],
+          raw[3]);
+    double be = 1.5 + rank;
+    unsigned char *b = (unsigned char *)&be;
+    for (int k = 0; k < 8; k++) CHECK(raw[4 + k] == b[7 - k], "double byte %d: %d", k, raw[4 + k]);
+    CHECK(et == MPI_BYTE && ft == MPI_BYTE, "predefined types come back as they are");
+    MPI_Type_free(&rt);
+    CHECK_RC(MPI_File_close(&fh));
+}
+
 /* Non-blocking and split collective accesses, and collective buffering:
  * interleaved blocks of every rank written and read back collectively
  * with two-phase I/O forced on (small buffers, two aggregators), left
@@ -490,6 +537,7 @@ int main(int argc, char **argv) {
     shared_pointer(rank, size);
     sizes_and_errors(rank);
     views(rank, size);
+    external32(rank, size);
     nonblocking_and_collective(rank, size);
     pass("file.c");
     MPI_Finalize();

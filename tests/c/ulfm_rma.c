@@ -3,7 +3,9 @@
  * MPIX_ERR_PROC_FAILED, freeing the window and closing the file release
  * them (returning the error), and a window and a file on the shrunk
  * communicator work. The last rank dies (a real SIGKILL) at the start of
- * the second epoch. Every survivor prints "ulfm rma ok <rank>". */
+ * the second epoch, holding a lock on rank 0's window, which rank 1 then
+ * gets (a dead member's locks are released for it). Every survivor
+ * prints "ulfm rma ok <rank>". */
 #include <mpi.h>
 #include <mpi-ext.h>
 #include <signal.h>
@@ -63,9 +65,22 @@ int main(int argc, char **argv) {
     /* The first epoch: everyone alive. */
     rc = ring(win, MPI_COMM_WORLD, &slot);
     CHECK(rc == MPI_SUCCESS && slot == (me + size - 1) % size, "first epoch: rc %d, slot %d", rc, slot);
-    MPI_Barrier(MPI_COMM_WORLD);
+    /* The last rank dies holding an exclusive lock on rank 0's window. */
     int dead = size - 1;
+    if (me == dead) CHECK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win) == MPI_SUCCESS, "lock");
+    MPI_Barrier(MPI_COMM_WORLD);
     if (me == dead) raise(SIGKILL);
+    /* Its lock is released for it once its death is known: rank 1 gets
+     * the lock instead of waiting forever. */
+    if (me == 1) {
+        int seen = 0;
+        rc = MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+        CHECK(rc == MPI_SUCCESS, "lock after the holder died: %d", rc);
+        CHECK(MPI_Get(&seen, 1, MPI_INT, 0, 0, 1, MPI_INT, win) == MPI_SUCCESS, "get");
+        CHECK(MPI_Win_unlock(0, win) == MPI_SUCCESS, "unlock");
+        /* Rank 0 may have cleared its slot for the next epoch already. */
+        CHECK(seen == size - 1 || seen == -1, "rank 0's slot: %d", seen);
+    }
     /* The fence cannot complete: a member is dead. */
     rc = ring(win, MPI_COMM_WORLD, &slot);
     CHECK(class_of(rc) == MPIX_ERR_PROC_FAILED, "fence with a dead member: %d", rc);

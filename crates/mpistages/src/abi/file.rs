@@ -62,6 +62,30 @@ enum How {
     All,
 }
 
+/// `tb` packed as the file holds its data: big-endian under the
+/// external32 representation.
+fn file_bytes(fh: c_int, tb: &TypedBuf) -> MpiResult<Vec<u8>> {
+    let mut data = tb.pack();
+    if with(fh, |f| Ok(f.external32()))? {
+        tb.dtype.swap_external32(tb.count, &mut data);
+    }
+    Ok(data)
+}
+
+/// Whether the file's data needs converting (`from_file`).
+fn is_external32(fh: c_int) -> MpiResult<bool> {
+    with(fh, |f| Ok(f.external32()))
+}
+
+/// Unpacks bytes read from a file into `into`, converted from external32
+/// when `external32`.
+fn from_file(into: &TypedBuf, external32: bool, mut got: Vec<u8>) {
+    if external32 {
+        into.dtype.swap_external32(into.count, &mut got);
+    }
+    into.unpack(&got);
+}
+
 /// Writes `count` elements of `datatype` from `buf` at `at`.
 ///
 /// # Safety
@@ -77,7 +101,7 @@ unsafe fn write(
 ) -> MpiResult<()> {
     let m = mpi()?;
     // SAFETY: the caller's buffer stays valid for this blocking call.
-    let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+    let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
     let n = match how {
         How::Alone => with(fh, |f| f.write(at, &data))?,
         How::All => {
@@ -107,6 +131,7 @@ unsafe fn read(
     // SAFETY: the caller's buffer stays valid for this blocking call.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
     let len = into.bytes();
+    let external32 = is_external32(fh)?;
     let got = match how {
         How::Alone => with(fh, |f| f.read(at, len))?,
         How::All => {
@@ -119,9 +144,10 @@ unsafe fn read(
             got
         }
     };
-    into.unpack(&got);
+    let n = got.len();
+    from_file(&into, external32, got);
     // SAFETY: caller's status pointer or NULL.
-    unsafe { put_status(status, &done(got.len())) };
+    unsafe { put_status(status, &done(n)) };
     Ok(())
 }
 
@@ -141,7 +167,7 @@ unsafe fn iwrite(
 ) -> MpiResult<ReqId> {
     let m = mpi()?;
     // SAFETY: the caller's buffer is read (packed) during this call.
-    let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+    let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
     let id = match how {
         How::Alone => {
             let n = with(fh, |f| f.write(at, &data))?;
@@ -174,19 +200,22 @@ unsafe fn iread(
     let m = mpi()?;
     // SAFETY: the caller keeps the buffer until the request completes.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
+    let external32 = is_external32(fh)?;
     let id = match how {
         How::Alone => {
             let got = with(fh, |f| f.prepare(false, at, into.bytes()))?.read()?;
-            into.unpack(&got);
-            file::completed_request(m, fh, got.len())
+            let n = got.len();
+            from_file(&into, external32, got);
+            file::completed_request(m, fh, n)
         }
         How::All => {
             let file = file::get(fh)?;
             let placed = file::lock(&file).place_collective(false, at, into.bytes());
             let job = Box::new(move || {
                 let got = placed.read(m)?;
-                into.unpack(&got);
-                Ok(got.len())
+                let n = got.len();
+                from_file(&into, external32, got);
+                Ok(n)
             });
             file::start_collective(m, fh, &file, job)
         }
@@ -313,7 +342,7 @@ access_at! {
 mpi_fn!(fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
     let r = mpi().and_then(|m| {
         // SAFETY: the caller's buffer stays valid for this blocking call.
-        let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+        let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
         let n = with(fh, |f| f.write_ordered(m, &data))?;
         // SAFETY: caller's status pointer or NULL.
         unsafe { put_status(status, &done(n)) };
@@ -327,9 +356,10 @@ mpi_fn!(fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: c_int, buf: *mut c
         // SAFETY: the caller's buffer stays valid for this blocking call.
         let into = unsafe { typed(m, buf, count, datatype)? };
         let got = with(fh, |f| f.read_ordered(m, into.bytes()))?;
-        into.unpack(&got);
+        let n = got.len();
+        from_file(&into, is_external32(fh)?, got);
         // SAFETY: caller's status pointer or NULL.
-        unsafe { put_status(status, &done(got.len())) };
+        unsafe { put_status(status, &done(n)) };
         Ok(())
     });
     ret_file("MPI_File_read_ordered", fh, r)
@@ -434,7 +464,7 @@ unsafe fn iwrite_ordered(
 ) -> MpiResult<ReqId> {
     let m = mpi()?;
     // SAFETY: the caller's buffer is packed during this call.
-    let data = unsafe { typed(m, buf, count, datatype)? }.pack();
+    let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
     let file = file::get(fh)?;
     let f = file.clone();
     let job = Box::new(move || file::lock(&f).write_ordered(m, &data));
@@ -454,12 +484,14 @@ unsafe fn iread_ordered(
     let m = mpi()?;
     // SAFETY: the caller keeps the buffer until the end call.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
+    let external32 = is_external32(fh)?;
     let file = file::get(fh)?;
     let f = file.clone();
     let job = Box::new(move || {
         let got = file::lock(&f).read_ordered(m, into.bytes())?;
-        into.unpack(&got);
-        Ok(got.len())
+        let n = got.len();
+        from_file(&into, external32, got);
+        Ok(n)
     });
     Ok(file::start_collective(m, fh, &file, job))
 }

@@ -720,8 +720,11 @@ impl Datatype {
 
     /// Runs of `count` elements in packing order, adjacent runs joined.
     pub fn segments(&self, count: usize) -> impl Iterator<Item = (isize, usize)> + '_ {
-        let mut pending: Option<(isize, usize)> = None;
-        let mut iter = (0..count).flat_map(move |i| {
+        // Dense elements make one run: no walk over them.
+        let dense = self.contiguous_span(count);
+        let walked = if dense.is_some() { 0 } else { count };
+        let mut pending = dense.filter(|d| d.1 > 0);
+        let mut iter = (0..walked).flat_map(move |i| {
             self.runs
                 .iter()
                 .map(move |r| (i as isize * self.extent + r.off, r.len))

@@ -639,6 +639,11 @@ impl File {
     /// `MPI_File_set_view` (collective): offsets count `etype`s of the
     /// stream `filetype` makes from `disp` on; both file pointers go back
     /// to 0.
+    /// Whether the view's data representation is external32.
+    pub fn external32(&self) -> bool {
+        self.view_given.datarep == "external32"
+    }
+
     pub fn set_view(&mut self, m: &Mpi, given: ViewGiven, info: &Info) -> MpiResult<()> {
         // MPI_DISPLACEMENT_CURRENT (sequential files): the shared pointer's
         // place in the file, read by every member before the first one
@@ -743,19 +748,16 @@ impl File {
 /// A view's arguments checked, and the view they make.
 fn set_view_checks(given: &ViewGiven, amode: i32, current: u64) -> MpiResult<View> {
     match given.datarep.as_str() {
-        // "internal" is ours to choose: the native one.
-        "native" | "internal" => {}
-        "external32" => {
-            return fail(
-                err::UNSUPPORTED_DATAREP,
-                "the external32 data representation is not supported (native and internal are)",
-            )
-        }
+        // "internal" is ours to choose: the native one. In external32,
+        // the types this machine has are of the sizes that
+        // representation gives them; their bytes are swapped (big-endian)
+        // at the ABI boundary, where the program's datatype is known.
+        "native" | "internal" | "external32" => {}
         other => {
             return fail(
                 err::UNSUPPORTED_DATAREP,
                 format!(
-                    "unknown data representation '{other}' (native and internal are supported)"
+                    "unknown data representation '{other}' (native, internal and external32 are supported)"
                 ),
             )
         }

@@ -11,7 +11,7 @@
 //!
 //! Hints (info keys, as ROMIO names them): `romio_cb_write` and
 //! `romio_cb_read` (`enable`, `disable`, `automatic`: only when
-//! interleaved, the default), `cb_nodes` (how many aggregators) and
+//! interleaved, in runs shorter than 256 KiB on average, the default), `cb_nodes` (how many aggregators) and
 //! `cb_buffer_size` (bytes per aggregator per round, 16 MiB by default).
 //!
 //! Every step starts with an agreement, so a member whose access failed
@@ -45,6 +45,11 @@ pub struct Hints {
     /// Bytes an aggregator handles per round.
     pub buffer: u64,
 }
+
+/// The mean run length from which `automatic` leaves interleaved
+/// accesses independent: runs this long are already large writes, and
+/// sending them through aggregators only adds a copy.
+const LARGE_RUN: u64 = 256 << 10;
 
 /// `cb_buffer_size`'s default, as ROMIO's.
 const DEFAULT_BUFFER: u64 = 16 << 20;
@@ -160,20 +165,30 @@ fn start(
         Ok(a) => extent(&a.runs),
         Err(_) => (u64::MAX, 0),
     };
+    let (runs, bytes) = match &acc {
+        Ok(a) => (
+            a.runs.iter().filter(|r| r.1 > 0).count() as u64,
+            a.runs.iter().map(|r| r.1 as u64).sum(),
+        ),
+        Err(_) => (0, 0),
+    };
     let code = acc.as_ref().err().map_or(0, |e| e.class);
-    let mut mine = Vec::with_capacity(20);
+    let mut mine = Vec::with_capacity(36);
     mine.extend_from_slice(&code.to_le_bytes());
-    mine.extend_from_slice(&lo.to_le_bytes());
-    mine.extend_from_slice(&hi.to_le_bytes());
+    for v in [lo, hi, runs, bytes] {
+        mine.extend_from_slice(&v.to_le_bytes());
+    }
     let all = comm::allgather_fixed(&c.team, &mine)?;
-    let members: Vec<(i32, u64, u64)> = all
-        .chunks_exact(20)
+    let members: Vec<(i32, u64, u64, u64, u64)> = all
+        .chunks_exact(36)
         .map(|b| {
             let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
             (
                 i32::from_le_bytes(b[..4].try_into().expect("4")),
                 u(4),
                 u(12),
+                u(20),
+                u(28),
             )
         })
         .collect();
@@ -195,7 +210,11 @@ fn start(
     let two_phase = match cb {
         Cb::Enable => true,
         Cb::Disable => false,
-        Cb::Automatic => interleaved(&extents),
+        Cb::Automatic => {
+            let runs: u64 = members.iter().map(|m| m.3).sum();
+            let bytes: u64 = members.iter().map(|m| m.4).sum();
+            interleaved(&extents) && bytes < runs.saturating_mul(LARGE_RUN)
+        }
     };
     if !two_phase {
         return Ok(Some((acc, None)));

@@ -9,12 +9,21 @@
 //! answer means all earlier ones are done. Fence, post/start/complete/
 //! wait, lock/unlock and the flushes are built from that.
 //!
+//! When every member of a window is on the origin's host, the origin does
+//! more itself: locks are atomics in a page every member maps
+//! (`hostlock.rs`); puts and gets are copies, through the mapping of a
+//! window in shared memory (`_allocate_shared`, `_allocate`) or by
+//! cross-memory copies into the target process (`_create`). Accumulates
+//! always go to the agent, which makes them atomic.
+//!
 //! Files of this module: `win.rs` (objects and table), `lock.rs` (the
-//! passive-target lock, a pure state machine), `wire.rs` (requests),
-//! `target.rs` (requests applied to memory), `agent.rs` (the thread),
-//! `shm.rs` (the segment of a shared window).
+//! passive-target lock at the agent, a pure state machine), `hostlock.rs`
+//! (the lock in shared memory), `wire.rs` (requests), `target.rs`
+//! (requests applied to memory), `agent.rs` (the thread), `shm.rs` (the
+//! segments of shared windows and of the lock page).
 
 pub mod agent;
+pub mod hostlock;
 pub mod lock;
 pub mod shm;
 pub mod target;
@@ -103,37 +112,43 @@ pub fn create(
         Memory::Given { size, .. } | Memory::Allocate { size } | Memory::Shared { size } => size,
         Memory::Dynamic => 0,
     };
-    let mut mine = (size as u64).to_le_bytes().to_vec();
-    mine.extend_from_slice(&(disp_unit as u64).to_le_bytes());
+    let given_base = match memory {
+        Memory::Given { base, .. } => base,
+        _ => 0,
+    };
+    let mut mine = Vec::with_capacity(32);
+    for v in [
+        size as u64,
+        disp_unit as u64,
+        given_base as u64,
+        std::process::id() as u64,
+    ] {
+        mine.extend_from_slice(&v.to_le_bytes());
+    }
     let all = comm::allgather_fixed(&team, &mine)?;
-    let peers: Vec<(usize, usize)> = all
-        .chunks_exact(16)
-        .map(|b| {
-            let u = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8")) as usize;
-            (u(0), u(8))
-        })
-        .collect();
+    let u = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8")) as usize;
+    let peers: Vec<(usize, usize)> = all.chunks_exact(32).map(|b| (u(b, 0), u(b, 8))).collect();
+    let hosts = comm::host_indices(&team)?;
+    let one_host = hosts.iter().all(|&h| h == hosts[0]);
     let mut shared = None;
     let (base, owned, flavor) = match memory {
         Memory::Given { base, .. } => (base, None, win::flavor::CREATE),
+        Memory::Allocate { size } if one_host => {
+            // On one host the memory is a shared segment, as for
+            // MPI_Win_allocate_shared: puts and gets are copies.
+            let seg = shm::map(&team, &peers)?;
+            let base = if size == 0 { 0 } else { seg.bases[comm.rank] };
+            shared = Some(seg);
+            (base, None, win::flavor::ALLOCATE)
+        }
         Memory::Allocate { size } => {
-            let hosts = comm::host_indices(&team)?;
-            if hosts.iter().all(|&h| h == hosts[0]) {
-                // On one host the memory is a shared segment, as for
-                // MPI_Win_allocate_shared: puts and gets are copies.
-                let seg = shm::map(&team, &peers)?;
-                let base = if size == 0 { 0 } else { seg.bases[comm.rank] };
-                shared = Some(seg);
-                (base, None, win::flavor::ALLOCATE)
+            let mut v = vec![0u128; size.div_ceil(16)];
+            let base = if size == 0 {
+                0
             } else {
-                let mut v = vec![0u128; size.div_ceil(16)];
-                let base = if size == 0 {
-                    0
-                } else {
-                    v.as_mut_ptr() as usize
-                };
-                (base, Some(v), win::flavor::ALLOCATE)
-            }
+                v.as_mut_ptr() as usize
+            };
+            (base, Some(v), win::flavor::ALLOCATE)
         }
         Memory::Dynamic => (0, None, win::flavor::DYNAMIC),
         Memory::Shared { .. } => {
@@ -148,6 +163,24 @@ pub fn create(
             shared = Some(seg);
             (base, None, win::flavor::SHARED)
         }
+    };
+    let on_host = if one_host {
+        let n = comm.size();
+        let seg = shm::map(&team, &vec![(hostlock::slot_bytes(n), 1); n])?;
+        let map = seg.map.expect("slots are not empty");
+        // The program's memory of other processes is reached by
+        // cross-memory copies (their process, their base).
+        let cma = (flavor == win::flavor::CREATE).then(|| {
+            all.chunks_exact(32)
+                .map(|b| (u(b, 24) as i32, u(b, 16)))
+                .collect()
+        });
+        Some(win::OnHost {
+            locks: hostlock::HostLocks::new(map, n),
+            cma,
+        })
+    } else {
+        None
     };
     let target = Arc::new(if flavor == win::flavor::DYNAMIC {
         target::Target {
@@ -173,6 +206,7 @@ pub fn create(
         win::initial_info(&info),
     );
     w.owned = owned;
+    w.on_host = on_host;
     if let Some(seg) = shared {
         w.shared_bases = seg.bases;
         w.mapping = seg.map;
@@ -362,6 +396,119 @@ impl Win {
     }
 }
 
+/// The target's memory an access names, reached by the origin itself: a
+/// window in shared memory mapped here, or the program's memory in
+/// another process of this host (cross-memory copies), as packed bytes.
+enum Direct {
+    Mapped(TypedBuf),
+    Remote { pid: i32, runs: Vec<(u64, usize)> },
+}
+
+impl Direct {
+    fn read(&self, len: usize) -> std::io::Result<Vec<u8>> {
+        match self {
+            Direct::Mapped(t) => Ok(t.pack()),
+            Direct::Remote { pid, runs } => {
+                let mut data = vec![0u8; len];
+                crate::sys::cma::read_runs(*pid, runs, &mut data)?;
+                Ok(data)
+            }
+        }
+    }
+
+    fn write(&self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Direct::Mapped(t) => {
+                t.unpack(data);
+                Ok(())
+            }
+            Direct::Remote { pid, runs } => crate::sys::cma::write_runs(*pid, runs, data),
+        }
+    }
+}
+
+impl Win {
+    /// The target's memory `place` names, when this origin reaches it
+    /// itself (see `Direct`).
+    fn direct(&self, rank: usize, place: &Place) -> Option<Direct> {
+        if let Some(t) = self.shared_place(rank, place) {
+            return Some(Direct::Mapped(t));
+        }
+        let cma = self.on_host.as_ref()?.cma.as_ref()?;
+        if place.count == 0 {
+            return None;
+        }
+        let (pid, base) = cma[rank];
+        let at = base as i128 + place.disp as i128 * self.peers[rank].1 as i128;
+        let runs = place
+            .dtype
+            .segments(place.count as usize)
+            .map(|(off, len)| ((at + off as i128) as u64, len))
+            .collect();
+        Some(Direct::Remote { pid, runs })
+    }
+
+    /// As `direct`, for read-modify-writes (accumulates): only while this
+    /// origin holds an exclusive lock on `rank`, when nobody else may
+    /// touch its window, so the agent is not needed for atomicity.
+    fn direct_exclusive(&self, rank: usize, place: &Place) -> Option<Direct> {
+        let held = self.locked.get(&rank)?;
+        if !held.exclusive {
+            return None;
+        }
+        self.direct(rank, place)
+    }
+
+    /// A cross-memory copy failed (the kernel refuses them here, or the
+    /// target is gone): from now on the agent does this window's copies,
+    /// and reports what is wrong.
+    fn cma_failed(&mut self, e: std::io::Error) {
+        log::debug!("window: cross-memory copies refused ({e}); the agent does them");
+        if let Some(h) = self.on_host.as_mut() {
+            h.cma = None;
+        }
+    }
+
+    /// A request with a reply (get, the fetching accumulates) sent to
+    /// `rank`: both outstanding until the next flush there, the reply
+    /// bringing exactly `bytes`.
+    fn replied(&mut self, rank: usize, sent: ReqId, reply: ReqId, bytes: usize, users: bool) {
+        self.pending[rank].push(Pending::Ours(sent));
+        self.pending[rank].push(Pending::Reply {
+            id: reply,
+            bytes,
+            users,
+        });
+    }
+}
+
+/// Reads, combines and writes back the target's elements at the origin
+/// (see `Win::direct_exclusive`); returns their bytes before, or `None`
+/// when the direct access failed and the agent must do it.
+fn combine_direct(
+    w: &mut Win,
+    d: &Direct,
+    elem: &Datatype,
+    o: i32,
+    data: &[u8],
+    bytes: usize,
+) -> MpiResult<Option<Vec<u8>>> {
+    let old = match d.read(bytes) {
+        Ok(old) => old,
+        Err(e) => {
+            w.cma_failed(e);
+            return Ok(None);
+        }
+    };
+    if let Some(new) = target::combine(elem, o, &old, data)? {
+        if let Err(e) = d.write(&new) {
+            w.cma_failed(e);
+            return Ok(None);
+        }
+    }
+    Ok(Some(old))
+}
+
 /// Sends request `req` with `data` to `rank`'s agent; returns the send.
 fn send(m: &Mpi, w: &Win, rank: usize, req: Request, data: &[u8]) -> MpiResult<ReqId> {
     Ok(m.engine.post(Op::Send {
@@ -404,9 +551,11 @@ pub fn put(
         return Ok(None);
     };
     same_size(origin, &place)?;
-    if let Some(t) = w.shared_place(rank, &place) {
-        t.unpack(&origin.pack());
-        return Ok(None);
+    if let Some(d) = w.direct(rank, &place) {
+        match d.write(&origin.pack()) {
+            Ok(()) => return Ok(None),
+            Err(e) => w.cma_failed(e),
+        }
     }
     let id = send(m, w, rank, Request::Put(place), &origin.pack())?;
     Ok(Some(w.sent(rank, id, user)))
@@ -438,20 +587,20 @@ pub fn get(
         return Ok(None);
     };
     same_size(&origin, &place)?;
-    if let Some(t) = w.shared_place(rank, &place) {
-        origin.unpack(&t.pack());
-        return Ok(None);
+    if let Some(d) = w.direct(rank, &place) {
+        match d.read(origin.bytes()) {
+            Ok(data) => {
+                origin.unpack(&data);
+                return Ok(None);
+            }
+            Err(e) => w.cma_failed(e),
+        }
     }
     let reply = w.reply_tag();
     let bytes = origin.bytes();
     let id = expect(m, w, rank, reply, Box::new(origin));
     let sent = send(m, w, rank, Request::Get { at: place, reply }, &[])?;
-    w.pending[rank].push(Pending::Ours(sent));
-    w.pending[rank].push(Pending::Reply {
-        id,
-        bytes,
-        users: user,
-    });
+    w.replied(rank, sent, id, bytes, user);
     Ok(Some(id))
 }
 
@@ -526,12 +675,18 @@ pub fn accumulate(
         return Ok(None);
     }
     let elem = element(&origin.dtype, &place.dtype, o)?;
+    let data = origin.pack();
+    if let Some(d) = w.direct_exclusive(rank, &place) {
+        if combine_direct(w, &d, &elem, o, &data, data.len())?.is_some() {
+            return Ok(None);
+        }
+    }
     let req = Request::Accumulate {
         at: place,
         elem,
         op: o,
     };
-    let id = send(m, w, rank, req, &origin.pack())?;
+    let id = send(m, w, rank, req, &data)?;
     Ok(Some(w.sent(rank, id, user)))
 }
 
@@ -562,8 +717,14 @@ pub fn get_accumulate(
         _ => Vec::new(),
     };
     let elem = element(&result.dtype, &place.dtype, o)?;
-    let reply = w.reply_tag();
     let bytes = result.bytes();
+    if let Some(d) = w.direct_exclusive(rank, &place) {
+        if let Some(old) = combine_direct(w, &d, &elem, o, &data, bytes)? {
+            result.unpack(&old);
+            return Ok(None);
+        }
+    }
+    let reply = w.reply_tag();
     let id = expect(m, w, rank, reply, Box::new(result));
     let req = Request::GetAccumulate {
         at: place,
@@ -572,12 +733,7 @@ pub fn get_accumulate(
         reply,
     };
     let sent = send(m, w, rank, req, &data)?;
-    w.pending[rank].push(Pending::Ours(sent));
-    w.pending[rank].push(Pending::Reply {
-        id,
-        bytes,
-        users: user,
-    });
+    w.replied(rank, sent, id, bytes, user);
     Ok(Some(id))
 }
 
@@ -598,8 +754,8 @@ pub fn compare_and_swap(
     }
     let mut data = new.pack();
     data.extend_from_slice(&compare.pack());
-    let reply = w.reply_tag();
     let bytes = result.bytes();
+    let reply = w.reply_tag();
     let id = expect(m, w, rank, reply, Box::new(result));
     let sent = send(
         m,
@@ -608,12 +764,7 @@ pub fn compare_and_swap(
         Request::CompareAndSwap { at: place, reply },
         &data,
     )?;
-    w.pending[rank].push(Pending::Ours(sent));
-    w.pending[rank].push(Pending::Reply {
-        id,
-        bytes,
-        users: false,
-    });
+    w.replied(rank, sent, id, bytes, false);
     Ok(())
 }
 
@@ -741,7 +892,9 @@ pub fn lock(m: &Mpi, w: &mut Win, kind: i32, rank: i32, a: i32) -> MpiResult<()>
     if w.locked.contains_key(&r) {
         return fail(err::RMA_SYNC, format!("rank {r} is locked already"));
     }
-    if a & assert::NOCHECK == 0 {
+    if a & assert::NOCHECK == 0 && w.on_host.is_some() {
+        host_lock(m, w, r, exclusive)?;
+    } else if a & assert::NOCHECK == 0 {
         let reply = w.reply_tag();
         let id = expect(m, w, r, reply, Box::new(Bytes(RawBuf::empty())));
         let sent = send(m, w, r, Request::Lock { exclusive, reply }, &[]);
@@ -749,8 +902,32 @@ pub fn lock(m: &Mpi, w: &mut Win, kind: i32, rank: i32, a: i32) -> MpiResult<()>
         check(m.engine.wait(sent?))?;
         check(got)?;
     }
-    w.locked.insert(r, a & assert::NOCHECK == 0);
+    w.locked.insert(
+        r,
+        win::Held {
+            asked: a & assert::NOCHECK == 0,
+            exclusive,
+        },
+    );
     Ok(())
+}
+
+/// Takes target `r`'s lock in the window's page on this host, waiting
+/// as long as it is held; a halted job or a dead target ends the wait,
+/// and dead members' locks are released on their behalf (ULFM).
+fn host_lock(m: &Mpi, w: &Win, r: usize, exclusive: bool) -> MpiResult<()> {
+    let locks = &w.on_host.as_ref().expect("on host").locks;
+    hostlock::acquire(locks, r, w.comm.rank, exclusive, || {
+        if m.engine.halted() {
+            return Some(hostlock::Interrupt::Halted);
+        }
+        let dead = m.engine.failed_members(w.comm.context);
+        if dead.is_empty() {
+            return None;
+        }
+        let dead: Vec<usize> = dead.iter().map(|&p| p as usize).collect();
+        ranks_of(w, &dead).ok().map(hostlock::Interrupt::Dead)
+    })
 }
 
 /// `MPI_Win_unlock`: the origin's operations complete at the target, then
@@ -759,9 +936,24 @@ pub fn unlock(m: &Mpi, w: &mut Win, rank: i32) -> MpiResult<()> {
     let Some(r) = w.target_rank(rank)? else {
         return Ok(());
     };
-    let Some(asked) = w.locked.remove(&r) else {
+    let Some(win::Held { asked, .. }) = w.locked.remove(&r) else {
         return fail(err::RMA_SYNC, format!("rank {r} is not locked"));
     };
+    if w.on_host.is_some() {
+        // Operations done by the agent complete first (a flush), then the
+        // lock word is released.
+        let flushed = flush_one(m, w, r);
+        if asked {
+            let me = w.comm.rank;
+            w.on_host
+                .as_ref()
+                .expect("on host")
+                .locks
+                .slot(r)
+                .unlock(me);
+        }
+        return flushed;
+    }
     let local = complete_local(m, w, r);
     w.unflushed.remove(&r);
     // A lock taken with MPI_MODE_NOCHECK was never asked for: a flush

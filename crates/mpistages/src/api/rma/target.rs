@@ -116,31 +116,40 @@ impl Target {
         }
         let Some(t) = t else { return Ok(Vec::new()) };
         let old = t.pack();
-        match o {
-            op::NO_OP => {}
-            op::REPLACE => t.unpack(data),
-            _ => {
-                if elem.size == 0 || old.len() % elem.size != 0 {
-                    return fail(
-                        err::TYPE,
-                        "the target type is not made of the operation's elements",
-                    );
-                }
-                let n = old.len() / elem.size;
-                let op = OpDef::Predefined(o);
-                if dense(elem) {
-                    let mut mine = old.clone();
-                    reduce(&op, elem, 0, n, data, &mut mine);
-                    t.unpack(&mine);
-                } else {
-                    let theirs = to_memory(elem, n, data);
-                    let mut mine = to_memory(elem, n, &old);
-                    reduce(&op, elem, 0, n, &theirs, &mut mine);
-                    t.unpack(&to_packed(elem, n, &mine));
-                }
-            }
+        if let Some(new) = combine(elem, o, &old, data)? {
+            t.unpack(&new);
         }
         Ok(old)
+    }
+}
+
+/// What packed target elements `old` become under operation `o` with the
+/// origin's packed `data`, of elements `elem`; `None` when unchanged
+/// (`MPI_NO_OP`). Also used by an origin that combines itself.
+pub fn combine(elem: &Datatype, o: i32, old: &[u8], data: &[u8]) -> MpiResult<Option<Vec<u8>>> {
+    match o {
+        op::NO_OP => Ok(None),
+        op::REPLACE => Ok(Some(data.to_vec())),
+        _ => {
+            if elem.size == 0 || !old.len().is_multiple_of(elem.size) || data.len() != old.len() {
+                return fail(
+                    err::TYPE,
+                    "the target type is not made of the operation's elements",
+                );
+            }
+            let n = old.len() / elem.size;
+            let op = OpDef::Predefined(o);
+            if dense(elem) {
+                let mut mine = old.to_vec();
+                reduce(&op, elem, 0, n, data, &mut mine);
+                Ok(Some(mine))
+            } else {
+                let theirs = to_memory(elem, n, data);
+                let mut mine = to_memory(elem, n, old);
+                reduce(&op, elem, 0, n, &theirs, &mut mine);
+                Ok(Some(to_packed(elem, n, &mine)))
+            }
+        }
     }
 }
 

@@ -41,6 +41,24 @@ pub enum Pending {
     },
 }
 
+/// A window whose members share one host: locks are atomics in a page
+/// every member maps, and (`MPI_Win_create`) puts and gets are
+/// cross-memory copies into the target process.
+pub struct OnHost {
+    pub locks: super::hostlock::HostLocks,
+    /// Each member's process ID and window base, for windows of the
+    /// program's memory; `None` for the others, and once a copy failed
+    /// (the kernel's ptrace policy forbids it): then the agent does them.
+    pub cma: Option<Vec<(i32, usize)>>,
+}
+
+/// A passive-target lock an origin holds.
+pub struct Held {
+    /// Asked for (not under `MPI_MODE_NOCHECK`, which asks nothing).
+    pub asked: bool,
+    pub exclusive: bool,
+}
+
 pub struct Win {
     /// A private duplicate of the communicator it was created on.
     pub comm: Arc<Comm>,
@@ -57,6 +75,8 @@ pub struct Win {
     /// in shared memory (`_allocate_shared`, `_allocate` on one host);
     /// empty for the others.
     pub shared_bases: Vec<usize>,
+    /// What origins do themselves when every member shares this host.
+    pub on_host: Option<OnHost>,
     pub info: Info,
     pub name: String,
     /// Memory we allocated (`MPI_Win_allocate`), freed with the window.
@@ -67,9 +87,8 @@ pub struct Win {
     pub pending: Vec<Vec<Pending>>,
     /// Targets with requests not flushed yet.
     pub unflushed: BTreeSet<usize>,
-    /// Targets this origin holds a lock on, and whether it asked for it
-    /// (not under `MPI_MODE_NOCHECK`).
-    pub locked: std::collections::BTreeMap<usize, bool>,
+    /// Targets this origin holds a lock on, and how.
+    pub locked: std::collections::BTreeMap<usize, Held>,
     /// `MPI_Win_start`'s group (ranks in the window), until `complete`.
     pub access: Option<Vec<usize>>,
     /// `MPI_Win_post`'s group, until `wait`.
@@ -99,6 +118,7 @@ impl Win {
             disp_unit,
             peers,
             shared_bases: Vec::new(),
+            on_host: None,
             info,
             name: String::new(),
             owned: None,
