@@ -106,16 +106,20 @@ int main(int argc, char **argv) {
         MPI_Type_commit(&t);
         MPI_Sendrecv(&pair, 1, t, right, 11, &got, 1, t, left, 11, MPI_COMM_WORLD, &st);
         int n, e;
+        MPI_Count ex;
         MPI_Get_count(&st, t, &n);
         MPI_Get_elements(&st, t, &e);
-        CHECK(n == 1 && e == 2 && got.d == 1.5 && got.i == left, "struct n=%d e=%d", n, e);
+        MPI_Get_elements_x(&st, t, &ex);
+        CHECK(n == 1 && e == 2 && ex == 2 && got.d == 1.5 && got.i == left, "struct n=%d e=%d ex=%lld", n, e,
+              (long long)ex);
         MPI_Sendrecv(&pair, 12, MPI_BYTE, right, 12, &got, 1, t, left, 12, MPI_COMM_WORLD, &st);
         MPI_Get_count(&st, t, &n);
         CHECK(n == 1, "bytes into struct");
         MPI_Sendrecv(&pair, 8, MPI_BYTE, right, 13, &got, 1, t, left, 13, MPI_COMM_WORLD, &st);
         MPI_Get_count(&st, t, &n);
         MPI_Get_elements(&st, t, &e);
-        CHECK(n == MPI_UNDEFINED && e == 1, "partial struct n=%d e=%d", n, e);
+        MPI_Get_elements_x(&st, t, &ex);
+        CHECK(n == MPI_UNDEFINED && e == 1 && ex == 1, "partial struct n=%d e=%d ex=%lld", n, e, (long long)ex);
         MPI_Type_free(&t);
     }
 

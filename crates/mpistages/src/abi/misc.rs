@@ -77,10 +77,11 @@ mpi_fn!(fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const CStatus, dt: 
     let r = mpi().and_then(|m| {
         // SAFETY: caller's pointers.
         let st = unsafe { get(status)? };
-        let size = m.tables().dtype(dt)?.size as u64;
-        let v = st.bytes().checked_div(size).unwrap_or(0) as c_longlong;
+        // Basic elements, as MPI_Get_elements counts them (HDF5 checks a
+        // write's length this way, with a type of many bytes).
+        let v = super::p2p::large_count_in(m, &st, dt, true)?;
         // SAFETY: as above.
-        unsafe { put(n, v) }
+        unsafe { put(n, v as c_longlong) }
     });
     ret("MPI_Get_elements_x", COMM_WORLD, r)
 });

@@ -524,7 +524,7 @@ fn count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<c_int
 }
 
 /// The count of a status in elements of `dt`, as an `MPI_Count`.
-fn large_count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<i64> {
+pub(super) fn large_count_in(m: &Mpi, st: &CStatus, dt: c_int, elements: bool) -> MpiResult<i64> {
     let t = m.tables().any_dtype(dt)?;
     let bytes = st.bytes() as usize;
     let n = if elements {
