@@ -359,7 +359,7 @@ impl Win {
             Place {
                 disp,
                 count: at.count as u64,
-                dtype: (*at.dtype).clone(),
+                dtype: at.dtype.clone(),
             },
         )))
     }
@@ -387,7 +387,7 @@ impl Win {
             return None;
         }
         let addr = self.shared_bases[rank] + place.disp as usize * self.peers[rank].1;
-        let dtype = Arc::new(place.dtype.clone());
+        let dtype = place.dtype.clone();
         // SAFETY: `place` was checked to lie inside the target's segment
         // (`Win::place`), which this process maps until the window is
         // freed; conflicting accesses are the program's error under MPI's
@@ -552,7 +552,12 @@ pub fn put(
     };
     same_size(origin, &place)?;
     if let Some(d) = w.direct(rank, &place) {
-        match d.write(&origin.pack()) {
+        // A contiguous origin is copied from where it is.
+        let written = match origin.contiguous() {
+            Some(run) => d.write(run.as_slice()),
+            None => d.write(&origin.pack()),
+        };
+        match written {
             Ok(()) => return Ok(None),
             Err(e) => w.cma_failed(e),
         }

@@ -11,7 +11,7 @@ use crate::api::error::{fail, MpiResult};
 use crate::api::op::{reduce, OpDef};
 use crate::api::usermem::TypedBuf;
 use crate::progress::Layout;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// The memory a window exposes at this process.
 pub enum Memory {
@@ -69,7 +69,7 @@ impl Target {
         // window's lifetime; MPI's rules for RMA epochs make conflicting
         // accesses by the program itself erroneous.
         Ok(Some(unsafe {
-            TypedBuf::new(addr as *mut u8, count, Arc::new(at.dtype.clone()))
+            TypedBuf::new(addr as *mut u8, count, at.dtype.clone())
         }))
     }
 
@@ -210,6 +210,7 @@ fn to_packed(elem: &Datatype, n: usize, mem: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::api::consts::dt;
+    use std::sync::Arc;
 
     fn ty(h: i32) -> Datatype {
         Datatype::predefined(h).unwrap()
@@ -229,7 +230,7 @@ mod tests {
         Place {
             disp,
             count,
-            dtype: ty(h),
+            dtype: Arc::new(ty(h)),
         }
     }
 

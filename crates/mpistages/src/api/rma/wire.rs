@@ -23,7 +23,8 @@ pub const FIRST_REPLY: i32 = 16;
 pub struct Place {
     pub disp: u64,
     pub count: u64,
-    pub dtype: Datatype,
+    /// Shared with the origin's call (no copy of the type per operation).
+    pub dtype: std::sync::Arc<Datatype>,
 }
 
 /// An operation at the target.
@@ -115,7 +116,7 @@ mod tests {
         let at = Place {
             disp: 12,
             count: 3,
-            dtype: int(),
+            dtype: std::sync::Arc::new(int()),
         };
         for (req, data) in [
             (Request::Put(at.clone()), vec![1u8; 12]),
