@@ -172,13 +172,16 @@ fn log_levels_from_the_environment() {
 
 /// One-sided communication: every window flavor but shared, every
 /// operation and synchronization, passive-target progress while the
-/// target computes, attributes and errors.
+/// target computes, attributes and errors; on one host (origins copy and
+/// lock themselves) and once with everything through the targets'
+/// agents, as between hosts.
 #[test]
 fn one_sided() {
     let exe = build("rma.c");
     for &np in RANKS {
         run_ok(&exe, np, &[]);
     }
+    run_ok(&exe, 4, &[("MPISTAGES_RMA_DIRECT", "0")]);
 }
 
 /// MPI-IO: explicit offsets, individual, shared and ordered pointers, a

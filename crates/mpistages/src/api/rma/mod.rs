@@ -82,6 +82,15 @@ pub enum Memory {
     Shared { size: usize },
 }
 
+/// Whether origins on one host may reach windows themselves (shared
+/// segments, cross-memory copies, locks in shared memory);
+/// `MPISTAGES_RMA_DIRECT=0` sends everything through the agents, as
+/// between hosts (tests use it to cover that path on one machine).
+fn direct_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var("MPISTAGES_RMA_DIRECT").map_or(true, |v| v != "0"))
+}
+
 /// Creates a window over communicator `h` (collective); returns its
 /// handle and, for `Allocate`, the base address.
 pub fn create(
@@ -129,7 +138,7 @@ pub fn create(
     let u = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8")) as usize;
     let peers: Vec<(usize, usize)> = all.chunks_exact(32).map(|b| (u(b, 0), u(b, 8))).collect();
     let hosts = comm::host_indices(&team)?;
-    let one_host = hosts.iter().all(|&h| h == hosts[0]);
+    let one_host = hosts.iter().all(|&h| h == hosts[0]) && direct_allowed();
     let mut shared = None;
     let (base, owned, flavor) = match memory {
         Memory::Given { base, .. } => (base, None, win::flavor::CREATE),
