@@ -13,8 +13,10 @@
 //! more itself: locks are atomics in a page every member maps
 //! (`hostlock.rs`); puts and gets are copies, through the mapping of a
 //! window in shared memory (`_allocate_shared`, `_allocate`) or by
-//! cross-memory copies into the target process (`_create`). Accumulates
-//! always go to the agent, which makes them atomic.
+//! cross-memory copies into the target process (`_create`, once a read of
+//! a value each member published checks that its PID names it).
+//! Accumulates go to the agent, which makes them atomic, but under an
+//! exclusive lock, when the origin combines itself.
 //!
 //! Files of this module: `win.rs` (objects and table), `lock.rs` (the
 //! passive-target lock at the agent, a pure state machine), `hostlock.rs`
@@ -91,6 +93,19 @@ fn direct_allowed() -> bool {
     *ALLOWED.get_or_init(|| std::env::var("MPISTAGES_RMA_DIRECT").map_or(true, |v| v != "0"))
 }
 
+/// Bytes of each member's record at creation: size, displacement unit,
+/// base, PID, the nonce's address and value.
+const RECORD: usize = 48;
+
+/// Whether a cross-memory read of process `pid` at `addr` finds `value`:
+/// the kernel allows the copies and the PID names that member (not
+/// another process of another PID namespace).
+fn reaches(pid: i32, addr: u64, value: u64) -> bool {
+    let mut got = [0u8; 8];
+    crate::sys::cma::read_from(pid, addr, &mut got).ok() == Some(8)
+        && u64::from_le_bytes(got) == value
+}
+
 /// Creates a window over communicator `h` (collective); returns its
 /// handle and, for `Allocate`, the base address.
 pub fn create(
@@ -125,18 +140,32 @@ pub fn create(
         Memory::Given { base, .. } => base,
         _ => 0,
     };
-    let mut mine = Vec::with_capacity(32);
+    // A value only this process knows, at an address the others read by
+    // cross-memory copy to check that the PID names this process (kept
+    // until creation has agreed, after everyone checked).
+    let nonce = Box::new({
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    });
+    let mut mine = Vec::with_capacity(RECORD);
     for v in [
         size as u64,
         disp_unit as u64,
         given_base as u64,
         std::process::id() as u64,
+        &*nonce as *const u64 as u64,
+        *nonce,
     ] {
         mine.extend_from_slice(&v.to_le_bytes());
     }
     let all = comm::allgather_fixed(&team, &mine)?;
     let u = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8")) as usize;
-    let peers: Vec<(usize, usize)> = all.chunks_exact(32).map(|b| (u(b, 0), u(b, 8))).collect();
+    let peers: Vec<(usize, usize)> = all
+        .chunks_exact(RECORD)
+        .map(|b| (u(b, 0), u(b, 8)))
+        .collect();
     let hosts = comm::host_indices(&team)?;
     let one_host = hosts.iter().all(|&h| h == hosts[0]) && direct_allowed();
     let mut shared = None;
@@ -179,11 +208,20 @@ pub fn create(
         let map = seg.map.expect("slots are not empty");
         // The program's memory of other processes is reached by
         // cross-memory copies (their process, their base).
-        let cma = (flavor == win::flavor::CREATE).then(|| {
-            all.chunks_exact(32)
-                .map(|b| (u(b, 24) as i32, u(b, 16)))
-                .collect()
-        });
+        let cma = (flavor == win::flavor::CREATE)
+            .then(|| {
+                let members: Vec<_> = all.chunks_exact(RECORD).collect();
+                members
+                    .iter()
+                    .all(|b| reaches(u(b, 24) as i32, u(b, 32) as u64, u(b, 40) as u64))
+                    .then(|| {
+                        members
+                            .iter()
+                            .map(|b| (u(b, 24) as i32, u(b, 16)))
+                            .collect()
+                    })
+            })
+            .flatten();
         Some(win::OnHost {
             locks: hostlock::HostLocks::new(map, n),
             cma,
