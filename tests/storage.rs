@@ -413,7 +413,8 @@ fn a_full_level_says_what_where_and_what_follows() {
 /// Only rank 0's checkpoint does not fit, with a partner or a set level:
 /// rank 0 gets MPI_ERR_NO_SPACE and still takes its part in the exchange
 /// (an empty one), so rank 1 is not left waiting for it (it used to wait
-/// there while rank 0 waited in the barrier after: a hang).
+/// there while rank 0 waited in the barrier after: a hang). Rank 1's own
+/// write may find the shared level full at that moment, and fail too.
 #[test]
 fn a_rank_whose_checkpoint_fails_leaves_no_partner_waiting() {
     for scheme in ["partner", "xor:2"] {

@@ -2,8 +2,9 @@
  * only level): a small checkpoint fits, a 1 MiB one gets MPI_ERR_NO_SPACE
  * with an error string, and the job goes on (the next small one fits).
  * With CKPTFULL_ONLY_RANK=R only rank R has the big region: the others'
- * second checkpoint succeeds (and a partner or set exchange must not
- * leave them waiting for rank R's part). */
+ * second checkpoint returns (success, or MPI_ERR_NO_SPACE when rank R's
+ * write filled the shared level at that moment), and a partner or set
+ * exchange must not leave them waiting for rank R's part. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 int main(int argc, char **argv)
 {
     static double small[64], big[BIG];
-    int rank, rc, cls, len;
+    int rank, rc, cls, len, small_failed = 0;
     char s[MPI_MAX_ERROR_STRING];
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -36,14 +37,20 @@ int main(int argc, char **argv)
         CHECK_RC(MPI_Error_string(rc, s, &len));
         CHECK(strstr(s, "space") != NULL, "error string '%s'", s);
         CHECK_RC(MPIX_Unprotect(2));
-    } else {
-        CHECK_RC(rc);
+    } else if (rc != MPI_SUCCESS) {
+        /* The level is shared: the big write may fill it while this small
+         * one is being written, and then this one fails for want of space
+         * too, which is right. What matters is that it returns. */
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_NO_SPACE, "a small checkpoint beside a full one gave class %d", cls);
+        small_failed = 1;
     }
     CHECK_RC(MPI_Barrier(MPI_COMM_WORLD));
     CHECK_RC(MPIX_Checkpoint_write());
     int e;
     MPIX_Get_fault_epoch(&e);
-    CHECK(e == (has_big ? 2 : 3), "epochs written: %d, expected %d", e, has_big ? 2 : 3);
+    int want = has_big || small_failed ? 2 : 3;
+    CHECK(e == want, "epochs written: %d, expected %d", e, want);
     pass("ckptfull.c");
     MPI_Finalize();
     return 0;
