@@ -66,7 +66,7 @@ enum How {
 /// external32 representation.
 fn file_bytes(fh: c_int, tb: &TypedBuf) -> MpiResult<Vec<u8>> {
     let mut data = tb.pack();
-    if with(fh, |f| Ok(f.external32()))? {
+    if is_external32(fh)? {
         tb.dtype.swap_external32(tb.count, &mut data);
     }
     Ok(data)

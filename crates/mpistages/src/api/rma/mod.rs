@@ -174,7 +174,7 @@ pub fn create(
         Memory::Allocate { size } if one_host => {
             // On one host the memory is a shared segment, as for
             // MPI_Win_allocate_shared: puts and gets are copies.
-            let seg = shm::map(&team, &peers)?;
+            let seg = shm::map(&team, &hosts, &peers)?;
             let base = if size == 0 { 0 } else { seg.bases[comm.rank] };
             shared = Some(seg);
             (base, None, win::flavor::ALLOCATE)
@@ -190,7 +190,7 @@ pub fn create(
         }
         Memory::Dynamic => (0, None, win::flavor::DYNAMIC),
         Memory::Shared { .. } => {
-            let mut seg = shm::map(&team, &peers)?;
+            let mut seg = shm::map(&team, &hosts, &peers)?;
             // An empty share has no address (NULL), as MPICH gives it.
             for (b, p) in seg.bases.iter_mut().zip(&peers) {
                 if p.0 == 0 {
@@ -204,7 +204,7 @@ pub fn create(
     };
     let on_host = if one_host {
         let n = comm.size();
-        let seg = shm::map(&team, &vec![(hostlock::slot_bytes(n), 1); n])?;
+        let seg = shm::map(&team, &hosts, &vec![(hostlock::slot_bytes(n), 1); n])?;
         let map = seg.map.expect("slots are not empty");
         // The program's memory of other processes is reached by
         // cross-memory copies (their process, their base).

@@ -4,7 +4,6 @@
 //! every member maps. Nothing is left behind by a crash: the segment has
 //! no name in any file system, and goes when the last mapping does.
 
-use crate::api::comm;
 use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::file::agree;
@@ -18,9 +17,9 @@ pub struct Segment {
     pub map: Option<memmap2::MmapMut>,
 }
 
-/// Maps the segment for members of `sizes[r].0` bytes each (collective).
-pub fn map(team: &Team, sizes: &[(usize, usize)]) -> MpiResult<Segment> {
-    let hosts = comm::host_indices(team)?;
+/// Maps the segment for members of `sizes[r].0` bytes each (collective);
+/// `hosts` are the members' host indices (`comm::host_indices`).
+pub fn map(team: &Team, hosts: &[usize], sizes: &[(usize, usize)]) -> MpiResult<Segment> {
     if hosts.iter().any(|&h| h != hosts[0]) {
         return fail(
             err::RMA_SHARED,
