@@ -88,6 +88,14 @@ fn topologies() {
 /// Comm_idup, matched probe, Alltoallw; also with the progress thread off
 /// (MPISTAGES_PROGRESS=poll): the collectives' worker threads progress
 /// them all the same.
+/// Non-blocking and persistent collectives whose arrays the program frees
+/// right after the call (as mpi4py does), in place, with zero counts and on
+/// MPI_COMM_SELF.
+#[test]
+fn collective_arrays_freed_after_the_call() {
+    at_all_sizes("nbc_arrays.c");
+}
+
 #[test]
 fn nonblocking_collectives() {
     let exe = build("nonblocking_coll.c");

@@ -170,6 +170,19 @@ pub enum Pin {
 }
 
 impl Tables {
+    /// Forgets what was in flight when the job rolled back (every kind of
+    /// rollback: Stages to a saved epoch or to epoch 0, Reinit): request
+    /// owners, buffered sends, pins, and the count of non-blocking
+    /// collectives, which must start again at 0 in every process alike, as
+    /// in a replacement (a survivor that kept its count tagged its next
+    /// collective differently from the replacement's, and both hung).
+    pub fn forget_in_flight(&mut self) {
+        self.req_comm.clear();
+        self.bsend_pending.clear();
+        self.nbc_seq.clear();
+        self.pins.clear();
+    }
+
     pub fn pin(&mut self, kind: Pin, h: i32) {
         self.pins.entry((kind, h)).or_insert((0, false)).0 += 1;
     }

@@ -202,6 +202,8 @@ pub(super) fn rejoin_and_restore(
     // A parity thread still running reports its (rolled-back) epoch now,
     // while mpiexec ignores reports, not after the recovery.
     m.stages().settle();
+    // No worker may touch the failed attempt's buffers once it resumes.
+    super::nbc::quiesce();
     // Windows and open files are not MPI state a rollback restores: the
     // attempt that comes next creates them again (docs/ARCHITECTURE.md).
     // Released while the engine is halted, which ends the windows' agents.
@@ -309,8 +311,7 @@ fn reset_tables(m: &Mpi, keep_handlers: bool) {
     t.groups = fresh.groups;
     t.types = fresh.types;
     t.max_context = fresh.max_context;
-    t.req_comm.clear();
-    t.bsend_pending.clear();
+    t.forget_in_flight();
     if keep_handlers {
         for (h, eh) in [consts::COMM_WORLD, consts::COMM_SELF].iter().zip(handlers) {
             if let (Some(Some(c)), Some(eh)) = (t.comms.get_mut(*h as usize), eh) {

@@ -42,6 +42,45 @@ struct Work {
 
 static WORKERS: Mutex<Option<HashMap<u32, Sender<Work>>>> = Mutex::new(None);
 
+/// Collectives handed to a worker and not yet ended (run or skipped), and
+/// the condition a rollback waits on until there are none (`quiesce`).
+static IN_FLIGHT: Mutex<usize> = Mutex::new(0);
+static ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+fn in_flight() -> std::sync::MutexGuard<'static, usize> {
+    IN_FLIGHT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long a rollback waits for the workers before it goes on anyway.
+const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// At a rollback, with the engine halted: waits until no worker runs or
+/// holds a collective of the attempt that failed. Their messages fail with
+/// the halt, so they end at once; but until they have, a worker may still
+/// write into the program's buffers, which after the rollback (and after
+/// the Reinit jump, which reuses the stack those buffers were on) belong
+/// to the next attempt. A worker still busy after `QUIESCE_LIMIT` is
+/// reported and the rollback goes on.
+pub fn quiesce() {
+    let started = std::time::Instant::now();
+    let mut n = in_flight();
+    while *n > 0 {
+        let left = QUIESCE_LIMIT.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            log::error!(
+                "mpistages: {} non-blocking collective(s) of the failed attempt did not end in {} s; rolling back anyway",
+                *n,
+                QUIESCE_LIMIT.as_secs()
+            );
+            return;
+        }
+        n = ENDED
+            .wait_timeout(n, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
 /// Starts `job` as a non-blocking collective of the communicator with
 /// collective context `context`; returns its request.
 /// The next collective tag of a collective context; pins `pins`.
@@ -157,6 +196,7 @@ pub fn free_persistent(m: &Mpi, id: ReqId) {
 
 fn enqueue(m: &'static Mpi, context: u32, work: Work) {
     let id = work.id;
+    *in_flight() += 1;
     let mut workers = WORKERS.lock().unwrap_or_else(|p| p.into_inner());
     let map = workers.get_or_insert_with(HashMap::new);
     let work = match map.get(&context) {
@@ -179,13 +219,24 @@ fn enqueue(m: &'static Mpi, context: u32, work: Work) {
             let _ = tx.send(work);
             map.insert(context, tx);
         }
-        Err(e) => m.engine.complete(
-            id,
-            failed(MpiError::new(
-                super::consts::err::OTHER,
-                format!("no thread for a non-blocking collective: {e}"),
-            )),
-        ),
+        Err(e) => {
+            ended();
+            m.engine.complete(
+                id,
+                failed(MpiError::new(
+                    super::consts::err::OTHER,
+                    format!("no thread for a non-blocking collective: {e}"),
+                )),
+            )
+        }
+    }
+}
+
+fn ended() {
+    let mut n = in_flight();
+    *n = n.saturating_sub(1);
+    if *n == 0 {
+        ENDED.notify_all();
     }
 }
 
@@ -224,6 +275,7 @@ fn run(m: &Mpi, w: Work) {
         }
     }
     m.engine.complete(w.id, st);
+    ended();
 }
 
 /// Ends the worker threads (at `MPI_Finalize`): each ends once its queue

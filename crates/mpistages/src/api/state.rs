@@ -148,9 +148,6 @@ pub fn load(t: &mut Tables, st: &MpiState, rank: usize) -> MpiResult<()> {
     t.groups = groups;
     t.types = types;
     t.max_context = st.max_context;
-    t.req_comm.clear();
-    t.bsend_pending.clear();
-    t.nbc_seq.clear();
-    t.pins.clear();
+    t.forget_in_flight();
     Ok(())
 }
