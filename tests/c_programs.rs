@@ -96,6 +96,13 @@ fn collective_arrays_freed_after_the_call() {
     at_all_sizes("nbc_arrays.c");
 }
 
+/// Generalized requests: cancel, query and free called when the standard
+/// says (mpi4py's test_grequest).
+#[test]
+fn generalized_requests() {
+    at_all_sizes("grequest.c");
+}
+
 #[test]
 fn nonblocking_collectives() {
     let exe = build("nonblocking_coll.c");

@@ -216,19 +216,49 @@ mpi_fn!(fn MPI_Comm_create / PMPI_Comm_create(c: c_int, g: c_int, out: *mut c_in
     new_comm("MPI_Comm_create", c, out, |m| comm::create(m, c, g))
 });
 
+/// `MPI_Comm_free`, and the end of `MPI_Comm_disconnect`.
+///
+/// # Safety
+/// `c` is the caller's in/out handle pointer.
+unsafe fn free_comm(m: &Mpi, c: *mut c_int) -> MpiResult<()> {
+    // SAFETY: by the caller's contract.
+    let h = unsafe { get(c)? };
+    m.tables().comm(h)?;
+    if h != COMM_WORLD && h != crate::api::consts::COMM_SELF {
+        super::attr::delete_all(m, Kind::Comm, h)?;
+    }
+    comm::free(m, h)?;
+    // SAFETY: as above.
+    unsafe { put(c, COMM_NULL) }
+}
+
 mpi_fn!(fn MPI_Comm_free / PMPI_Comm_free(c: *mut c_int) {
-    let r = mpi().and_then(|m| {
-        // SAFETY: caller's in/out pointer.
-        let h = unsafe { get(c)? };
-        m.tables().comm(h)?;
-        if h != COMM_WORLD && h != crate::api::consts::COMM_SELF {
-            super::attr::delete_all(m, Kind::Comm, h)?;
-        }
-        comm::free(m, h)?;
-        // SAFETY: as above.
-        unsafe { put(c, COMM_NULL) }
-    });
+    // SAFETY: caller's in/out pointer.
+    let r = mpi().and_then(|m| unsafe { free_comm(m, c) });
     ret("MPI_Comm_free", COMM_WORLD, r)
+});
+
+// Collective: every member's pending communication on the communicator
+// has completed when all have entered (the program completes its requests
+// first, as the standard requires of it), so a barrier over it, then the
+// free. A disconnected parent is gone for MPI_Comm_get_parent.
+mpi_fn!(fn MPI_Comm_disconnect / PMPI_Comm_disconnect(c: *mut c_int) {
+    // SAFETY: caller's in/out pointer.
+    let h = match unsafe { get(c) } { Ok(h) => h, Err(e) => return ret("MPI_Comm_disconnect", COMM_WORLD, Err(e)) };
+    let r = mpi().and_then(|m| {
+        if h == COMM_WORLD || h == crate::api::consts::COMM_SELF {
+            return crate::api::error::fail(crate::api::consts::err::COMM, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be disconnected");
+        }
+        let cm = m.tables().comm(h)?;
+        if cm.is_inter() {
+            super::intercoll::barrier(m, &cm)?;
+        } else {
+            crate::api::collective::barrier(m, &cm)?;
+        }
+        // SAFETY: as above.
+        unsafe { free_comm(m, c) }
+    });
+    ret("MPI_Comm_disconnect", h, r)
 });
 
 mpi_fn!(fn MPI_Comm_compare / PMPI_Comm_compare(a: c_int, b: c_int, result: *mut c_int) {

@@ -138,7 +138,14 @@ pub type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 struct Greq {
     query: Option<QueryFn>,
     free: Option<FreeFn>,
+    cancel: Option<CancelFn>,
     extra: usize,
+    /// `MPI_Grequest_complete` ran; the entry stays until the status is
+    /// taken or the request freed, for `MPI_Cancel`, which tells the
+    /// cancel function.
+    completed: bool,
+    /// `MPI_Request_free` before completion: free runs at completion.
+    freed: bool,
     /// The callbacks are Fortran subroutines: `QUERY(EXTRA, STATUS, IERROR)`
     /// and `FREE(EXTRA, IERROR)`, all by reference.
     fortran: bool,
@@ -146,22 +153,28 @@ struct Greq {
 
 type FortranQuery = unsafe extern "C" fn(*const isize, *mut CStatus, *mut c_int);
 type FortranFree = unsafe extern "C" fn(*const isize, *mut c_int);
+type FortranCancel = unsafe extern "C" fn(*const isize, *const c_int, *mut c_int);
 
 /// `MPI_Grequest_start` for C (`fortran` false) and Fortran callbacks.
 pub fn grequest_start(
     query: Option<QueryFn>,
     free: Option<FreeFn>,
+    cancel: Option<CancelFn>,
     extra: usize,
     fortran: bool,
 ) -> MpiResult<c_int> {
     let m = mpi()?;
     let id = crate::api::p2p::post(m, crate::api::Op::External, COMM_WORLD);
-    GREQS.lock().unwrap_or_else(|p| p.into_inner()).push((
+    let mut t = greqs();
+    t.push((
         id,
         Greq {
             query,
             free,
+            cancel,
             extra,
+            completed: false,
+            freed: false,
             fortran,
         },
     ));
@@ -170,61 +183,141 @@ pub fn grequest_start(
 
 static GREQS: std::sync::Mutex<Vec<(crate::api::ReqId, Greq)>> = std::sync::Mutex::new(Vec::new());
 
-mpi_fn!(fn MPI_Grequest_start / PMPI_Grequest_start(query: Option<QueryFn>, free: Option<FreeFn>, _cancel: Option<CancelFn>, extra: *mut c_void, req: *mut c_int) {
+fn greqs() -> std::sync::MutexGuard<'static, Vec<(crate::api::ReqId, Greq)>> {
+    GREQS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `MPI_Cancel` of a request: `None` if it is not a generalized request,
+/// else what its cancel function returned (called with whether
+/// `MPI_Grequest_complete` ran, as the standard asks).
+pub fn grequest_cancel(id: crate::api::ReqId) -> Option<c_int> {
+    let (cancel, extra, completed, fortran) = {
+        let t = greqs();
+        let g = &t.iter().find(|(r, _)| *r == id)?.1;
+        (g.cancel, g.extra, g.completed, g.fortran)
+    };
+    let Some(f) = cancel else {
+        return Some(err::SUCCESS);
+    };
+    let done = c_int::from(completed);
+    if fortran {
+        let (x, mut e) = (extra as isize, 0);
+        // SAFETY: a Fortran subroutine registered as such, given locals by
+        // reference.
+        unsafe { std::mem::transmute::<CancelFn, FortranCancel>(f)(&x, &done, &mut e) };
+        Some(e)
+    } else {
+        // SAFETY: the program's callback with its own extra state.
+        Some(unsafe { f(extra as *mut c_void, done) })
+    }
+}
+
+mpi_fn!(fn MPI_Grequest_start / PMPI_Grequest_start(query: Option<QueryFn>, free: Option<FreeFn>, cancel: Option<CancelFn>, extra: *mut c_void, req: *mut c_int) {
     // SAFETY: caller's out-pointer.
-    let r = grequest_start(query, free, extra as usize, false).and_then(|h| unsafe { put(req, h) });
+    let r = grequest_start(query, free, cancel, extra as usize, false).and_then(|h| unsafe { put(req, h) });
     ret("MPI_Grequest_start", COMM_WORLD, r)
 });
 
 // The query function gives the status now, and the free function runs:
 // after completion nothing of the request but its status is needed.
+impl Greq {
+    /// The query function: the request's status, or its error code.
+    fn query(&self, cs: &mut CStatus) -> c_int {
+        let Some(q) = self.query else {
+            return err::SUCCESS;
+        };
+        if self.fortran {
+            let (x, mut e) = (self.extra as isize, 0);
+            // SAFETY: a Fortran subroutine registered as such (transmuted
+            // back to its own signature), given locals by reference.
+            unsafe { std::mem::transmute::<QueryFn, FortranQuery>(q)(&x, cs, &mut e) };
+            e
+        } else {
+            // SAFETY: the program's callback, its extra state and a status
+            // of ours.
+            unsafe { q(self.extra as *mut c_void, cs) }
+        }
+    }
+
+    /// The free function; its error code.
+    fn free(&self) -> c_int {
+        let Some(f) = self.free else {
+            return err::SUCCESS;
+        };
+        if self.fortran {
+            let (x, mut e) = (self.extra as isize, 0);
+            // SAFETY: as in `query`.
+            unsafe { std::mem::transmute::<FreeFn, FortranFree>(f)(&x, &mut e) };
+            e
+        } else {
+            // SAFETY: the program's callback with its own extra state.
+            unsafe { f(self.extra as *mut c_void) }
+        }
+    }
+}
+
+/// A request's status is being taken (wait, test: `st` given) or the
+/// program frees it: `false` if it is not a generalized request. For a
+/// completed one the query function fills `st` and the free function runs
+/// now, as the standard says (the program may release the extra state
+/// there, which a cancel until then still uses); the first error either
+/// returns goes into `st`, or is returned as an `Err` when freeing.
+/// A generalized request freed before it completes is marked, and its free
+/// function runs at `MPI_Grequest_complete`.
+pub fn grequest_release(id: crate::api::ReqId, st: Option<&mut Status>) -> Option<c_int> {
+    let g = {
+        let mut t = greqs();
+        let i = t.iter().position(|(r, _)| *r == id)?;
+        if !t[i].1.completed {
+            t[i].1.freed = true;
+            return Some(err::SUCCESS);
+        }
+        t.swap_remove(i).1
+    };
+    let q = match st {
+        Some(st) => {
+            let mut cs = CStatus {
+                source: crate::api::consts::ANY_SOURCE,
+                tag: crate::api::consts::ANY_TAG,
+                ..CStatus::default()
+            };
+            let q = g.query(&mut cs);
+            st.source = cs.source;
+            st.tag = cs.tag;
+            st.bytes = cs.bytes() as usize;
+            st.cancelled = cs.count_hi_and_cancelled & 1 != 0;
+            q
+        }
+        None => err::SUCCESS,
+    };
+    let f = g.free();
+    Some(if q != err::SUCCESS { q } else { f })
+}
+
+// The query and free functions run when the program takes the status.
 mpi_fn!(fn MPI_Grequest_complete / PMPI_Grequest_complete(req: c_int) {
     let r = mpi().and_then(|m| {
         let id = super::request::id_of(m, req)?;
-        let g = {
-            let mut t = GREQS.lock().unwrap_or_else(|p| p.into_inner());
+        let freed = {
+            let mut t = greqs();
             let Some(i) = t.iter().position(|(r, _)| *r == id) else {
                 return fail(err::REQUEST, format!("request {req} is not a generalized request"));
             };
-            t.swap_remove(i).1
-        };
-        let mut cs = CStatus { source: crate::api::consts::ANY_SOURCE, tag: crate::api::consts::ANY_TAG, ..CStatus::default() };
-        let (q, f) = if g.fortran {
-            let (x, mut qe, mut fe) = (g.extra as isize, 0, 0);
-            // SAFETY: Fortran callbacks registered as such (transmuted back
-            // to their own signature), given locals by reference.
-            unsafe {
-                if let Some(q) = g.query {
-                    std::mem::transmute::<QueryFn, FortranQuery>(q)(&x, &mut cs, &mut qe);
-                }
-                if let Some(f) = g.free {
-                    std::mem::transmute::<FreeFn, FortranFree>(f)(&x, &mut fe);
-                }
+            let g = &mut t[i].1;
+            if g.completed {
+                return fail(err::REQUEST, format!("generalized request {req} is already complete"));
             }
-            (qe, fe)
-        } else {
-            // SAFETY: the program's callbacks, given its extra state and a
-            // status of ours.
-            unsafe {
-                (
-                    g.query.map_or(err::SUCCESS, |q| q(g.extra as *mut c_void, &mut cs)),
-                    g.free.map_or(err::SUCCESS, |f| f(g.extra as *mut c_void)),
-                )
-            }
+            g.completed = true;
+            g.freed.then(|| t.swap_remove(i).1)
         };
-        let mut st = Status::empty();
-        st.source = cs.source;
-        st.tag = cs.tag;
-        st.bytes = cs.bytes() as usize;
-        st.cancelled = cs.count_hi_and_cancelled & 1 != 0;
-        let rc = if q != err::SUCCESS { q } else { f };
-        if rc != err::SUCCESS {
-            st.error = Some(crate::api::ReqError::Failed {
-                class: rc,
-                detail: format!("a generalized request's callback returned {rc}"),
-            });
+        // Freed by the program before: nobody takes the status.
+        if let Some(g) = freed {
+            let rc = g.free();
+            if rc != err::SUCCESS {
+                log::warn!("mpistages: the free function of a freed generalized request returned {rc}");
+            }
         }
-        m.engine.complete(id, st);
+        m.engine.complete(id, Status::empty());
         Ok(())
     });
     ret("MPI_Grequest_complete", COMM_WORLD, r)

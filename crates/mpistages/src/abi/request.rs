@@ -30,11 +30,22 @@ fn comm_of(m: &Mpi, id: ReqId) -> i32 {
     *m.tables().req_comm.get(&id.index).unwrap_or(&COMM_WORLD)
 }
 
-/// After a request's status is taken: forget a one-shot request's handle.
+/// After a request's status is taken: forget a one-shot request's handle
+/// (a generalized request's query and free functions run, their error in
+/// the status).
 /// Returns the request's communicator (whose handler its error goes to).
-fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int) -> i32 {
+fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int, st: &mut Status) -> i32 {
     let comm = comm_of(m, id);
     if !persistent {
+        match super::misc::grequest_release(id, Some(st)) {
+            Some(rc) if rc != err::SUCCESS && st.error.is_none() => {
+                st.error = Some(crate::api::ReqError::Failed {
+                    class: rc,
+                    detail: format!("a generalized request's query or free function returned {rc}"),
+                });
+            }
+            _ => {}
+        }
         m.tables().req_comm.remove(&id.index);
         *h = REQUEST_NULL;
     }
@@ -99,11 +110,11 @@ mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
             err::SUCCESS
         }
         Slot::Live(id, persistent) => {
-            let Some(st) = m.engine.wait_unless_blocked(id) else {
+            let Some(mut st) = m.engine.wait_unless_blocked(id) else {
                 return blocked("MPI_Wait", m, id);
             };
             let mut hh = h;
-            let comm = retire(m, id, persistent, &mut hh);
+            let comm = retire(m, id, persistent, &mut hh, &mut st);
             // SAFETY: caller's pointers, checked non-null above for req.
             unsafe {
                 req.write(hh);
@@ -135,10 +146,10 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
                     _ => Ok(err::SUCCESS),
                 }
             }
-            Some((id, persistent, st)) => {
+            Some((id, persistent, mut st)) => {
                 let mut hh = h;
                 let comm = if id.index != u32::MAX {
-                    retire(m, id, persistent, &mut hh)
+                    retire(m, id, persistent, &mut hh, &mut st)
                 } else {
                     COMM_WORLD
                 };
@@ -174,8 +185,8 @@ fn collect(
     }
     let mut statuses = statuses;
     done.into_iter()
-        .map(|(i, id, st, p)| {
-            let comm = retire(m, id, p, &mut hs[i]);
+        .map(|(i, id, mut st, p)| {
+            let comm = retire(m, id, p, &mut hs[i], &mut st);
             if let Some(s) = statuses.as_deref_mut() {
                 s[i] = CStatus::from_status(&st);
             }
@@ -475,9 +486,13 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut c_int) {
         let id = id_of(m, h)?;
         m.engine.free(id);
         crate::api::nbc::free_persistent(m, id);
+        let freed = super::misc::grequest_release(id, None).unwrap_or(err::SUCCESS);
         m.tables().req_comm.remove(&id.index);
         // SAFETY: as above.
         unsafe { req.write(REQUEST_NULL) };
+        if freed != err::SUCCESS {
+            return fail(freed, format!("the free function of generalized request {h} returned {freed}"));
+        }
         Ok(())
     })();
     ret("MPI_Request_free", COMM_WORLD, r)
@@ -488,7 +503,15 @@ mpi_fn!(fn MPI_Cancel / PMPI_Cancel(req: *mut c_int) {
         let m = mpi()?;
         // SAFETY: caller's request pointer.
         let h = unsafe { super::get(req)? };
-        m.engine.cancel(id_of(m, h)?);
+        let id = id_of(m, h)?;
+        // A generalized request is cancelled by its own cancel function.
+        if let Some(rc) = super::misc::grequest_cancel(id) {
+            if rc != err::SUCCESS {
+                return fail(rc, format!("the cancel function of generalized request {h} returned {rc}"));
+            }
+            return Ok(());
+        }
+        m.engine.cancel(id);
         Ok(())
     })();
     ret("MPI_Cancel", COMM_WORLD, r)

@@ -486,6 +486,7 @@ fortran_bindings! {
     auto MPI_Comm_split(comm: I, color: I, key: I, newcomm: O);
     auto MPI_Comm_create(comm: I, group: I, newcomm: O);
     auto MPI_Comm_free(comm: IO);
+    auto MPI_Comm_disconnect(comm: IO);
     auto MPI_Comm_compare(comm1: I, comm2: I, result: O);
     auto MPI_Comm_group(comm: I, group: O);
     auto MPI_Comm_get_parent(parent: O);

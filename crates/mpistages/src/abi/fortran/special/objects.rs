@@ -396,18 +396,19 @@ twin!(mpi_pcontrol_ / pmpi_pcontrol_ (_p; _level: *const c_int, ierror: *mut c_i
     unsafe { set(ierror, err::SUCCESS) }
 });
 
-twin!(mpi_grequest_start_ / pmpi_grequest_start_ (_p; query: usize, free: usize, _cancel: usize, extra: *const isize, request: *mut c_int, ierror: *mut c_int) {
+twin!(mpi_grequest_start_ / pmpi_grequest_start_ (_p; query: usize, free: usize, cancel: usize, extra: *const isize, request: *mut c_int, ierror: *mut c_int) {
     // SAFETY: Fortran subroutines, kept as addresses and called back with
     // their own signature (abi::misc knows them as Fortran's).
-    let (q, f) = unsafe {
+    let (q, f, c) = unsafe {
         (
             (query != 0).then(|| std::mem::transmute::<usize, crate::abi::misc::QueryFn>(query)),
             (free != 0).then(|| std::mem::transmute::<usize, crate::abi::misc::FreeFn>(free)),
+            (cancel != 0).then(|| std::mem::transmute::<usize, crate::abi::misc::CancelFn>(cancel)),
         )
     };
     // SAFETY: the caller's references.
     unsafe {
-        match crate::abi::misc::grequest_start(q, f, *extra as usize, true) {
+        match crate::abi::misc::grequest_start(q, f, c, *extra as usize, true) {
             Ok(h) => {
                 *request = h;
                 set(ierror, err::SUCCESS)
