@@ -45,7 +45,13 @@ int main(int argc, char **argv) {
     for (int r = 0; r < n; r++) *(r % 2 ? &odd_sum : &even_sum) += r;
     int red = -1;
     if (side == 0) {
-        CHECK_RC(MPI_Reduce(NULL, &red, 1, MPI_INT, MPI_SUM, me == 0 ? MPI_ROOT : MPI_PROC_NULL, inter));
+        /* MPI_PROC_NULL's members ignore the other arguments: mpi4py
+         * passes MPI_DATATYPE_NULL there (it returned MPI_ERR_OP, and the
+         * next collective hung). */
+        if (me == 0)
+            CHECK_RC(MPI_Reduce(NULL, &red, 1, MPI_INT, MPI_SUM, MPI_ROOT, inter));
+        else
+            CHECK_RC(MPI_Reduce(NULL, NULL, 0, MPI_DATATYPE_NULL, MPI_SUM, MPI_PROC_NULL, inter));
         if (me == 0) CHECK(red == odd_sum, "reduce at the root %d want %d", red, odd_sum);
     } else {
         CHECK_RC(MPI_Reduce(&rank, NULL, 1, MPI_INT, MPI_SUM, 0, inter));

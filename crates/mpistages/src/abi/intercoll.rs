@@ -216,6 +216,13 @@ pub unsafe fn reduce(
     o: c_int,
     kind: ReduceKind,
 ) -> MpiResult<()> {
+    // MPI_PROC_NULL's members ignore every other argument (mpi4py passes
+    // MPI_DATATYPE_NULL there, which no operation takes).
+    if let ReduceKind::Rooted(root) = kind {
+        if matches!(ic::role(cm, root)?, Role::Idle) {
+            return Ok(());
+        }
+    }
     no_in_place(sbuf)?;
     let (red, commutative) = super::reduce::reducer(m, o, dt)?;
     let n = count(n)?;
