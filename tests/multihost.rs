@@ -647,3 +647,36 @@ fn the_proxy_survives_a_lost_host_in_every_mode() {
     };
     host_1_lost_in_every_mode(&h, &list, "8", app, energies);
 }
+
+/// A lost host whose ranks fit nowhere else (two hosts of two slots, four
+/// ranks): every recovery mode ends the job at once with one message that
+/// says why, and leaves no process behind. Under cpr mpiexec relaunched
+/// the job again and again (4,355 times in 60 s in the campaign) and left
+/// orphans when it was killed.
+#[test]
+fn a_lost_host_whose_ranks_fit_nowhere_ends_the_job_clearly() {
+    let h = hosts_or_skip!(2, "a_lost_host_whose_ranks_fit_nowhere_ends_the_job_clearly");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    for mode in ["cpr", "stages", "reinit"] {
+        let more = ["--recovery", mode, "-n", "4"];
+        let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
+        let started = std::time::Instant::now();
+        let (_, hurt) = clean_then(&h, &args, |_| kill_host_1(&h));
+        let took = started.elapsed();
+        assert!(!hurt.ok(), "{mode}: the job went on without slots:\n{}", hurt.stderr);
+        assert!(
+            hurt.stderr.contains("no free slot is left"),
+            "{mode}: {}",
+            hurt.stderr
+        );
+        let relaunches = hurt.stderr.matches("relaunching the job").count();
+        assert!(relaunches <= 1, "{mode}: relaunched {relaunches} times:\n{}", hurt.stderr);
+        let attempts = hurt.stderr.matches("cannot start a replacement").count()
+            + hurt.stderr.matches("cannot recover").count();
+        assert!(attempts <= 2, "{mode}: {attempts} attempts:\n{}", hurt.stderr);
+        assert!(took < LIMIT, "{mode}: took {took:?}");
+        for i in 0..2 {
+            assert_eq!(processes_on(&h, i), 0, "{mode}: processes left on host {i}");
+        }
+    }
+}

@@ -142,6 +142,11 @@ impl Job {
     /// `cpr`: once every killed rank has been reaped, starts the whole job
     /// again at the new generation.
     pub(super) fn relaunch_when_gone(&mut self) {
+        // The job is ending (a relaunch that could not start every rank
+        // ends it): the processes going now are not a failed job's.
+        if self.failure.is_some() {
+            return;
+        }
         let gone = self.live().next().is_none();
         if self.rec.relaunch_now(gone, Instant::now()) {
             let all: Vec<usize> = (0..self.ranks.len()).collect();
