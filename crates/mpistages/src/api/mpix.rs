@@ -344,17 +344,19 @@ pub fn restore(
             // its next attempt fills the same memory.)
             protect::unprotect_all(m);
         }
-        let mut st = m.stages();
-        st.library.clear();
-        st.epoch = 0;
-        st.files.clear();
         if epoch == 0 {
+            m.stages().start_over();
             return Ok(());
         }
     }
     let copy = match agreed {
         Some(c) => c,
-        None => recovery::agree_on_copy(m, epoch)?,
+        None => match recovery::agree_on_copy(m, epoch)? {
+            Some(c) => c,
+            // No epoch is held by every rank: from the beginning, as after
+            // a failure before the first checkpoint.
+            None => return restore(m, 0, replacement, mpi_state, None),
+        },
     };
     if copy.epoch < epoch && m.rank == 0 {
         log::warn!(

@@ -10,7 +10,7 @@
 
 use super::consts::err;
 use super::error::request_error;
-use super::error::{fail, MpiError, MpiResult};
+use super::error::{MpiError, MpiResult};
 use super::group::Group;
 use super::redundancy;
 use super::{Comm, Mpi};
@@ -335,9 +335,12 @@ fn min_each<const N: usize>(m: &Mpi, c: &Comm, v: [u64; N]) -> MpiResult<[u64; N
 }
 
 /// Finds, with every other rank, the newest epoch at most `committed` that
-/// every rank holds a valid copy of, and returns this rank's copy. A
-/// job of one process decides alone.
-pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
+/// every rank holds a valid copy of, and returns this rank's copy; `None`
+/// when there is none (every rank then starts again from the beginning,
+/// as SCR does when it has no checkpoint: e.g. the committed epoch was on
+/// a memory level only, lost with the process, and the pfs level takes
+/// every other epoch). A job of one process decides alone.
+pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Option<Restored>> {
     let together = m.size > 1;
     let redundancy = m.stages().redundancy().filter(|_| together);
     let c = internal_comm(m);
@@ -382,16 +385,18 @@ pub fn agree_on_copy(m: &Mpi, committed: u64) -> MpiResult<Restored> {
             } else {
                 format!("this rank has epoch {mine}, another rank has none")
             };
-            let hint = m.stages().levels_hint();
-            return fail(
-                err::OTHER,
-                format!(
-                    "no valid checkpoint is left to restore (wanted epoch {committed}; {whose}){hint}; see `mpistages-ckpt verify`"
-                ),
-            );
+            if m.rank == 0 {
+                let hint = m.stages().levels_hint();
+                log::warn!(
+                    "mpistages: no checkpoint is held by every rank (wanted epoch {committed}; rank 0: {whose}){hint}; the job starts again from the beginning (epoch 0); see `mpistages-ckpt verify`"
+                );
+            }
+            return Ok(None);
         }
         if min == max && !guessing {
-            return Ok(best.expect("min > 0 and no guess, so this rank has a copy"));
+            return Ok(Some(
+                best.expect("min > 0 and no guess, so this rank has a copy"),
+            ));
         }
         want = min;
     }

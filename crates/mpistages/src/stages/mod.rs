@@ -442,6 +442,17 @@ impl Stages {
 
     /// Makes `r` the fault epoch: its sections are what restore, locate and
     /// the MPI-state load use. Files routed since are discarded.
+    /// The job starts again from the beginning (fault epoch 0): nothing
+    /// was committed, or no epoch is held by every rank any more.
+    pub fn start_over(&mut self) {
+        self.durable = None;
+        self.store.rolled_back(0);
+        self.epoch = 0;
+        self.library.clear();
+        self.files.clear();
+        self.restored = None;
+    }
+
     pub fn set_restored(&mut self, r: Restored) {
         // Later epochs are rolled back, also on the pfs level.
         self.durable = None;
