@@ -105,8 +105,10 @@ impl JobFiles {
     /// and marks them as its mpiexec's.
     pub fn claim(&self) {
         for d in self.job_dirs() {
-            if std::fs::create_dir_all(&d).is_ok() {
-                let _ = std::fs::write(d.join(OWNER), this_host());
+            // Only the job's user may look inside (checkpoints are whole
+            // protected states).
+            if mpistages_sys::file::create_private_dir(&d).is_ok() {
+                let _ = mpistages_sys::file::write_private(&d.join(OWNER), this_host().as_bytes());
             }
         }
     }

@@ -621,3 +621,134 @@ fn a_crashed_job_restarts_from_its_pfs_checkpoints() {
         }
     }
 }
+
+/// Removes a directory when dropped (also when the test fails).
+struct RemoveOnDrop(std::path::PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// An mpiexec that is ended (SIGTERM: it ends its ranks) and reaped if the
+/// test fails before it finished.
+struct Job(Option<std::process::Child>);
+impl Job {
+    fn finish(mut self) -> Run {
+        common::finish(self.0.take().expect("running"), "mpiexec", LIMIT)
+    }
+}
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: kill takes no pointers; the pid is our child's.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Another user of the node (`nobody`) reads no byte of a running or ended
+/// job's checkpoints, whatever the umask the job ran with (0 here): the
+/// job's node-local directory (parked files included) and every epoch
+/// directory are 0700, every file 0600. Before, the parked
+/// `free-N-rank-R.ckpt` files sat in a 0755 directory as 0644 files.
+#[test]
+fn another_user_reads_nothing_of_a_jobs_checkpoints() {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
+        println!("SKIPPED another_user_reads_nothing_of_a_jobs_checkpoints: needs root and setpriv to act as nobody");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    // Under /tmp, 0755 all the way: nobody can reach the levels' roots.
+    let base = std::env::temp_dir().join(format!("mpistages-private-{}", std::process::id()));
+    let _clean = RemoveOnDrop(base.clone());
+    let (tmpfs, pfs) = (base.join("tmpfs"), base.join("pfs"));
+    for d in [&base, &tmpfs, &pfs] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let as_nobody = |args: &[&str]| {
+        std::process::Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        as_nobody(&["ls", tmpfs.to_str().unwrap()]).status.success(),
+        "nobody cannot reach the level's root"
+    );
+    let exe = build_example("stencil2d.c");
+    let cmd = format!(
+        "umask 000; exec {} -n 2 --recovery stages --ckpt tmpfs:{},pfs:{} {} 128 20000 10 protect",
+        common::bin("mpiexec").display(),
+        tmpfs.display(),
+        pfs.display(),
+        exe.display()
+    );
+    let job = Job(Some(
+        common::command("sh")
+            .args(["-c", &cmd])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    // Every file and directory under the roots, found as root.
+    let walk = |root: &std::path::Path| -> Vec<(std::path::PathBuf, u32, bool)> {
+        let mut out = Vec::new();
+        let mut todo = vec![root.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let Ok(md) = std::fs::symlink_metadata(e.path()) else {
+                    continue;
+                };
+                if md.is_dir() {
+                    todo.push(e.path());
+                }
+                out.push((e.path(), md.permissions().mode() & 0o777, md.is_dir()));
+            }
+        }
+        out
+    };
+    let check = |when: &str| -> usize {
+        let found: Vec<_> = [&tmpfs, &pfs].iter().flat_map(|r| walk(r)).collect();
+        for (p, mode, dir) in &found {
+            let want = if *dir { 0o700 } else { 0o600 };
+            assert_eq!(*mode, want, "{when}: {} is {mode:o}", p.display());
+        }
+        let files: Vec<String> = found
+            .iter()
+            .filter(|f| !f.2)
+            .map(|f| f.0.display().to_string())
+            .collect();
+        if !files.is_empty() {
+            // cat each one as nobody: none may be read (a file gone since
+            // the walk fails too, and is no leak).
+            let mut script = String::from(
+                "for f in \"$@\"; do cat \"$f\" >/dev/null 2>&1 && echo \"READ $f\"; done; true",
+            );
+            script.push('\n');
+            let mut args = vec!["sh", "-c", script.as_str(), "sh"];
+            args.extend(files.iter().map(String::as_str));
+            let out = as_nobody(&args);
+            let read = String::from_utf8_lossy(&out.stdout);
+            assert!(read.trim().is_empty(), "{when}: another user read:\n{read}");
+        }
+        files.len()
+    };
+    let started = std::time::Instant::now();
+    let mut seen = 0;
+    let run = loop {
+        seen = seen.max(check("while the job runs"));
+        if started.elapsed() > Duration::from_secs(2) || seen > 4 {
+            break job.finish();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(run.ok(), "{}", run.stderr);
+    assert!(seen > 0, "no checkpoint file was seen while the job ran");
+    assert!(check("after the job") > 0, "the pfs level kept nothing");
+}

@@ -49,6 +49,18 @@ impl DirLevel {
         self.root.join(format!("epoch-{epoch}"))
     }
 
+    /// Creates an epoch's directory, 0700. A node-local level's root is the
+    /// job's own directory (parked files sit there) and is made 0700 too; a
+    /// durable level's root is the user's, and keeps the mode it has.
+    fn make_epoch_dir(&self, epoch: u64) -> io::Result<PathBuf> {
+        if !self.durable {
+            mpistages_sys::file::create_private_dir(&self.root)?;
+        }
+        let dir = self.epoch_dir(epoch);
+        mpistages_sys::file::create_private_dir(&dir)?;
+        Ok(dir)
+    }
+
     pub fn path(&self, epoch: u64, rank: u32) -> PathBuf {
         self.epoch_dir(epoch).join(format!("rank-{rank}.ckpt"))
     }
@@ -111,12 +123,7 @@ impl DirLevel {
         compression: Compression,
         diff: Option<&Plan>,
     ) -> io::Result<WriteStats> {
-        use std::os::unix::fs::DirBuilderExt;
-        let dir = self.epoch_dir(who.epoch);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
+        self.make_epoch_dir(who.epoch)?;
         format::write_diff(
             &self.path(who.epoch, who.rank),
             who,
@@ -251,14 +258,10 @@ impl DirLevel {
     /// Writes a held copy (under a temporary name first: a copy under the
     /// final name is whole).
     pub fn write_held(&self, epoch: u64, holder: u32, bytes: &[u8]) -> io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(self.epoch_dir(epoch))?;
+        self.make_epoch_dir(epoch)?;
         let path = self.held_path(epoch, holder);
         let tmp = path.with_extension("part");
-        std::fs::write(&tmp, bytes)
+        mpistages_sys::file::write_private(&tmp, bytes)
             .and_then(|()| std::fs::rename(&tmp, &path))
             .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp);

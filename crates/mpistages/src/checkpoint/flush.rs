@@ -165,12 +165,8 @@ fn copy_durably(
     verify: bool,
     reuse: &[PathBuf],
 ) -> std::io::Result<u64> {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = to.parent().unwrap_or(std::path::Path::new("."));
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    mpistages_sys::file::create_private_dir(dir)?;
     let mut tmp_name = to.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(format!(".flush.{}", std::process::id()));
     let tmp = to.with_file_name(tmp_name);
@@ -193,10 +189,7 @@ fn copy_durably(
         }
         let out = match super::format::take_for_reuse(reuse, &tmp) {
             Some(f) => f,
-            None => std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?,
+            None => mpistages_sys::file::create_private(&tmp)?,
         };
         write_direct_if_possible(&out, bytes)?;
         if out.metadata()?.len() != len {

@@ -719,7 +719,7 @@ fn flip_bytes(p: &std::path::Path) -> std::io::Result<()> {
     // A new file renamed over the old one, as every writer does: a
     // process holding the old one mapped keeps its bytes.
     let tmp = p.with_extension("damaged");
-    std::fs::write(&tmp, b)
+    mpistages_sys::file::write_private(&tmp, &b)
         .and_then(|()| std::fs::rename(&tmp, p))
         .map_err(at)
 }

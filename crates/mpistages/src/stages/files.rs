@@ -38,11 +38,7 @@ fn check_name(name: &str) -> Result<(), StagesError> {
 }
 
 fn make_dir(d: &Path) -> Result<(), StagesError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(d)
+    mpistages_sys::file::create_private_dir(d)
         .map_err(StagesError::io(format!("creating {}", d.display())))
 }
 
@@ -113,7 +109,7 @@ impl RoutedFiles {
         let p = d.join(name);
         // Written under a temporary name, so a reader never sees half a file.
         let tmp = d.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, &*s.data)
+        mpistages_sys::file::write_private(&tmp, &s.data)
             .and_then(|_| std::fs::rename(&tmp, &p))
             .map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);

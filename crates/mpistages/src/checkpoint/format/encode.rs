@@ -151,7 +151,7 @@ pub fn write_diff<S: AsSection>(
     let result = (|| -> io::Result<WriteStats> {
         let f = match take_for_reuse(reuse, &tmp) {
             Some(f) => f,
-            None => OpenOptions::new().write(true).create_new(true).open(&tmp)?,
+            None => mpistages_sys::file::create_private(&tmp)?,
         };
         let mut stats = WriteStats::default();
         for p in &prepared {
