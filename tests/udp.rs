@@ -61,3 +61,124 @@ fn a_rank_killed_over_udp_is_recovered_in_every_mode() {
         assert_eq!(checksum(&clean), checksum(&r), "{mode}: {}", r.stderr);
     }
 }
+
+/// The pids of mpiexec `parent`'s ranks, by rank (waits until all `n` run).
+fn rank_pids(parent: u32, n: usize) -> Vec<i32> {
+    let start = std::time::Instant::now();
+    loop {
+        let mut found: Vec<(usize, i32)> = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            let after = &stat[stat.rfind(')').unwrap_or(0) + 1..];
+            if after.split_whitespace().nth(1) != Some(parent.to_string().as_str()) {
+                continue;
+            }
+            let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let rank = env.split(|&b| b == 0).find_map(|kv| {
+                String::from_utf8_lossy(kv)
+                    .strip_prefix("MPISTAGES_RANK=")
+                    .and_then(|r| r.parse::<usize>().ok())
+            });
+            if let Some(r) = rank {
+                found.push((r, pid));
+            }
+        }
+        found.sort();
+        if found.len() >= n {
+            return found.into_iter().map(|(_, p)| p).collect();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "ranks never started: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill takes no pointers; the pid is a rank of our mpiexec.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Campaign cause 2: over UDP a live rank silent for longer than the
+/// connections' limit (SIGSTOP) made the job hang forever without a word,
+/// in every mode. Now: a pause shorter than the limit is survived with no
+/// recovery; a longer one ends that rank for good (mpiexec kills it on a
+/// peer's report) and the job recovers (stages) or ends saying why (none);
+/// a pause of the whole job (every rank stopped, as a VM freeze) is not a
+/// failure of anyone.
+#[test]
+fn a_stopped_rank_over_udp_is_taken_back_or_ended_for_good() {
+    let exe = build_example("stencil2d.c");
+    let exe = exe.to_str().unwrap().to_string();
+    let env = [("MPISTAGES_UDP_SILENCE", "2")];
+    let run = |mode: &str, stop: Option<&dyn Fn(&[i32])>| -> common::Run {
+        let child = common::command(common::bin("mpiexec"))
+            .args(["--transport", "udp", "--recovery", mode, "-n", "3", &exe])
+            .args(["240", "8000", "10", "protect"])
+            .envs(env)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(stop) = stop {
+            let pids = rank_pids(child.id(), 3);
+            std::thread::sleep(Duration::from_millis(300));
+            stop(&pids);
+        }
+        common::finish(child, "mpiexec", LIMIT)
+    };
+    let pause = |which: Vec<usize>, secs: f64| {
+        move |pids: &[i32]| {
+            for &r in &which {
+                signal(pids[r], libc::SIGSTOP);
+            }
+            std::thread::sleep(Duration::from_secs_f64(secs));
+            for &r in &which {
+                signal(pids[r], libc::SIGCONT);
+            }
+        }
+    };
+    let clean = run("stages", None);
+    assert!(clean.ok(), "{}", clean.stderr);
+    let short = run("stages", Some(&pause(vec![1], 0.8)));
+    assert!(short.ok(), "short pause: {}", short.stderr);
+    assert!(
+        !short.stderr.contains("recovery 1"),
+        "short pause: {}",
+        short.stderr
+    );
+    assert_eq!(checksum(&clean), checksum(&short), "{}", short.stderr);
+    let all = run("stages", Some(&pause(vec![0, 1, 2], 3.0)));
+    assert!(all.ok(), "whole job paused: {}", all.stderr);
+    assert!(
+        !all.stderr.contains("recovery 1"),
+        "whole job paused: {}",
+        all.stderr
+    );
+    assert_eq!(checksum(&clean), checksum(&all), "{}", all.stderr);
+    let long = run("stages", Some(&pause(vec![1], 5.0)));
+    assert!(long.ok(), "long pause: {}", long.stderr);
+    assert!(
+        long.stderr
+            .contains("reports that its connection to rank 1 failed")
+            && long.stderr.contains("recovery 1 done"),
+        "long pause: {}",
+        long.stderr
+    );
+    assert_eq!(checksum(&clean), checksum(&long), "{}", long.stderr);
+    let none = run("none", Some(&pause(vec![1], 5.0)));
+    assert!(!none.ok(), "none: {}", none.stderr);
+    assert!(
+        none.stderr
+            .contains("reports that its connection to rank 1 failed"),
+        "none: {}",
+        none.stderr
+    );
+}

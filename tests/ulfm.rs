@@ -133,3 +133,25 @@ fn spawn_under_a_rollback_mode_is_refused_clearly() {
         "{what}"
     );
 }
+
+/// A rank that dies before every rank has started (campaign cause 5: a
+/// host lost during start-up) ends a ULFM job with a message and a failure
+/// status: the others' MPI_Init failed with "expected a welcome from
+/// mpiexec" and mpiexec exited 0 without a word.
+#[test]
+fn a_rank_dead_before_the_start_ends_a_ulfm_job_clearly() {
+    let exe = build("dies_at_start.c");
+    let r = mpiexec(
+        &["-n", "4", "--with-ft", "ulfm", exe.to_str().unwrap(), "2"],
+        &[],
+        LIMIT,
+    );
+    let what = format!("{:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+    assert!(!r.ok(), "{what}");
+    assert!(r.status.code().is_some_and(|c| c != 0), "{what}");
+    assert!(
+        r.stderr.contains("rank 2 (pid") && r.stderr.contains("before every rank had started"),
+        "{what}"
+    );
+    assert!(!r.stderr.contains("expected a welcome"), "{what}");
+}

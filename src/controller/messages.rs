@@ -269,7 +269,7 @@ impl Job {
             return;
         }
         eprintln!(
-            "mpiexec: rank {by} reports that the connection of rank {rank} broke the protocol ({reason}); ending rank {rank} (pid {}) as failed",
+            "mpiexec: rank {by} reports that its connection to rank {rank} failed ({reason}); ending rank {rank} (pid {}) as failed",
             p.pid
         );
         p.signal(libc::SIGKILL);

@@ -551,6 +551,15 @@ impl Job {
             Exit::Code(c) => format!("exited with status {c} before MPI_Finalize"),
         });
         if self.opts.recovery == RecoveryMode::Ulfm && !st.finalizing {
+            if !self.bootstrapped {
+                // Before every rank is in: the others wait at the start-up
+                // fence for its address, and there is no job to go on yet.
+                eprintln!(
+                    "mpiexec: rank {r} (pid {pid}) {what} before every rank had started (MPI_Init); ULFM tolerates failures of a running job only; terminating the job"
+                );
+                self.fail(Failure::Rank { exit });
+                return;
+            }
             self.ulfm_failed(r, pid, &what);
             return;
         }

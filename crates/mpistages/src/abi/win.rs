@@ -13,14 +13,15 @@ use std::os::raw::{c_char, c_int, c_void};
 
 /// Turns a window call's result into a return code, running the window's
 /// error handler on an error.
-/// An error about a handle that names no window (`MPI_WIN_NULL`, a freed
-/// one) goes to `MPI_COMM_SELF`'s handler, as errors tied to no object do
-/// (MPI 4.0, 9.3): a program that set `MPI_ERRORS_RETURN` there gets a code
-/// back instead of the job ending.
+/// An error about a handle that never named a window (`MPI_WIN_NULL`)
+/// goes to `MPI_COMM_SELF`'s handler, as errors tied to no object do (MPI
+/// 4.0, 9.3): a program that set `MPI_ERRORS_RETURN` there gets a code
+/// back instead of the job ending. A window freed by the call that failed
+/// (`MPI_Win_free` with a dead member) still has its own handler.
 pub fn ret_win(name: &str, w: c_int, r: MpiResult<()>) -> c_int {
     match r {
         Ok(()) => err::SUCCESS,
-        Err(e) if win::get(w).is_err() => super::raise(name, crate::api::consts::COMM_SELF, e),
+        Err(e) if !win::ever_named(w) => super::raise(name, crate::api::consts::COMM_SELF, e),
         Err(e) => super::raise_on(name, w, win::errhandler(w), e),
     }
 }

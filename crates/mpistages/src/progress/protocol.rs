@@ -577,20 +577,19 @@ impl Core {
         self.finish(id, status);
     }
 
-    /// A peer's stream broke the protocol. Its process may well be alive
-    /// and waiting on us, so waiting for a failure notice could hang the
-    /// job: mpiexec is told, and ends that rank as failed.
+    /// A peer's stream broke the protocol, or the peer fell silent. Its
+    /// process may well be alive and waiting on us, so waiting for a
+    /// failure notice could hang the job: mpiexec is told (in every mode),
+    /// and ends that rank as failed.
     pub(super) fn on_peer_broken(&mut self, peer: usize, reason: &str) {
         log::error!(
-            "mpistages: rank {}: the connection of rank {peer} broke the protocol ({reason}); reporting rank {peer} as failed",
+            "mpistages: rank {}: the connection of rank {peer} failed ({reason}); reporting rank {peer} as failed",
             self.me
         );
-        if self.recovery {
-            self.outbox.push(ToController::PeerBroken {
-                rank: peer as u32,
-                reason: reason.to_string(),
-            });
-        }
+        self.outbox.push(ToController::PeerBroken {
+            rank: peer as u32,
+            reason: reason.to_string(),
+        });
     }
 
     pub(super) fn on_peer_lost(&mut self, peer: usize) {

@@ -228,6 +228,12 @@ pub fn remove(h: i32) {
     }
 }
 
+/// Whether `h` ever named a window (`MPI_WIN_NULL` never does; a freed
+/// window's handle keeps its error handler until the slot is reused).
+pub fn ever_named(h: i32) -> bool {
+    h > 0 && (h as usize) < table().handlers.len()
+}
+
 /// A window's error handler (`MPI_ERRORS_ARE_FATAL` unless set, as the
 /// standard says).
 pub fn errhandler(h: i32) -> i32 {

@@ -66,7 +66,11 @@ impl Tcp {
                 continue;
             }
             if let Err(e) = c.on_timer() {
-                self.lose(peer, format!("UDP: {e}"), out);
+                // Its process may be alive (stopped, say): reported as
+                // broken, mpiexec ends it for good, so that it cannot come
+                // back to a job that went on without it, and every rank
+                // and mpiexec agree it failed.
+                self.reject(peer, format!("UDP: {e}"), out);
             } else if self.peers[peer].backlog() {
                 self.flush(peer, out);
             }

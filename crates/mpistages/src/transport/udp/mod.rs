@@ -115,6 +115,22 @@ pub struct UdpConn {
     rbuf: Box<[u8]>,
 }
 
+/// How long a peer may stay silent (no packet, not even a keepalive)
+/// before it is reported to mpiexec as failed: `MPISTAGES_UDP_SILENCE`
+/// seconds, 10 by default. A process stopped that long (SIGSTOP, a
+/// debugger) is ended for good by mpiexec; a shorter pause is survived
+/// (the connection sends again what was lost meanwhile).
+pub fn silence_limit() -> std::time::Duration {
+    std::env::var("MPISTAGES_UDP_SILENCE")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|&s| s.is_finite() && s >= 0.5)
+        .map_or(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_secs_f64,
+        )
+}
+
 impl UdpConn {
     fn new(sock: UdpSocket, to: SocketAddr, conn: u64, connected: bool) -> io::Result<UdpConn> {
         sock.set_nonblocking(true)?;
@@ -122,6 +138,7 @@ impl UdpConn {
         let faults = Faults::from_env();
         let cfg = Config {
             mss: mss_for(&to),
+            dead_after: silence_limit(),
             ..Config::default()
         };
         Ok(UdpConn {
@@ -299,7 +316,10 @@ impl UdpConn {
             }
             Err(StreamError::Dead) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "nothing heard from the peer over UDP for 2 s",
+                format!(
+                    "nothing heard from it over UDP for {} s",
+                    silence_limit().as_secs_f64()
+                ),
             )),
             Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}"))),
         }

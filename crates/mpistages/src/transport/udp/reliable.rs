@@ -79,7 +79,7 @@ impl Default for Config {
             window: 4 << 20,
             recv_buffer: 8 << 20,
             keepalive: Duration::from_millis(250),
-            dead_after: Duration::from_secs(2),
+            dead_after: Duration::from_secs(10),
             min_rto: Duration::from_millis(5),
             max_rto: Duration::from_secs(1),
             ack_delay: Duration::from_micros(200),
@@ -180,6 +180,10 @@ pub struct Reliable {
     ack_by: Option<Instant>,
     // Liveness.
     heard: Instant,
+    /// When `on_timeout` last ran: it runs at least every `keepalive`, so
+    /// a much longer gap means this process was not running (stopped,
+    /// or the whole machine paused), not that the peer was silent.
+    ticked: Instant,
     last_sent: Instant,
 }
 
@@ -228,6 +232,7 @@ impl Reliable {
             ack_due: false,
             ack_by: None,
             heard: now,
+            ticked: now,
             last_sent: now,
         }
     }
@@ -580,6 +585,12 @@ impl Reliable {
     /// timeout (everything in flight is lost; the timeout doubles); a
     /// silent peer is dead.
     pub fn on_timeout(&mut self, now: Instant) -> Result<(), StreamError> {
+        // This side was not running for a while: what it did not hear
+        // then says nothing of the peer. It gets a whole limit again.
+        if now.saturating_duration_since(self.ticked) > self.cfg.dead_after / 4 {
+            self.heard = self.heard.max(now);
+        }
+        self.ticked = now;
         if now.duration_since(self.heard) >= self.cfg.dead_after {
             return Err(StreamError::Dead);
         }
