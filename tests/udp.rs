@@ -100,6 +100,9 @@ fn rank_pids(parent: u32, n: usize) -> Vec<i32> {
     }
 }
 
+/// What a test does to the ranks of a running job (given their pids).
+type Stop<'a> = Option<&'a dyn Fn(&[i32])>;
+
 fn signal(pid: i32, sig: i32) {
     // SAFETY: kill takes no pointers; the pid is a rank of our mpiexec.
     unsafe { libc::kill(pid, sig) };
@@ -117,7 +120,7 @@ fn a_stopped_rank_over_udp_is_taken_back_or_ended_for_good() {
     let exe = build_example("stencil2d.c");
     let exe = exe.to_str().unwrap().to_string();
     let env = [("MPISTAGES_UDP_SILENCE", "2")];
-    let run = |mode: &str, stop: Option<&dyn Fn(&[i32])>| -> common::Run {
+    let run = |mode: &str, stop: Stop| -> common::Run {
         let child = common::command(common::bin("mpiexec"))
             .args(["--transport", "udp", "--recovery", mode, "-n", "3", &exe])
             .args(["240", "8000", "10", "protect"])
