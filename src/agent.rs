@@ -298,7 +298,24 @@ impl Launch {
         wdir: &str,
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
-        let mut plan = self.plan(None, 0, extra_env, &self.control);
+        let plan = self.child_plan(id, program, args, wdir, extra_env, &self.control);
+        let mut cmd = self.command(&plan);
+        cmd.stdin(Stdio::null());
+        self.start(cmd, id, GateState::Open(id))
+    }
+
+    /// What process `id`, a child of `MPI_Comm_spawn`, gets (see
+    /// `spawn_child`), reaching mpiexec at `control`.
+    pub fn child_plan(
+        &self,
+        id: usize,
+        program: &str,
+        args: &[String],
+        wdir: &str,
+        extra_env: &[(&str, String)],
+        control: &str,
+    ) -> Plan {
+        let mut plan = self.plan(None, 0, extra_env, control);
         // (Later entries win: `extra_env` sets the size the job has now.)
         plan.env.retain(|(k, _)| k != env::SPARE);
         for k in [env::RANK, "OMPI_COMM_WORLD_RANK", "PMI_RANK"] {
@@ -309,9 +326,7 @@ impl Launch {
         plan.args = args.to_vec();
         plan.wdir = (!wdir.is_empty()).then(|| wdir.into());
         plan.cpu = None;
-        let mut cmd = self.command(&plan);
-        cmd.stdin(Stdio::null());
-        self.start(cmd, id, GateState::Open(id))
+        plan
     }
 
     /// Starts a spare: the program runs up to `MPI_Init` and waits there

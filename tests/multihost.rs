@@ -697,3 +697,29 @@ fn a_lost_host_whose_ranks_fit_nowhere_ends_the_job_clearly() {
         }
     }
 }
+
+/// ULFM's respawn on a job over two hosts (campaign cause 4: MPI_Comm_spawn
+/// returned MPI_ERR_SPAWN in every --host job): the last rank (on host 1)
+/// dies, the survivors shrink and spawn its replacement, which goes to the
+/// slot it freed on host 1 and starts there through the host's agent; the
+/// merged communicator has the original size.
+#[test]
+fn ulfm_respawn_works_across_hosts() {
+    let h = hosts_or_skip!(2, "ulfm_respawn_works_across_hosts");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    let exe = build("spawn.c");
+    let mut args = on_hosts(
+        &h,
+        &list,
+        "ip netns exec",
+        &["--with-ft", "ulfm", "-n", "4"],
+    );
+    args.push(exe.to_str().unwrap().into());
+    args.push("respawn".into());
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = mpiexec(&a, &[], LIMIT);
+    let what = format!("{:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+    assert!(r.ok(), "{what}");
+    assert_eq!(r.stdout.matches("spawn ok parent").count(), 3, "{what}");
+    assert!(r.stdout.contains("spawn ok child 3\n"), "{what}");
+}

@@ -371,10 +371,20 @@ impl Job {
 
     /// Starts rank `rank` on its host's agent (now, or once it connects).
     pub(super) fn spawn_remote(&mut self, rank: usize, env: &[(&str, String)]) {
-        let h = self.launch.rank_host[rank];
         let generation = self.rec.generation();
         let control = self.remotes().control.clone();
         let plan = self.launch.plan(Some(rank), generation, env, &control);
+        self.start_remote(rank, plan);
+    }
+
+    /// Where processes on other hosts reach mpiexec.
+    pub(super) fn remote_control(&mut self) -> String {
+        self.remotes().control.clone()
+    }
+
+    /// Has process `rank` started by the agent of its host, as `plan` says.
+    pub(super) fn start_remote(&mut self, rank: usize, plan: crate::agent::Plan) {
+        let h = self.launch.rank_host[rank];
         let r = self.remotes();
         let id = r.next_id;
         r.next_id += 1;

@@ -57,9 +57,6 @@ impl Job {
             ));
         }
         let a = &req.args;
-        if self.remote.is_some() {
-            return Err("MPI_Comm_spawn is not supported in a job on several hosts".into());
-        }
         if a.count == 0 || a.count > MAX_CHILDREN {
             return Err(format!(
                 "maxprocs {} is out of range (1 to {MAX_CHILDREN})",
@@ -71,6 +68,7 @@ impl Job {
         }
         let first = self.ranks.len();
         let count = a.count as usize;
+        let hosts = self.place_children(req.root, count)?;
         let parents: Vec<String> = a.parents.iter().map(u32::to_string).collect();
         let env = {
             let mut env = self.job_env();
@@ -82,9 +80,20 @@ impl Job {
             ));
             env
         };
-        for id in first..first + count {
+        for (id, &h) in (first..first + count).zip(&hosts) {
             self.ranks.push(RankState::default());
             self.rec.add_rank();
+            if self.launch.rank_host.len() == id {
+                self.launch.rank_host.push(h);
+            }
+            if self.is_remote(id) {
+                let control = self.remote_control();
+                let plan = self
+                    .launch
+                    .child_plan(id, &a.program, &a.args, &a.wdir, &env, &control);
+                self.start_remote(id, plan);
+                continue;
+            }
             match self
                 .launch
                 .spawn_child(id, &a.program, &a.args, &a.wdir, &env)
@@ -115,6 +124,48 @@ impl Job {
             count,
         });
         Ok(())
+    }
+
+    /// The hosts of `count` new children of `root`: free slots on hosts
+    /// that are up, counting the job's live processes (a dead rank's slot
+    /// is free again: ULFM's respawn), the root's host first, then the
+    /// others in order (spare hosts included); with `--oversubscribe`,
+    /// the root's host when no slot is free. One job on this machine alone
+    /// has no slots to count.
+    fn place_children(&self, root: usize, count: usize) -> Result<Vec<usize>, String> {
+        let (Some(r), Some(hosts)) = (self.remote.as_ref(), self.opts.hosts.as_ref()) else {
+            return Ok(vec![0; count]);
+        };
+        let up = |h: usize| r.hosts[h].as_ref().is_none_or(|x| !x.lost);
+        let mut used = vec![0usize; hosts.len()];
+        for (q, st) in self.ranks.iter().enumerate() {
+            if st.proc.is_some() && st.exit.is_none() {
+                if let Some(&h) = self.launch.rank_host.get(q) {
+                    used[h] += 1;
+                }
+            }
+        }
+        let home = self.launch.rank_host.get(root).copied().unwrap_or(0);
+        let order: Vec<usize> = std::iter::once(home)
+            .chain((0..hosts.len()).filter(|&h| h != home))
+            .filter(|&h| up(h))
+            .collect();
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let free = order.iter().copied().find(|&h| used[h] < hosts[h].slots);
+            let h = match free {
+                Some(h) => h,
+                None if self.opts.policy.oversubscribe && up(home) => home,
+                None => {
+                    return Err(format!(
+                        "no free slot is left for {count} spawned process(es) on the job's hosts; give more hosts or slots, or --oversubscribe"
+                    ))
+                }
+            };
+            used[h] += 1;
+            out.push(h);
+        }
+        Ok(out)
     }
 
     /// After a welcome: the root of the spawn under way hears back once
