@@ -43,6 +43,7 @@ impl Tcp {
     /// accepted), so that a replacement is attached without waiting for
     /// another turn of the event loop.
     pub(super) fn start_handshake(&mut self, stream: Conn, out: &mut Vec<Event>) {
+        self.bound_handshakes();
         let slot = match self.handshakes.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
@@ -55,8 +56,46 @@ impl Tcp {
             self.handshakes[slot] = Some(Handshake {
                 stream,
                 buf: Vec::new(),
+                since: std::time::Instant::now(),
             });
             self.on_handshake(slot, out);
+        }
+    }
+
+    /// Most connections waiting for their hello: every peer connecting at
+    /// once, twice (a replacement's beside a dying one's), and some room.
+    /// A flood of connections that never say hello would otherwise hold a
+    /// descriptor each, without bound (15,504 were seen in one rank).
+    fn handshake_limit(&self) -> usize {
+        2 * self.peers.len() + 64
+    }
+
+    /// Makes room for one more connection in its handshake: at the limit,
+    /// the one waiting longest is closed (a peer's hello comes with its
+    /// connection; a silent one is a stranger's).
+    fn bound_handshakes(&mut self) {
+        let waiting: Vec<(std::time::Instant, usize)> = self
+            .handshakes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.as_ref().map(|h| (h.since, i)))
+            .collect();
+        if waiting.len() < self.handshake_limit() {
+            return;
+        }
+        let Some(&(_, oldest)) = waiting.iter().min() else {
+            return;
+        };
+        if let Some(hs) = self.handshakes[oldest].take() {
+            let _ = self.epoll.delete(hs.stream.fd());
+            if !self.handshakes_dropped {
+                log::warn!(
+                    "mpistages: rank {}: more than {} connections wait for their handshake; closing the oldest ones",
+                    self.cfg.me,
+                    self.handshake_limit()
+                );
+                self.handshakes_dropped = true;
+            }
         }
     }
 

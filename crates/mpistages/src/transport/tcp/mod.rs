@@ -214,6 +214,8 @@ struct Refs {
 struct Handshake {
     stream: Conn,
     buf: Vec<u8>,
+    /// When it was accepted (the oldest goes first when too many wait).
+    since: std::time::Instant,
 }
 
 pub struct Tcp {
@@ -239,6 +241,8 @@ pub struct Tcp {
     /// Peers with a connection.
     live: Vec<usize>,
     handshakes: Vec<Option<Handshake>>,
+    /// A handshake was closed to stay within the limit (said once).
+    handshakes_dropped: bool,
 }
 
 /// The TCP listener, and with `udp` the UDP socket on the same port
@@ -319,6 +323,7 @@ impl Tcp {
             peers,
             live: Vec::new(),
             handshakes: Vec::new(),
+            handshakes_dropped: false,
         })
     }
 
