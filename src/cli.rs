@@ -40,7 +40,7 @@ options for the whole job (before the first program):
   --control-addr ADDR  this machine's address as the hosts reach it
                        (default: its address toward the first host)
   --heartbeat-timeout SECS  a host whose agent is silent this long is
-                       lost with its ranks (default 2); so is a host whose
+                       lost with its ranks (default 5); so is a host whose
                        agent's connection or process ends, or whose agent
                        has not connected 30 s after its launch. Its ranks are
                        recovered as any failed rank, on the host with the
@@ -645,7 +645,7 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
             None => vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()],
         },
         control_addr: g.control_addr,
-        heartbeat_timeout: std::time::Duration::from_secs_f64(g.heartbeat_timeout.unwrap_or(2.0)),
+        heartbeat_timeout: std::time::Duration::from_secs_f64(g.heartbeat_timeout.unwrap_or(5.0)),
         timeout: match g.timeout {
             Some(t) => Some(t),
             None => match std::env::var("MPIEXEC_TIMEOUT") {

@@ -723,3 +723,31 @@ fn ulfm_respawn_works_across_hosts() {
     assert_eq!(r.stdout.matches("spawn ok parent").count(), 3, "{what}");
     assert!(r.stdout.contains("spawn ok child 3\n"), "{what}");
 }
+
+/// mpiexec itself stopped (SIGSTOP) past the heartbeat timeout, as on a
+/// loaded or paused machine: the hosts' silence meanwhile is not theirs,
+/// no host is declared lost, and the job ends with the failure-free
+/// result (at load 20 a healthy host was declared lost).
+#[test]
+fn a_stalled_mpiexec_loses_no_host() {
+    let h = hosts_or_skip!(2, "a_stalled_mpiexec_loses_no_host");
+    let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
+    let more = [
+        "--heartbeat-timeout",
+        "1",
+        "--recovery",
+        "stages",
+        "-n",
+        "4",
+    ];
+    let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
+    let (clean, paused) = clean_then(&h, &args, |pid| {
+        std::thread::sleep(Duration::from_millis(300));
+        mpistages_sys::process::signal(pid as i32, libc::SIGSTOP);
+        std::thread::sleep(Duration::from_secs(3));
+        mpistages_sys::process::signal(pid as i32, libc::SIGCONT);
+    });
+    assert!(paused.ok(), "{}", paused.stderr);
+    assert!(!paused.stderr.contains("is lost"), "{}", paused.stderr);
+    assert_eq!(checksum(&clean), checksum(&paused), "{}", paused.stderr);
+}

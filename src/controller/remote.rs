@@ -63,6 +63,8 @@ pub(super) struct Remotes {
     pub control: String,
     next_id: u64,
     next_beat: Instant,
+    /// When `beat` last looked at the hosts' silences.
+    last_check: Instant,
     /// Output gates of the processes agents run, by id.
     pub gates: std::collections::HashMap<u64, Arc<Gate>>,
     /// mpiexec's stdin, for rank 0 when it runs here.
@@ -172,6 +174,7 @@ impl Remotes {
             control_tcp,
             next_id: 1,
             next_beat: Instant::now(),
+            last_check: Instant::now(),
             gates: Default::default(),
             stdin: Default::default(),
         }))
@@ -537,6 +540,17 @@ impl Job {
             return;
         };
         let timeout = self.opts.heartbeat_timeout;
+        // `beat` runs at least every heartbeat: a much longer gap means
+        // mpiexec itself did not run (a loaded or paused machine), and the
+        // hosts' silence meanwhile says nothing of them. They get a whole
+        // timeout again (a healthy host was declared lost at load 20).
+        let now = Instant::now();
+        if now.saturating_duration_since(r.last_check) > timeout / 2 {
+            for x in r.hosts.iter_mut().flatten() {
+                x.heard = x.heard.max(now);
+            }
+        }
+        r.last_check = now;
         let mut silent = Vec::new();
         for (h, x) in r.hosts.iter().enumerate() {
             let Some(x) = x else { continue };
