@@ -183,6 +183,7 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
     let mut crc = crc32fast::Hasher::new();
     crc.update(source.as_bytes());
     crc.update(f08.as_bytes());
+    crc.update(mpistages::abi::fortran::module::EXT_SOURCE.as_bytes());
     crc.update(&std::fs::read(layout.include.join("mpif.h")).unwrap_or_default());
     let id: String = format!("{base}-{version}-{:08x}", crc.finalize())
         .chars()
@@ -210,7 +211,11 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
             build_module(
                 fc,
                 layout,
-                &[("mpi", &source), ("mpi_f08", &f08)],
+                &[
+                    ("mpi", &source),
+                    ("mpi_f08", &f08),
+                    ("mpi_ext", mpistages::abi::fortran::module::EXT_SOURCE),
+                ],
                 &root,
                 &dir,
             )
@@ -232,7 +237,7 @@ pub fn fortran_setup(fc: &str, layout: &Layout) -> Result<FortranSetup, String> 
 const F08_ARCHIVE: &str = "libmpistages_f08.a";
 
 /// Compiles the module sources (in order: `mpi_f08` uses nothing of
-/// `mpi`, but each must see the headers) and archives `mpi_f08`'s object.
+/// `mpi`, `mpi_ext` uses `mpi`; each must see the headers) and archives `mpi_f08`'s object.
 fn build_module(
     fc: &str,
     layout: &Layout,

@@ -1,10 +1,12 @@
-! ULFM from Fortran (mpif.h names through `use mpi`) under
+! ULFM from Fortran (mpif.h names through `use mpi`, and `use mpi_ext`
+! as codes written for Open MPI's ULFM have it) under
 ! `mpiexec --with-ft ulfm`, 4 ranks: a revoked communicator, then the
 ! last rank dies (a real SIGKILL) and the survivors agree, acknowledge
 ! and shrink. Each survivor prints "ulfm fortran ok <rank>" if every
 ! check held, else "FAIL ...".
 program ulfm
   use mpi
+  use mpi_ext
   use iso_c_binding, only: c_int
   implicit none
   interface
