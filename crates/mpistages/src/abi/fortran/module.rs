@@ -93,6 +93,14 @@ pub fn source() -> String {
     s
 }
 
+/// The `mpi_ext` module (`use mpi_ext`, as with Open MPI): ULFM's names,
+/// which `mpi` already has (its constants come from mpif.h, its calls from
+/// the table), so it only passes `mpi` on.
+pub const EXT_SOURCE: &str =
+    "! The `mpi_ext` module of mpistages: the MPI extensions (ULFM's MPIX_\n\
+! names), as Open MPI's module of that name; they are all in `mpi`.\n\
+module mpi_ext\n  use mpi\nend module mpi_ext\n";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,11 +116,3 @@ mod tests {
         assert!(s.lines().all(|l| l.len() <= 132));
     }
 }
-
-/// The `mpi_ext` module (`use mpi_ext`, as with Open MPI): ULFM's names,
-/// which `mpi` already has (its constants come from mpif.h, its calls from
-/// the table), so it only passes `mpi` on.
-pub const EXT_SOURCE: &str =
-    "! The `mpi_ext` module of mpistages: the MPI extensions (ULFM's MPIX_\n\
-! names), as Open MPI's module of that name; they are all in `mpi`.\n\
-module mpi_ext\n  use mpi\nend module mpi_ext\n";
