@@ -199,22 +199,23 @@ fn one_rank_jobs_recover_too() {
 }
 
 /// Non-blocking and persistent collectives on WORLD, a dup and a split
-/// across a rollback, to epoch 0 (no checkpoint: the reset Reinit always
-/// does) and to a saved epoch, in every mode: the failure-free total.
+/// (examples/collectives.c) across a rollback, to epoch 0 (no checkpoint:
+/// the reset Reinit always does) and to a saved epoch, in every mode: the
+/// failure-free total.
 /// Campaign cause 1: a survivor kept its count of non-blocking collectives
 /// through a reset, so its next one had another tag than the
 /// replacement's and the job hung.
 #[test]
 fn nonblocking_collectives_across_a_rollback() {
-    let exe = build("nbc_rollback.c");
+    let exe = build_example("collectives.c");
     let exe = exe.to_str().unwrap();
-    let clean = result(&run(exe, 4, "none", &[], &["30", "0"]), "nbc_rollback:");
+    let clean = result(&run(exe, 4, "none", &[], &["30", "0"]), "collectives:");
     let kill = vec!["rank=1,call=MPI_Iallreduce:40".to_string()];
     for mode in ["reinit", "stages", "cpr"] {
         for every in ["0", "7"] {
             let r = run(exe, 4, mode, &kill, &["30", every]);
             assert_eq!(
-                result(&r, "nbc_rollback:"),
+                result(&r, "collectives:"),
                 clean,
                 "{mode}, checkpoint every {every}"
             );

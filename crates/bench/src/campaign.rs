@@ -32,11 +32,11 @@ use std::time::{Duration, Instant};
 pub const USAGE: &str = "\
 usage: mpistages-bench campaign [options]
 
-Runs N randomized failures over stencil2d, hydro3d and md in every recovery
+Runs N randomized failures over stencil2d, hydro3d, md and collectives in every recovery
 mode and checks each result against a failure-free run. Options:
   --runs N         how many failure runs (default 300)
   --seed S         the seed every run is drawn from (default 1)
-  --apps LIST      stencil2d,hydro3d,md (default all)
+  --apps LIST      stencil2d,hydro3d,md,collectives (default all)
   --modes LIST     stages,reinit,cpr (default all)
   --load F         share of the runs with two CPU hogs beside them, spread
                    evenly (default 1/3: every third run)
@@ -101,7 +101,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-const APPS: [App; 3] = [
+const APPS: [App; 4] = [
     App {
         name: "stencil2d",
         ranks: &[2, 3, 4, 6, 8],
@@ -163,6 +163,35 @@ const APPS: [App; 3] = [
             before: 12,
             per_iter: 24,
         }],
+    },
+    // Beyond the proxies: non-blocking and persistent collectives in
+    // flight at the kill, MPI_Alltoallv, sub-communicators made anew after
+    // each rollback.
+    App {
+        name: "collectives",
+        ranks: &[2, 3, 4, 6, 8],
+        quick_ranks: &[2, 3, 4],
+        iters: 200,
+        every: 20,
+        args: |_| strings(&["200", "20"]),
+        result_marker: "total",
+        calls: &[
+            Call {
+                name: "MPI_Waitall",
+                before: 0,
+                per_iter: 1,
+            },
+            Call {
+                name: "MPI_Iallreduce",
+                before: 0,
+                per_iter: 3,
+            },
+            Call {
+                name: "MPI_Alltoallv",
+                before: 0,
+                per_iter: 1,
+            },
+        ],
     },
 ];
 
