@@ -287,18 +287,17 @@ impl Launch {
         self.start(cmd, rank, GateState::Open(rank))
     }
 
-    /// Starts process `id`, a child of `MPI_Comm_spawn`: `program` with
-    /// `args` in `wdir` on this host, with the job's environment, its id
-    /// as its rank, and `extra_env` (its world and its parents).
+    /// Starts process `id`, a child of `MPI_Comm_spawn`: the program of
+    /// `spawn` with its arguments in its directory on this host, with the
+    /// job's environment, its id as its rank, and `extra_env` (its world
+    /// and its parents).
     pub fn spawn_child(
         &self,
         id: usize,
-        program: &str,
-        args: &[String],
-        wdir: &str,
+        spawn: &mpistages_control::proto::SpawnArgs,
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
-        let plan = self.child_plan(id, program, args, wdir, extra_env, &self.control);
+        let plan = self.child_plan(id, spawn, extra_env, &self.control);
         let mut cmd = self.command(&plan);
         cmd.stdin(Stdio::null());
         self.start(cmd, id, GateState::Open(id))
@@ -309,9 +308,7 @@ impl Launch {
     pub fn child_plan(
         &self,
         id: usize,
-        program: &str,
-        args: &[String],
-        wdir: &str,
+        spawn: &mpistages_control::proto::SpawnArgs,
         extra_env: &[(&str, String)],
         control: &str,
     ) -> Plan {
@@ -322,9 +319,9 @@ impl Launch {
             plan.env.push((k.into(), id.to_string()));
         }
         plan.env.push((env::GENERATION.into(), "0".into()));
-        plan.program = program.to_string();
-        plan.args = args.to_vec();
-        plan.wdir = (!wdir.is_empty()).then(|| wdir.into());
+        plan.program = spawn.program.clone();
+        plan.args = spawn.args.clone();
+        plan.wdir = (!spawn.wdir.is_empty()).then(|| spawn.wdir.clone().into());
         plan.cpu = None;
         plan
     }

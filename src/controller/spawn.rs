@@ -88,16 +88,11 @@ impl Job {
             }
             if self.is_remote(id) {
                 let control = self.remote_control();
-                let plan = self
-                    .launch
-                    .child_plan(id, &a.program, &a.args, &a.wdir, &env, &control);
+                let plan = self.launch.child_plan(id, a, &env, &control);
                 self.start_remote(id, plan);
                 continue;
             }
-            match self
-                .launch
-                .spawn_child(id, &a.program, &a.args, &a.wdir, &env)
-            {
+            match self.launch.spawn_child(id, a, &env) {
                 Ok(started) => {
                     self.keep_forwarders(started.forwarders);
                     self.started(id, started.proc);
