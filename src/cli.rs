@@ -403,8 +403,10 @@ impl Global {
                 self.kill_grace_secs = Some(
                     v.parse::<f64>()
                         .ok()
-                        .filter(|s| s.is_finite() && *s >= 0.0)
-                        .ok_or_else(|| format!("--kill-grace needs seconds, not '{v}'"))?,
+                        .filter(|s| (0.0..=MAX_SECS).contains(s))
+                        .ok_or_else(|| {
+                            format!("--kill-grace needs seconds (0 to {MAX_SECS}), not '{v}'")
+                        })?,
                 )
             }
             "--recovery" => {
@@ -494,9 +496,11 @@ impl Global {
                 self.heartbeat_timeout = Some(
                     v.parse::<f64>()
                         .ok()
-                        .filter(|s| s.is_finite() && *s >= 0.3)
+                        .filter(|s| (0.3..=MAX_SECS).contains(s))
                         .ok_or_else(|| {
-                            format!("--heartbeat-timeout needs seconds (at least 0.3), not '{v}'")
+                            format!(
+                                "--heartbeat-timeout needs seconds (0.3 to {MAX_SECS}), not '{v}'"
+                            )
                         })?,
                 )
             }
@@ -657,12 +661,16 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
     })))
 }
 
+/// The longest time an option takes (about 31 years): a larger one would
+/// overflow a deadline (a panic, found by fuzzing the inject specs).
+const MAX_SECS: f64 = 1e9;
+
 /// Seconds of `--timeout` or `MPIEXEC_TIMEOUT` (more than 0).
 fn parse_timeout(what: &str, v: &str) -> Result<f64, String> {
     v.parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .ok_or_else(|| format!("{what} needs seconds (more than 0), not '{v}'"))
+        .filter(|s| *s > 0.0 && *s <= MAX_SECS)
+        .ok_or_else(|| format!("{what} needs seconds (more than 0, at most {MAX_SECS}), not '{v}'"))
 }
 
 #[cfg(test)]
@@ -795,6 +803,14 @@ mod tests {
         let o = run("--launcher-exec ip --launcher exec -n 2 ./a");
         assert_eq!(o.launcher, vec!["ip".to_string()]);
         assert!(p("--heartbeat-timeout 0.1 -n 2 ./a").is_err());
+        // Found by fuzzing: seconds past a deadline's range were a panic.
+        for big in [
+            "--heartbeat-timeout 1e300",
+            "--timeout 1e300",
+            "--kill-grace 1e20",
+        ] {
+            assert!(p(&format!("{big} -n 2 ./a")).is_err(), "{big}");
+        }
         assert!(p("--control-addr here -n 2 ./a").is_err());
         assert!(p("--bind-to socket -n 2 ./a").is_err());
         assert!(p("--map-by ppr -n 2 ./a").is_err());

@@ -98,8 +98,10 @@ pub fn parse(spec: &str) -> Result<Inject, String> {
                 let s: f64 = v
                     .parse()
                     .ok()
-                    .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-                    .ok_or_else(|| bad(format!("after needs seconds, not '{v}'")))?;
+                    // At most about 31 years: a larger one overflows the
+                    // deadline (a panic, found by fuzzing).
+                    .filter(|s: &f64| (0.0..=1e9).contains(s))
+                    .ok_or_else(|| bad(format!("after needs seconds (0 to 1e9), not '{v}'")))?;
                 Trigger::After(Duration::from_secs_f64(s))
             }
             "damage" => {
@@ -281,6 +283,7 @@ mod tests {
             "after=1",
             "rank=x,after=1",
             "rank=1,after=-1",
+            "rank=1,after=2e104",
             "rank=1,call=Recv:1",
             "rank=1,call=MPI_Recv:0",
             "rank=1,after=1,checkpoint=2",

@@ -124,7 +124,7 @@ pub fn silence_limit() -> std::time::Duration {
     std::env::var("MPISTAGES_UDP_SILENCE")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
-        .filter(|&s| s.is_finite() && s >= 0.5)
+        .filter(|s| (0.5..=1e9).contains(s))
         .map_or(
             std::time::Duration::from_secs(10),
             std::time::Duration::from_secs_f64,
