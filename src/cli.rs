@@ -255,9 +255,15 @@ pub enum Parsed {
 }
 
 /// A positive number of ranks for `opt`.
+/// Most ranks in one job: per-rank tables are made at the start, and a
+/// mistyped count must be an error, not gigabytes (found by fuzzing:
+/// `-np 444444447` asked for 3.5 GB).
+const MAX_RANKS: usize = 1 << 20;
+
 fn rank_count(opt: &str, v: &str) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(0) => Err(format!("{opt} needs a positive number, not 0")),
+        Ok(n) if n > MAX_RANKS => Err(format!("{opt} {n}: at most {MAX_RANKS} ranks")),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("{opt} needs a positive number, not '{v}'")),
     }
@@ -541,6 +547,9 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
         }
     }
     let ranks: usize = apps.iter().map(|a| a.ranks).sum();
+    if ranks > MAX_RANKS {
+        return Err(format!("{ranks} ranks in all: at most {MAX_RANKS}"));
+    }
     if let Some(bad) = g.inject.iter().find(|s| s.rank >= ranks) {
         return Err(format!(
             "--inject names rank {}, but the job has {ranks} ranks",
@@ -803,7 +812,9 @@ mod tests {
         let o = run("--launcher-exec ip --launcher exec -n 2 ./a");
         assert_eq!(o.launcher, vec!["ip".to_string()]);
         assert!(p("--heartbeat-timeout 0.1 -n 2 ./a").is_err());
-        // Found by fuzzing: seconds past a deadline's range were a panic.
+        // Found by fuzzing: seconds past a deadline's range were a panic,
+        // a huge rank count gigabytes.
+        assert!(p("-np 444444447 ./a").is_err());
         for big in [
             "--heartbeat-timeout 1e300",
             "--timeout 1e300",
