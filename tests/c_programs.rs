@@ -103,6 +103,14 @@ fn generalized_requests() {
     at_all_sizes("grequest.c");
 }
 
+/// Ports (both sides accepting), the job's name service and
+/// MPI_Comm_join over a socket of the program's own (mpi4py's
+/// test_dynproc); bad ports and names are errors of their class.
+#[test]
+fn ports_names_and_join() {
+    at_all_sizes("ports.c");
+}
+
 #[test]
 fn nonblocking_collectives() {
     let exe = build("nonblocking_coll.c");

@@ -82,6 +82,28 @@ fn spawned_processes_talk_to_their_parents() {
     }
 }
 
+/// Spawning again after the children of an earlier spawn ended (mpi4py's
+/// test_util_pool): the new children started, as before this fix, by
+/// connecting to every earlier process, the ended ones too, and failed
+/// ("connecting to rank 1 ... refused"). Each round's children also reach
+/// their parents through a port.
+#[test]
+fn spawning_again_after_the_children_ended() {
+    let exe = build("spawn_rounds.c");
+    for np in [1, 3] {
+        let n = np.to_string();
+        let r = mpiexec(&["-n", &n, exe.to_str().unwrap()], &[], LIMIT);
+        let what = format!("{np} ranks: {:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+        assert!(r.ok(), "{what}");
+        for round in 0..3 {
+            let parent = format!("round ok parent {round}\n");
+            let child = format!("round ok child {round}\n");
+            assert_eq!(r.stdout.matches(&parent).count(), np, "{what}");
+            assert_eq!(r.stdout.matches(&child).count(), 2, "{what}");
+        }
+    }
+}
+
 /// ULFM's respawn: the last rank dies, the survivors shrink and spawn its
 /// replacement, and the merged communicator has the original size.
 #[test]

@@ -180,6 +180,10 @@ impl Job {
                 self.on_agree(r, (context, seq), members, c)?
             }
             (ToController::Spawn(args), Some(r)) => self.on_spawn(r, args),
+            (ToController::Name(req), Some(r)) => {
+                let answer = self.names.handle(req);
+                self.send_to(r, &answer);
+            }
             (ToController::Spare { .. }, Some(r)) => {
                 return Err(format!("rank {r} says it is a spare"))
             }
@@ -227,11 +231,19 @@ impl Job {
         if pending.is_empty() || pending.iter().any(|&r| self.ranks[r].hello.is_none()) {
             return;
         }
+        // A process that has ended has no address: a later one (spawned,
+        // or a replacement) does not connect to it. Without rollbacks (the
+        // modes that spawn) neither has one ending in MPI_Finalize; with
+        // them, a replacement meets it in the finalizing barrier.
+        let no_rollback = matches!(self.opts.recovery, RecoveryMode::None | RecoveryMode::Ulfm);
         let msg = ToRank::Welcome {
             addrs: self
                 .ranks
                 .iter()
-                .map(|r| r.hello.clone().unwrap_or_default())
+                .map(|r| match r.exit.is_some() || (r.finalizing && no_rollback) {
+                    true => String::new(),
+                    false => r.hello.clone().unwrap_or_default(),
+                })
                 .collect(),
             generation: self.rec.generation(),
             epoch: self.rec.restart_epoch(),

@@ -25,6 +25,7 @@ mod agreement;
 mod barrier;
 mod injections;
 mod messages;
+mod names;
 mod recoveries;
 mod recovery;
 mod remote;
@@ -153,6 +154,8 @@ struct Job {
     /// `MPI_Comm_spawn` requests waiting, and the one under way.
     spawn_queue: std::collections::VecDeque<spawn::SpawnRequest>,
     spawning: Option<spawn::Spawning>,
+    /// `MPI_Publish_name`: service name → port name, for the whole job.
+    names: names::Names,
 }
 
 pub fn main() -> ! {
@@ -263,6 +266,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         agreements: Default::default(),
         spawn_queue: Default::default(),
         spawning: None,
+        names: Default::default(),
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {

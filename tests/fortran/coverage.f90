@@ -15,6 +15,8 @@ program coverage
   character(len=MPI_MAX_INFO_VAL) :: sval
   character(len=MPI_MAX_OBJECT_NAME) :: cname
   character(len=512) :: dir
+  character(len=MPI_MAX_PORT_NAME) :: port, found
+  integer :: rest, joined
   integer :: fh, vals(3), back(3)
   integer(kind=MPI_OFFSET_KIND) :: fsize, disp
 
@@ -148,6 +150,36 @@ program coverage
   call MPI_FILE_OPEN(MPI_COMM_WORLD, trim(dir)//'/missing/f.bin', MPI_MODE_RDONLY, &
        MPI_INFO_NULL, fh, ierr)
   call check(ierr == MPI_ERR_NO_SUCH_FILE, 'MPI_FILE_OPEN of a missing file')
+
+  ! Ports and names: rank 0 publishes a port, everyone finds it; the
+  ! other ranks connect to it as one group.
+  if (rank == 0) then
+    call MPI_OPEN_PORT(MPI_INFO_NULL, port, ierr)
+    call check_rc(ierr, 'MPI_OPEN_PORT')
+    call MPI_PUBLISH_NAME('f-ocean', MPI_INFO_NULL, port, ierr)
+    call check_rc(ierr, 'MPI_PUBLISH_NAME')
+  end if
+  call MPI_BCAST(port, MPI_MAX_PORT_NAME, MPI_CHARACTER, 0, MPI_COMM_WORLD, ierr)
+  call MPI_LOOKUP_NAME('f-ocean', MPI_INFO_NULL, found, ierr)
+  call check(ierr == MPI_SUCCESS .and. found == port, 'MPI_LOOKUP_NAME')
+  call MPI_COMM_SPLIT(MPI_COMM_WORLD, min(rank, 1), 0, rest, ierr)
+  if (np > 1) then
+    if (rank == 0) then
+      call MPI_COMM_ACCEPT(port, MPI_INFO_NULL, 0, MPI_COMM_SELF, joined, ierr)
+    else
+      call MPI_COMM_CONNECT(port, MPI_INFO_NULL, 0, rest, joined, ierr)
+    end if
+    call MPI_COMM_REMOTE_SIZE(joined, rsize, ierr)
+    call check(rsize == merge(np - 1, 1, rank == 0), 'MPI_COMM_ACCEPT/CONNECT')
+    call MPI_COMM_DISCONNECT(joined, ierr)
+  end if
+  call MPI_COMM_FREE(rest, ierr)
+  call MPI_BARRIER(MPI_COMM_WORLD, ierr)
+  if (rank == 0) then
+    call MPI_UNPUBLISH_NAME('f-ocean', MPI_INFO_NULL, port, ierr)
+    call MPI_CLOSE_PORT(port, ierr)
+    call check_rc(ierr, 'MPI_CLOSE_PORT')
+  end if
 
   call checks_done('coverage')
   call MPI_FINALIZE(ierr)

@@ -67,6 +67,17 @@ pub enum ToController {
     },
     /// `MPI_Comm_spawn` at its root.
     Spawn(SpawnArgs),
+    /// `MPI_Publish_name`, `MPI_Unpublish_name` or `MPI_Lookup_name`: the
+    /// job's name service is mpiexec's; it answers with `Named`.
+    Name(NameRequest),
+}
+
+/// A request to the job's name service (one per process at a time).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum NameRequest {
+    Publish { service: String, port: String },
+    Unpublish { service: String, port: String },
+    Lookup { service: String },
 }
 
 /// What `MPI_Comm_spawn` asks of mpiexec: start `count` processes of
@@ -147,6 +158,9 @@ pub enum ToRank {
         count: u32,
         error: String,
     },
+    /// The answer to `Name`: the port (of a lookup; empty otherwise), or
+    /// why the request was refused (empty when it was done).
+    Named { port: String, error: String },
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
@@ -295,6 +309,13 @@ mod tests {
                 parents: vec![0, 1],
                 context: 14,
             }),
+            ToController::Name(NameRequest::Publish {
+                service: "ocean".into(),
+                port: "mpistages-port:j:0:1".into(),
+            }),
+            ToController::Name(NameRequest::Lookup {
+                service: "ocean".into(),
+            }),
         ]
     }
 
@@ -312,7 +333,7 @@ mod tests {
         /// message that decodes re-encodes to a message of its own.
         #[test]
         fn mutated_messages_decode_or_fail(
-            which in 0usize..14,
+            which in 0usize..16,
             flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
             cut in any::<usize>(),
             tail in proptest::collection::vec(any::<u8>(), 0..8),

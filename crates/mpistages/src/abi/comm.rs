@@ -29,7 +29,7 @@ mpi_fn!(fn MPI_Comm_size / PMPI_Comm_size(c: c_int, size: *mut c_int) {
 
 /// Runs a communicator constructor and writes its handle (`MPI_COMM_NULL`
 /// when it fails).
-pub(super) fn new_comm(
+pub(crate) fn new_comm(
     name: &str,
     parent: c_int,
     out: *mut c_int,

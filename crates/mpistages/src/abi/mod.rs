@@ -10,6 +10,7 @@
 pub mod attr;
 pub mod coll;
 pub mod comm;
+pub mod dpm;
 pub mod dtype;
 pub mod env;
 pub mod errors;

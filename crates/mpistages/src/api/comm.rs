@@ -320,18 +320,23 @@ pub fn split_type(m: &Mpi, h: i32, kind: i32, key: i32, info: i32) -> MpiResult<
     split(m, h, color, key)
 }
 
-/// This process's host as a color (the parent rank of the first member on
-/// the same host), and whether all members are on one host.
+/// This process's host as a color (the position of the first member on the
+/// same host), and whether all members are on one host. On an
+/// inter-communicator both groups learn every host (MPI 4.1), so that a
+/// color means the same host on both sides.
 fn host_color(m: &Mpi, h: i32) -> MpiResult<(i32, bool)> {
     let parent = m.tables().comm(h)?;
-    intra_only(&parent, "MPI_Comm_split_type")?;
+    let union = parent.is_inter().then(|| union_team(m, &parent));
+    let team = match &union {
+        Some(u) => u.as_team(m),
+        None => parent.team(m),
+    };
     let host = host_key();
-    let all = allgather_fixed(&parent.team(m), &host.to_le_bytes())?;
-    let key_of = |r: usize| u64::from_le_bytes(all[8 * r..8 * r + 8].try_into().expect("8"));
-    let color = (0..parent.size())
-        .position(|r| key_of(r) == host)
-        .expect("this rank's own key") as i32;
-    Ok((color, (0..parent.size()).all(|r| key_of(r) == key_of(0))))
+    let all = allgather_fixed(&team, &host.to_le_bytes())?;
+    let keys: Vec<&[u8]> = all.chunks_exact(8).collect();
+    let mine = host.to_le_bytes();
+    let color = keys.iter().position(|k| *k == mine).expect("this rank's own key") as i32;
+    Ok((color, keys.iter().all(|k| *k == keys[0])))
 }
 
 /// Each member's host as an index: the rank of the first member on the
@@ -440,7 +445,7 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
     Ok(())
 }
 
-fn req_result(st: crate::progress::Status) -> MpiResult<crate::progress::Status> {
+pub(super) fn req_result(st: crate::progress::Status) -> MpiResult<crate::progress::Status> {
     match &st.error {
         Some(e) => Err(request_error(e)),
         None => Ok(st),
@@ -477,7 +482,7 @@ fn swap_with(m: &Mpi, c: &Comm, peer: usize, tag: i32, mine: Vec<u8>) -> MpiResu
 }
 
 /// Broadcasts a byte vector of any length from `root` over `team`.
-fn bcast_vec(team: &Team, root: usize, v: &mut Vec<u8>) -> MpiResult<()> {
+pub(super) fn bcast_vec(team: &Team, root: usize, v: &mut Vec<u8>) -> MpiResult<()> {
     let mut len = (v.len() as u64).to_le_bytes();
     // SAFETY: `len` outlives the blocking call.
     coll::bcast(team, root, unsafe { RawBuf::new(len.as_mut_ptr(), 8) })?;
@@ -487,7 +492,7 @@ fn bcast_vec(team: &Team, root: usize, v: &mut Vec<u8>) -> MpiResult<()> {
     Ok(())
 }
 
-fn encode_group(ctx: u32, g: &Group) -> Vec<u8> {
+pub(super) fn encode_group(ctx: u32, g: &Group) -> Vec<u8> {
     let mut v = ctx.to_le_bytes().to_vec();
     for &w in &g.members {
         v.extend_from_slice(&(w as u32).to_le_bytes());
@@ -495,7 +500,7 @@ fn encode_group(ctx: u32, g: &Group) -> Vec<u8> {
     v
 }
 
-fn decode_group(b: &[u8], world: usize) -> MpiResult<(u32, Group)> {
+pub(super) fn decode_group(b: &[u8], world: usize) -> MpiResult<(u32, Group)> {
     if b.len() < 4 || !b.len().is_multiple_of(4) {
         return fail(err::INTERN, "malformed inter-communicator group message");
     }

@@ -82,6 +82,8 @@ pub mod err {
     pub const NAME: i32 = 33;
     pub const NOT_SAME: i32 = 35;
     pub const SPAWN: i32 = 42;
+    pub const PORT: i32 = 41;
+    pub const SERVICE: i32 = 54;
     pub const UNSUPPORTED_OPERATION: i32 = 44;
     pub const WIN: i32 = 45;
     pub const BASE: i32 = 46;

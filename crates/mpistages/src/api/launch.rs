@@ -151,7 +151,8 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
         Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
     tcp.set_generation(welcome.generation);
     for (peer, a) in welcome.addrs.iter().enumerate() {
-        if !welcome.connects_to(job.rank, peer) {
+        // (No address: that process has ended, mpiexec says.)
+        if !welcome.connects_to(job.rank, peer) || a.is_empty() {
             continue;
         }
         let sa = a.parse().map_err(|_| {

@@ -8,6 +8,7 @@ pub mod collective;
 pub mod comm;
 pub mod consts;
 pub mod datatype;
+pub mod dpm;
 pub mod error;
 pub mod file;
 pub mod file_collective;
@@ -593,8 +594,9 @@ pub fn initial_tables(rank: usize, world: &[usize]) -> Tables {
         attrs: Default::default(),
         nbc_seq: Default::default(),
         pins: Default::default(),
-        // Contexts 4 and 5 are the internal communicator's (api::recovery).
-        max_context: rma::agent::RMA_CONTEXT + 1,
+        // Contexts 4 and 5 are the internal communicator's (api::recovery),
+        // 6 the window agents' (api::rma), 8 the ports' (api::dpm).
+        max_context: dpm::DPM_CONTEXT + 1,
         bsend: None,
         bsend_pending: Vec::new(),
         parent: consts::COMM_NULL,

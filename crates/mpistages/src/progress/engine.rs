@@ -533,6 +533,15 @@ impl Engine {
         })
     }
 
+    /// Waits for mpiexec's answer to this process's name-service request:
+    /// (port, error); `None` when mpiexec is gone.
+    pub fn wait_named(&self) -> Option<(String, String)> {
+        self.wait_until(|c| match c.notices.named.take() {
+            Some(a) => Some(Some(a)),
+            None => c.notices.orphaned.then_some(None),
+        })
+    }
+
     /// Waits for mpiexec's answer to agreement `seq` on `ctx`; `None` when
     /// mpiexec is gone.
     pub fn wait_agreed(&self, ctx: u32, seq: u32) -> Option<super::ulfm::Agreed> {

@@ -40,6 +40,9 @@ pub struct Notices {
     /// mpiexec's answer to this process's `MPI_Comm_spawn`, not yet taken:
     /// (first id, count, error).
     pub spawned: Option<(u32, u32, String)>,
+    /// mpiexec's answer to this process's name-service request, not yet
+    /// taken: (port, error).
+    pub named: Option<(String, String)>,
 }
 
 pub struct Core {
@@ -316,6 +319,11 @@ impl Core {
                 error,
             } => {
                 self.notices.spawned = Some((first, count, error));
+                self.changes += 1;
+                true
+            }
+            ToRank::Named { port, error } => {
+                self.notices.named = Some((port, error));
                 self.changes += 1;
                 true
             }

@@ -9,6 +9,7 @@ use crate::abi::comm::*;
 use crate::abi::dtype::*;
 use crate::abi::errors::*;
 use crate::abi::file::*;
+use crate::abi::dpm::*;
 use crate::abi::info::*;
 use crate::abi::win::*;
 use crate::api::attr::{Kind, Lang};
@@ -527,4 +528,81 @@ twin!(mpi_win_get_attr_ / pmpi_win_get_attr_ (p; win: *const c_int, key: *const 
         }
         set(ierror, rc)
     }
+});
+
+// Ports and names: the port name out-strings are blank padded.
+
+/// Calls a C function that writes a port name into `MPI_MAX_PORT_NAME`
+/// bytes, then stores it blank padded in the Fortran string.
+///
+/// # Safety
+/// `dst` has `dst_len` writable bytes; `ierror` is a writable INTEGER.
+unsafe fn port_out(f: impl FnOnce(*mut c_char) -> c_int, dst: *mut c_char, ierror: *mut c_int, dst_len: usize) {
+    let mut tmp = vec![0 as c_char; crate::api::dpm::MAX_PORT_NAME];
+    let rc = f(tmp.as_mut_ptr());
+    if rc == err::SUCCESS {
+        let bytes: Vec<u8> = tmp.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        // SAFETY: the caller's contract.
+        unsafe { str_out(&bytes, dst, dst_len) };
+    }
+    // SAFETY: the caller's IERROR.
+    unsafe { set(ierror, rc) }
+}
+
+twin!(mpi_open_port_ / pmpi_open_port_ (p; info: *const c_int, port_name: *mut c_char, ierror: *mut c_int, port_name_len: usize) {
+    // SAFETY: the caller's INTEGER and CHARACTER (port_out's contract).
+    unsafe {
+        let i = *info;
+        port_out(|s| pick!(p, MPI_Open_port)(i, s), port_name, ierror, port_name_len)
+    }
+});
+
+twin!(mpi_close_port_ / pmpi_close_port_ (p; port_name: *const c_char, ierror: *mut c_int, port_name_len: usize) {
+    // SAFETY: a NUL-terminated string that lives through the call.
+    with_strings!(ierror, [port_name: port_name_len], |s: CString| unsafe { pick!(p, MPI_Close_port)(s.as_ptr()) })
+});
+
+twin!(mpi_comm_accept_ / pmpi_comm_accept_ (p; port_name: *const c_char, info: *const c_int, root: *const c_int, comm: *const c_int, newcomm: *mut c_int, ierror: *mut c_int, port_name_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (i, r, c) = unsafe { (*info, *root, *comm) };
+    // SAFETY: a NUL-terminated string that lives through the call; `newcomm` is the caller's INTEGER.
+    with_strings!(ierror, [port_name: port_name_len], |s: CString| unsafe { pick!(p, MPI_Comm_accept)(s.as_ptr(), i, r, c, newcomm) })
+});
+
+twin!(mpi_comm_connect_ / pmpi_comm_connect_ (p; port_name: *const c_char, info: *const c_int, root: *const c_int, comm: *const c_int, newcomm: *mut c_int, ierror: *mut c_int, port_name_len: usize) {
+    // SAFETY: the caller's INTEGERs.
+    let (i, r, c) = unsafe { (*info, *root, *comm) };
+    // SAFETY: a NUL-terminated string that lives through the call; `newcomm` is the caller's INTEGER.
+    with_strings!(ierror, [port_name: port_name_len], |s: CString| unsafe { pick!(p, MPI_Comm_connect)(s.as_ptr(), i, r, c, newcomm) })
+});
+
+twin!(mpi_publish_name_ / pmpi_publish_name_ (p; service_name: *const c_char, info: *const c_int, port_name: *const c_char, ierror: *mut c_int, service_name_len: usize, port_name_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let i = unsafe { *info };
+    // SAFETY: NUL-terminated strings that live through the call.
+    with_strings!(ierror, [service_name: service_name_len, port_name: port_name_len], |s: CString, t: CString| unsafe {
+        pick!(p, MPI_Publish_name)(s.as_ptr(), i, t.as_ptr())
+    })
+});
+
+twin!(mpi_unpublish_name_ / pmpi_unpublish_name_ (p; service_name: *const c_char, info: *const c_int, port_name: *const c_char, ierror: *mut c_int, service_name_len: usize, port_name_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let i = unsafe { *info };
+    // SAFETY: NUL-terminated strings that live through the call.
+    with_strings!(ierror, [service_name: service_name_len, port_name: port_name_len], |s: CString, t: CString| unsafe {
+        pick!(p, MPI_Unpublish_name)(s.as_ptr(), i, t.as_ptr())
+    })
+});
+
+twin!(mpi_lookup_name_ / pmpi_lookup_name_ (p; service_name: *const c_char, info: *const c_int, port_name: *mut c_char, ierror: *mut c_int, service_name_len: usize, port_name_len: usize) {
+    // SAFETY: the caller's INTEGER.
+    let i = unsafe { *info };
+    // SAFETY: the service as a C string; the port as port_out's contract.
+    let service = match unsafe { c_string(service_name, service_name_len) } {
+        Ok(s) => s,
+        // SAFETY: the caller's IERROR.
+        Err(e) => return unsafe { set(ierror, e) },
+    };
+    // SAFETY: as above.
+    unsafe { port_out(|s| pick!(p, MPI_Lookup_name)(service.as_ptr(), i, s), port_name, ierror, port_name_len) }
 });
