@@ -6,6 +6,7 @@
 
 use crate::cli::{App, Bind};
 use mpistages_control::env;
+use mpistages_control::proto::SpawnCommand;
 use mpistages_sys::process;
 use mpistages_sys::socket::NoSignal;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -239,6 +240,14 @@ impl Launch {
             (env::JOB_ID.into(), self.job_id.clone()),
             (env::PARTNER_SHIFT.into(), self.partner_shift.to_string()),
             (env::RANK_HOSTS.into(), self.rank_hosts_at_start.clone()),
+            (
+                env::APPNUM.into(),
+                self.apps
+                    .iter()
+                    .position(|a| std::ptr::eq(a, app))
+                    .unwrap_or(0)
+                    .to_string(),
+            ),
         ];
         env.extend(self.env.iter().chain(&app.env).cloned());
         let mut cpu = None;
@@ -288,16 +297,17 @@ impl Launch {
     }
 
     /// Starts process `id`, a child of `MPI_Comm_spawn`: the program of
-    /// `spawn` with its arguments in its directory on this host, with the
+    /// `spawn` with its arguments in directory `wdir` on this host, with the
     /// job's environment, its id as its rank, and `extra_env` (its world
     /// and its parents).
     pub fn spawn_child(
         &self,
         id: usize,
-        spawn: &mpistages_control::proto::SpawnArgs,
+        spawn: &SpawnCommand,
+        wdir: &str,
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
-        let plan = self.child_plan(id, spawn, extra_env, &self.control);
+        let plan = self.child_plan(id, spawn, wdir, extra_env, &self.control);
         let mut cmd = self.command(&plan);
         cmd.stdin(Stdio::null());
         self.start(cmd, id, GateState::Open(id))
@@ -308,7 +318,8 @@ impl Launch {
     pub fn child_plan(
         &self,
         id: usize,
-        spawn: &mpistages_control::proto::SpawnArgs,
+        spawn: &SpawnCommand,
+        wdir: &str,
         extra_env: &[(&str, String)],
         control: &str,
     ) -> Plan {
@@ -321,7 +332,7 @@ impl Launch {
         plan.env.push((env::GENERATION.into(), "0".into()));
         plan.program = spawn.program.clone();
         plan.args = spawn.args.clone();
-        plan.wdir = (!spawn.wdir.is_empty()).then(|| spawn.wdir.clone().into());
+        plan.wdir = (!wdir.is_empty()).then(|| wdir.into());
         plan.cpu = None;
         plan
     }

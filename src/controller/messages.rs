@@ -240,10 +240,12 @@ impl Job {
             addrs: self
                 .ranks
                 .iter()
-                .map(|r| match r.exit.is_some() || (r.finalizing && no_rollback) {
-                    true => String::new(),
-                    false => r.hello.clone().unwrap_or_default(),
-                })
+                .map(
+                    |r| match r.exit.is_some() || (r.finalizing && no_rollback) {
+                        true => String::new(),
+                        false => r.hello.clone().unwrap_or_default(),
+                    },
+                )
                 .collect(),
             generation: self.rec.generation(),
             epoch: self.rec.restart_epoch(),

@@ -34,10 +34,14 @@ impl Names {
         match req {
             NameRequest::Publish { service, port } => {
                 if service.len() > MAX_LEN || port.len() > MAX_LEN {
-                    return Err(format!("a service or port name is longer than {MAX_LEN} bytes"));
+                    return Err(format!(
+                        "a service or port name is longer than {MAX_LEN} bytes"
+                    ));
                 }
                 if let Some(p) = self.ports.get(&service) {
-                    return Err(format!("service '{service}' is already published (port '{p}')"));
+                    return Err(format!(
+                        "service '{service}' is already published (port '{p}')"
+                    ));
                 }
                 if self.ports.len() >= MAX_NAMES {
                     return Err(format!("the job has {MAX_NAMES} names published already"));
@@ -104,7 +108,9 @@ mod tests {
             port: "p1".into(),
         };
         assert_eq!(answer(&mut n, right.clone()), Ok(String::new()));
-        assert!(answer(&mut n, lookup("ocean")).unwrap_err().contains("not published"));
+        assert!(answer(&mut n, lookup("ocean"))
+            .unwrap_err()
+            .contains("not published"));
         assert!(answer(&mut n, right).unwrap_err().contains("not published"));
     }
 
@@ -114,8 +120,12 @@ mod tests {
         for i in 0..MAX_NAMES {
             assert!(answer(&mut n, publish(&format!("s{i}"), "p")).is_ok());
         }
-        assert!(answer(&mut n, publish("one more", "p")).unwrap_err().contains("already"));
+        assert!(answer(&mut n, publish("one more", "p"))
+            .unwrap_err()
+            .contains("already"));
         let long = "x".repeat(MAX_LEN + 1);
-        assert!(answer(&mut n, publish(&long, "p")).unwrap_err().contains("longer"));
+        assert!(answer(&mut n, publish(&long, "p"))
+            .unwrap_err()
+            .contains("longer"));
     }
 }

@@ -57,20 +57,25 @@ impl Job {
             ));
         }
         let a = &req.args;
-        if a.count == 0 || a.count > MAX_CHILDREN {
+        let total = a.total();
+        if a.commands.is_empty() || a.commands.iter().any(|c| c.count == 0) || total > MAX_CHILDREN
+        {
             return Err(format!(
-                "maxprocs {} is out of range (1 to {MAX_CHILDREN})",
-                a.count
+                "maxprocs {} is out of range (1 to {MAX_CHILDREN} in all, at least 1 per command)",
+                total
             ));
         }
         if self.failure.is_some() {
             return Err("the job is ending".into());
         }
         let first = self.ranks.len();
-        let count = a.count as usize;
+        let count = total as usize;
         let hosts = self.place_children(req.root, count)?;
         let parents: Vec<String> = a.parents.iter().map(u32::to_string).collect();
-        let env = {
+        // Each child's command and that command's number (MPI_APPNUM).
+        let commands = a.commands.iter().enumerate();
+        let each = commands.flat_map(|(i, c)| std::iter::repeat_n((i, c), c.count as usize));
+        for ((id, &h), (appnum, cmd)) in (first..first + count).zip(&hosts).zip(each) {
             let mut env = self.job_env();
             env.push((mpistages_control::env::SIZE, (first + count).to_string()));
             env.push((mpistages_control::env::WORLD, format!("{first},{count}")));
@@ -78,9 +83,7 @@ impl Job {
                 mpistages_control::env::PARENT,
                 format!("{}:{}", a.context, parents.join(",")),
             ));
-            env
-        };
-        for (id, &h) in (first..first + count).zip(&hosts) {
+            env.push((mpistages_control::env::APPNUM, appnum.to_string()));
             self.ranks.push(RankState::default());
             self.rec.add_rank();
             if self.launch.rank_host.len() == id {
@@ -88,11 +91,11 @@ impl Job {
             }
             if self.is_remote(id) {
                 let control = self.remote_control();
-                let plan = self.launch.child_plan(id, a, &env, &control);
+                let plan = self.launch.child_plan(id, cmd, &a.wdir, &env, &control);
                 self.start_remote(id, plan);
                 continue;
             }
-            match self.launch.spawn_child(id, a, &env) {
+            match self.launch.spawn_child(id, cmd, &a.wdir, &env) {
                 Ok(started) => {
                     self.keep_forwarders(started.forwarders);
                     self.started(id, started.proc);
@@ -109,7 +112,7 @@ impl Job {
                         self.ranks[r].welcomed = true;
                     }
                     self.ranks[id].exit = Some(Exit::Code(127));
-                    return Err(format!("cannot start '{}': {e}", a.program));
+                    return Err(format!("cannot start '{}': {e}", cmd.program));
                 }
             }
         }

@@ -3,6 +3,7 @@
  * taking them (and refusing, with MPI_ERR_COUNT, a count they cannot
  * take rather than cutting it). */
 #include "check.h"
+#include <limits.h>
 #include <stdlib.h>
 
 int main(int argc, char **argv) {
@@ -32,6 +33,33 @@ int main(int argc, char **argv) {
     CHECK(size == (MPI_Count)1 << 33 && lb == 0 && extent == size, "an 8 GiB type: %lld", (long long)size);
     MPI_Type_free(&big);
     MPI_Type_free(&mib);
+
+    /* More than INT_MAX elements: the int envelope describes the type as a
+     * struct of a vector of int-sized blocks and the rest (mpi4py's
+     * testContiguousBigMPI at MPI 3.1), not with a count cut to an int. */
+    MPI_Count many = (MPI_Count)INT_MAX + INT_MAX / 1024;
+    CHECK_RC(MPI_Type_contiguous_c(many, MPI_SHORT, &big));
+    MPI_Type_size_c(big, &size);
+    CHECK(size == 2 * many, "size %lld", (long long)size);
+    int ni, na, nt, comb;
+    CHECK_RC(MPI_Type_get_envelope(big, &ni, &na, &nt, &comb));
+    CHECK(comb == MPI_COMBINER_STRUCT && ni == 3 && na == 2 && nt == 2, "envelope %d %d %d %d", comb, ni, na, nt);
+    int is[3];
+    MPI_Aint as[2];
+    MPI_Datatype ts[2];
+    CHECK_RC(MPI_Type_get_contents(big, 3, 2, 2, is, as, ts));
+    CHECK(is[0] == 2 && is[1] == 1 && is[2] == 1 && as[0] == 0 && as[1] == (MPI_Aint)2 * INT_MAX, "contents");
+    MPI_Count qs, rs;
+    MPI_Type_size_c(ts[0], &qs);
+    MPI_Type_size_c(ts[1], &rs);
+    CHECK(qs == (MPI_Count)2 * INT_MAX && rs == 2 * (many - INT_MAX), "parts %lld %lld", (long long)qs, (long long)rs);
+    CHECK_RC(MPI_Type_get_envelope(ts[0], &ni, &na, &nt, &comb));
+    CHECK(comb == MPI_COMBINER_VECTOR, "first part %d", comb);
+    CHECK_RC(MPI_Type_get_envelope(ts[1], &ni, &na, &nt, &comb));
+    CHECK(comb == MPI_COMBINER_CONTIGUOUS, "second part %d", comb);
+    MPI_Type_free(&ts[0]);
+    MPI_Type_free(&ts[1]);
+    MPI_Type_free(&big);
 
     int v = rank == 0 ? 5 : 0;
     CHECK_RC(MPI_Bcast_c(&v, 1, MPI_INT, 0, MPI_COMM_WORLD));

@@ -3,18 +3,26 @@
  * round the parents spawn two children, which connect back to them through
  * a port one child opens (ports reach spawned processes), sum over both
  * inter-communicators, disconnect and end; the parents wait until they
- * are gone and spawn the next round. Each process prints
- * "round ok <parent|child> <round>". */
+ * are gone and spawn the next round; the last round spawns its two
+ * children with MPI_Comm_spawn_multiple, one per command, and each child
+ * checks its MPI_APPNUM. Each process prints "round ok <parent|child>
+ * <round>". */
 #include "check.h"
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define ROUNDS 3
 #define CHILDREN 2
 
-static void child(MPI_Comm parent) {
-    int round = -1, rank;
+static void child(MPI_Comm parent, int argc, char **argv) {
+    int round = -1, rank, size, *appnum, flag = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(size == CHILDREN, "a world of %d children", size);
+    CHECK_RC(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_APPNUM, &appnum, &flag));
+    int want = argc > 2 ? atoi(argv[2]) : 0;
+    CHECK(flag && *appnum == want, "MPI_APPNUM %d, command %d", flag ? *appnum : -1, want);
     CHECK_RC(MPI_Bcast(&round, 1, MPI_INT, 0, parent));
     char port[MPI_MAX_PORT_NAME] = "";
     if (rank == 0) {
@@ -38,7 +46,7 @@ int main(int argc, char **argv) {
     MPI_Comm parent;
     MPI_Comm_get_parent(&parent);
     if (parent != MPI_COMM_NULL) {
-        child(parent);
+        child(parent, argc, argv);
         MPI_Finalize();
         return 0;
     }
@@ -47,8 +55,18 @@ int main(int argc, char **argv) {
     for (int round = 0; round < ROUNDS; round++) {
         MPI_Comm inter, back;
         char *args[] = {"child", NULL};
-        CHECK_RC(MPI_Comm_spawn(argv[0], args, CHILDREN, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
-                                MPI_ERRCODES_IGNORE));
+        if (round < ROUNDS - 1) {
+            CHECK_RC(MPI_Comm_spawn(argv[0], args, CHILDREN, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                                    MPI_ERRCODES_IGNORE));
+        } else {
+            char *a0[] = {"child", "0", NULL}, *a1[] = {"child", "1", NULL};
+            char **argvs[] = {a0, a1};
+            char *cmds[] = {argv[0], argv[0]};
+            int procs[] = {1, 1}, codes[2] = {-1, -1};
+            MPI_Info infos[] = {MPI_INFO_NULL, MPI_INFO_NULL};
+            CHECK_RC(MPI_Comm_spawn_multiple(2, cmds, argvs, procs, infos, 0, MPI_COMM_WORLD, &inter, codes));
+            CHECK(codes[0] == MPI_SUCCESS && codes[1] == MPI_SUCCESS, "codes %d %d", codes[0], codes[1]);
+        }
         int r = round;
         CHECK_RC(MPI_Bcast(&r, 1, MPI_INT, rank == 0 ? MPI_ROOT : MPI_PROC_NULL, inter));
         char port[MPI_MAX_PORT_NAME] = "";

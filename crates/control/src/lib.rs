@@ -61,4 +61,8 @@ pub mod env {
     /// context of the inter-communicator to its parents and their ids
     /// (`MPI_Comm_get_parent`).
     pub const PARENT: &str = "MPISTAGES_PARENT";
+    /// The number of this process's program: among mpiexec's
+    /// colon-separated programs, or among `MPI_Comm_spawn_multiple`'s
+    /// commands (`MPI_APPNUM`).
+    pub const APPNUM: &str = "MPISTAGES_APPNUM";
 }

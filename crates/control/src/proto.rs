@@ -80,17 +80,33 @@ pub enum NameRequest {
     Lookup { service: String },
 }
 
-/// What `MPI_Comm_spawn` asks of mpiexec: start `count` processes of
-/// `program` with `args` in directory `wdir`, children of `parents`
-/// through an inter-communicator of context `context`.
+/// What `MPI_Comm_spawn` (one command) or `MPI_Comm_spawn_multiple` asks
+/// of mpiexec: start each command's processes, in order, in directory
+/// `wdir`, children of `parents` through an inter-communicator of context
+/// `context`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct SpawnArgs {
-    pub program: String,
-    pub args: Vec<String>,
+    pub commands: Vec<SpawnCommand>,
     pub wdir: String,
-    pub count: u32,
     pub parents: Vec<u32>,
     pub context: u32,
+}
+
+/// `count` processes of `program` with `args`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SpawnCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub count: u32,
+}
+
+impl SpawnArgs {
+    /// How many processes in all (saturating: a bound is checked after).
+    pub fn total(&self) -> u32 {
+        self.commands
+            .iter()
+            .fold(0u32, |n, c| n.saturating_add(c.count))
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -302,10 +318,19 @@ mod tests {
                 proposal: 12,
             },
             ToController::Spawn(SpawnArgs {
-                program: "./a.out".into(),
-                args: vec!["-x".into()],
+                commands: vec![
+                    SpawnCommand {
+                        program: "./a.out".into(),
+                        args: vec!["-x".into()],
+                        count: 2,
+                    },
+                    SpawnCommand {
+                        program: "./b.out".into(),
+                        args: vec![],
+                        count: 1,
+                    },
+                ],
                 wdir: "/tmp".into(),
-                count: 2,
                 parents: vec![0, 1],
                 context: 14,
             }),

@@ -10,6 +10,7 @@ use crate::api::consts::{
 use crate::api::error::{fail, MpiResult};
 use crate::api::group::{compare_comms, Group};
 use crate::api::{comm, Mpi};
+use crate::control::proto::SpawnCommand;
 use std::os::raw::{c_char, c_int, c_void};
 
 /// `MPI_MAX_OBJECT_NAME`: name buffers hold this many bytes with the NUL.
@@ -291,10 +292,19 @@ static TAG_UB_VAL: c_int = TAG_UB;
 static WTIME_GLOBAL_VAL: c_int = 0;
 static HOST_VAL: c_int = PROC_NULL;
 static IO_VAL: c_int = crate::api::consts::ANY_SOURCE;
-static APPNUM_VAL: c_int = 0;
+static APPNUM_VAL: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
 static UNIVERSE: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
 static FT_ON: c_int = 1;
 static FT_OFF: c_int = 0;
+
+/// `MPI_APPNUM`: the number of this process's program (mpiexec's
+/// colon-separated programs, `MPI_Comm_spawn_multiple`'s commands).
+fn appnum() -> c_int {
+    std::env::var(crate::control::env::APPNUM)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
 
 mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *mut c_void, flag: *mut c_int) {
     let r = mpi().and_then(|m| {
@@ -304,7 +314,7 @@ mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *
             KEY_WTIME_IS_GLOBAL => Some(&WTIME_GLOBAL_VAL),
             KEY_HOST => Some(&HOST_VAL),
             KEY_IO => Some(&IO_VAL),
-            KEY_APPNUM => Some(&APPNUM_VAL),
+            KEY_APPNUM => Some(APPNUM_VAL.get_or_init(appnum)),
             KEY_UNIVERSE_SIZE => Some(UNIVERSE.get_or_init(|| m.size as c_int)),
             KEY_LASTUSEDCODE => Some(super::errors::last_used_code()),
             crate::api::consts::KEY_FT => Some(if m.mode == crate::api::RecoveryMode::Ulfm { &FT_ON } else { &FT_OFF }),
@@ -483,25 +493,26 @@ unsafe fn argv_of(argv: *const *const c_char) -> MpiResult<Vec<String>> {
     Ok(out)
 }
 
-mpi_fn!(fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *const *const c_char, maxprocs: c_int, info: c_int, root: c_int, c: c_int, out: *mut c_int, errcodes: *mut c_int) {
+/// `MPI_Comm_spawn` and `MPI_Comm_spawn_multiple`: `request` (called at
+/// the root only) reads the root's commands; `asked` is how many processes
+/// the caller's `array_of_errcodes` holds when nothing was started.
+fn spawn_from(
+    name: &str,
+    c: c_int,
+    root: c_int,
+    out: *mut c_int,
+    errcodes: *mut c_int,
+    asked: usize,
+    request: impl FnOnce() -> MpiResult<crate::api::spawn::Request>,
+) -> c_int {
     let mut spawned = 0usize;
-    let code = new_comm("MPI_Comm_spawn", c, out, |m| {
+    let code = new_comm(name, c, out, |m| {
         let cm = m.tables().comm(c)?;
         let root = usize::try_from(root).map_err(|_| {
             crate::api::error::MpiError::new(err::ROOT, format!("root {root} is negative"))
         })?;
         let request = if cm.rank == root {
-            crate::api::info::get_or_empty(info)?;
-            let count = usize::try_from(maxprocs).map_err(|_| {
-                crate::api::error::MpiError::new(err::ARG, format!("maxprocs {maxprocs} is negative"))
-            })?;
-            Some(crate::api::spawn::Request {
-                // SAFETY: the caller's C string.
-                program: unsafe { cstr(command) }?,
-                // SAFETY: the caller's NULL-terminated argv (or MPI_ARGV_NULL).
-                args: unsafe { argv_of(argv) }?,
-                count,
-            })
+            Some(request()?)
         } else {
             None
         };
@@ -510,15 +521,71 @@ mpi_fn!(fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *const
         Ok(comm::register(m, c, inter))
     });
     if !errcodes.is_null() {
-        // One code per process asked for (maxprocs is the root's count).
-        let n = if spawned > 0 { spawned } else { usize::try_from(maxprocs).unwrap_or(0) };
-        let v = if code == err::SUCCESS { err::SUCCESS } else { err::SPAWN };
+        // One code per process asked for (the root's counts).
+        let n = if spawned > 0 { spawned } else { asked };
+        let v = if code == err::SUCCESS {
+            err::SUCCESS
+        } else {
+            err::SPAWN
+        };
         for i in 0..n {
-            // SAFETY: the caller's array of maxprocs codes.
+            // SAFETY: the caller's array of one code per process asked for.
             unsafe { errcodes.add(i).write(v) };
         }
     }
     code
+}
+
+fn maxprocs_of(n: c_int) -> MpiResult<u32> {
+    u32::try_from(n).or_else(|_| fail(err::ARG, format!("maxprocs {n} is negative")))
+}
+
+mpi_fn!(fn MPI_Comm_spawn / PMPI_Comm_spawn(command: *const c_char, argv: *const *const c_char, maxprocs: c_int, info: c_int, root: c_int, c: c_int, out: *mut c_int, errcodes: *mut c_int) {
+    let asked = usize::try_from(maxprocs).unwrap_or(0);
+    spawn_from("MPI_Comm_spawn", c, root, out, errcodes, asked, || {
+        crate::api::info::get_or_empty(info)?;
+        Ok(vec![SpawnCommand {
+            // SAFETY: the caller's C string.
+            program: unsafe { cstr(command) }?,
+            // SAFETY: the caller's NULL-terminated argv (or MPI_ARGV_NULL).
+            args: unsafe { argv_of(argv) }?,
+            count: maxprocs_of(maxprocs)?,
+        }])
+    })
+});
+
+mpi_fn!(fn MPI_Comm_spawn_multiple / PMPI_Comm_spawn_multiple(count: c_int, commands: *const *const c_char, argvs: *const *const *const c_char, maxprocs: *const c_int, infos: *const c_int, root: c_int, c: c_int, out: *mut c_int, errcodes: *mut c_int) {
+    // (The counts are the root's: elsewhere they need not be valid.)
+    let asked = || -> MpiResult<usize> {
+        let n = usize::try_from(count).unwrap_or(0);
+        // SAFETY: the caller's array of `count` maxprocs.
+        let v = unsafe { array(maxprocs, n) }?;
+        Ok(v.iter().map(|&k| usize::try_from(k).unwrap_or(0)).sum())
+    };
+    let is_root = mpi().and_then(|m| m.tables().comm(c)).is_ok_and(|cm| cm.rank as c_int == root);
+    let asked = if is_root { asked().unwrap_or(0) } else { 0 };
+    spawn_from("MPI_Comm_spawn_multiple", c, root, out, errcodes, asked, || {
+        let n = usize::try_from(count)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| crate::api::error::MpiError::new(err::ARG, format!("count {count} of commands")))?;
+        // SAFETY: the caller's arrays of `count` elements.
+        let (cmds, procs, infos) = unsafe { (array(commands, n)?, array(maxprocs, n)?, array(infos, n)?) };
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            crate::api::info::get_or_empty(infos[i])?;
+            // SAFETY: MPI_ARGVS_NULL, or the caller's `count` argv arrays.
+            let argv = if argvs.is_null() { std::ptr::null() } else { unsafe { *argvs.add(i) } };
+            out.push(SpawnCommand {
+                // SAFETY: the caller's C string.
+                program: unsafe { cstr(cmds[i]) }?,
+                // SAFETY: a NULL-terminated argv (or MPI_ARGV_NULL).
+                args: unsafe { argv_of(argv) }?,
+                count: maxprocs_of(procs[i])?,
+            });
+        }
+        Ok(out)
+    })
 });
 
 mpi_fn!(fn MPI_Comm_get_parent / PMPI_Comm_get_parent(parent: *mut c_int) {

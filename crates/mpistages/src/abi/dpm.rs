@@ -14,7 +14,10 @@ use std::os::raw::{c_char, c_int};
 /// `buf` is NULL or holds `MPI_MAX_PORT_NAME` bytes.
 unsafe fn put_port(name: &str, buf: *mut c_char) -> MpiResult<()> {
     if buf.is_null() || name.len() >= MAX_PORT_NAME {
-        return fail(err::ARG, "the port name buffer is NULL (or the name too long for MPI_MAX_PORT_NAME)");
+        return fail(
+            err::ARG,
+            "the port name buffer is NULL (or the name too long for MPI_MAX_PORT_NAME)",
+        );
     }
     // SAFETY: len + 1 <= MPI_MAX_PORT_NAME bytes of the caller's buffer.
     unsafe {
@@ -45,7 +48,15 @@ mpi_fn!(fn MPI_Close_port / PMPI_Close_port(port: *const c_char) {
 ///
 /// # Safety
 /// At the root `port` is a C string; `out` is the caller's out-pointer.
-unsafe fn rendezvous(what: &str, side: Side, port: *const c_char, info_h: c_int, root: c_int, c: c_int, out: *mut c_int) -> c_int {
+unsafe fn rendezvous(
+    what: &str,
+    side: Side,
+    port: *const c_char,
+    info_h: c_int,
+    root: c_int,
+    c: c_int,
+    out: *mut c_int,
+) -> c_int {
     new_comm(what, c, out, |m| {
         let at_root = m.tables().comm(c)?.rank as c_int == root;
         let name = match at_root {

@@ -4,10 +4,11 @@
 //! fit an int and say so otherwise (`MPI_ERR_COUNT`), rather than cut them.
 
 use super::{array, mpi, mpi_fn, put, ret};
-use crate::api::consts::{err, COMM_WORLD};
+use crate::api::consts::{err, COMM_WORLD, DATATYPE_NULL};
 use crate::api::datatype::{combiner as C, Datatype};
 use crate::api::error::{fail, MpiResult};
 use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
 
 type Count = i64;
 
@@ -131,7 +132,22 @@ fn ints(v: &[Count]) -> Vec<c_int> {
 mpi_fn!(fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(n: Count, oldtype: c_int, out: *mut c_int) {
     build("MPI_Type_contiguous_c", out, || {
         let o = old(oldtype)?;
-        Ok(Datatype::contiguous(n, &o)?.made_by(C::CONTIGUOUS, ints(&[n]), vec![], vec![(oldtype, o)]))
+        let t = Datatype::contiguous(n, &o)?;
+        if n <= Count::from(c_int::MAX) {
+            return Ok(t.made_by(C::CONTIGUOUS, ints(&[n]), vec![], vec![(oldtype, o)]));
+        }
+        // The int interface (MPI_Type_get_envelope: this is an MPI 3.1)
+        // cannot say the count, so the type describes itself as what
+        // MPI 3.1 programs build for it (BigMPI's and mpi4py's way): a
+        // struct of a vector of whole int-sized blocks and the rest.
+        let block = Count::from(c_int::MAX);
+        let (q, r) = (n / block, n % block);
+        let qt = Datatype::vector(q, block, block, false, &o)?;
+        let qt = qt.made_by(C::VECTOR, ints(&[q, block, block]), vec![], vec![(oldtype, o.clone())]);
+        let rt = Datatype::contiguous(r, &o)?.made_by(C::CONTIGUOUS, ints(&[r]), vec![], vec![(oldtype, o.clone())]);
+        let d = vec![0, q * block * o.extent as i64];
+        let parts = vec![(DATATYPE_NULL, Arc::new(qt)), (DATATYPE_NULL, Arc::new(rt))];
+        Ok(t.made_by(C::STRUCT, vec![2, 1, 1], d, parts))
     })
 });
 

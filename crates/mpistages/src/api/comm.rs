@@ -335,7 +335,10 @@ fn host_color(m: &Mpi, h: i32) -> MpiResult<(i32, bool)> {
     let all = allgather_fixed(&team, &host.to_le_bytes())?;
     let keys: Vec<&[u8]> = all.chunks_exact(8).collect();
     let mine = host.to_le_bytes();
-    let color = keys.iter().position(|k| *k == mine).expect("this rank's own key") as i32;
+    let color = keys
+        .iter()
+        .position(|k| *k == mine)
+        .expect("this rank's own key") as i32;
     Ok((color, keys.iter().all(|k| *k == keys[0])))
 }
 

@@ -93,7 +93,10 @@ pub fn close_port(m: &Mpi, name: &str) -> MpiResult<()> {
     let port = parse(name)?;
     let mut p = PORTS.lock().unwrap_or_else(|e| e.into_inner());
     if port.owner != m.rank || !p.1.remove(&port.number) {
-        return fail(err::PORT, format!("port '{name}' is not open in this process"));
+        return fail(
+            err::PORT,
+            format!("port '{name}' is not open in this process"),
+        );
     }
     Ok(())
 }
@@ -109,7 +112,10 @@ fn known_processes(m: &Mpi) -> usize {
     let t = m.tables();
     let ids = t.comms.iter().flatten().flat_map(|e| {
         let c = &e.comm;
-        c.group.members.iter().chain(c.remote.iter().flat_map(|g| g.members.iter()))
+        c.group
+            .members
+            .iter()
+            .chain(c.remote.iter().flat_map(|g| g.members.iter()))
     });
     ids.map(|&w| w + 1).max().unwrap_or(0).max(m.size)
 }
@@ -186,14 +192,28 @@ fn rendezvous(m: &Mpi, side: Side, name: &str, mine: Vec<u8>) -> MpiResult<Vec<u
 
 /// `MPI_Comm_accept` and `MPI_Comm_connect` over the intra-communicator
 /// `h` (`name` is significant at `root` only): the new inter-communicator.
-pub fn accept_or_connect(m: &Mpi, side: Side, name: Option<&str>, root: i32, h: i32) -> MpiResult<i32> {
+pub fn accept_or_connect(
+    m: &Mpi,
+    side: Side,
+    name: Option<&str>,
+    root: i32,
+    h: i32,
+) -> MpiResult<i32> {
     let lc = m.tables().comm(h)?;
     if lc.is_inter() {
-        return fail(err::COMM, "MPI_Comm_accept and MPI_Comm_connect need an intra-communicator");
+        return fail(
+            err::COMM,
+            "MPI_Comm_accept and MPI_Comm_connect need an intra-communicator",
+        );
     }
     let root = match usize::try_from(root) {
         Ok(r) if r < lc.size() => r,
-        _ => return fail(err::ROOT, format!("root {root} of a communicator of {}", lc.size())),
+        _ => {
+            return fail(
+                err::ROOT,
+                format!("root {root} of a communicator of {}", lc.size()),
+            )
+        }
     };
     let team = lc.team(m);
     let mine = crate::coll::max_u32(&team, m.tables().max_context)?;
@@ -216,9 +236,15 @@ pub fn accept_or_connect(m: &Mpi, side: Side, name: Option<&str>, root: i32, h: 
         }
         Some((0, e)) if e.len() >= 4 => {
             let class = i32::from_le_bytes(e[..4].try_into().expect("4 bytes"));
-            Err(MpiError::new(class, String::from_utf8_lossy(&e[4..]).into_owned()))
+            Err(MpiError::new(
+                class,
+                String::from_utf8_lossy(&e[4..]).into_owned(),
+            ))
         }
-        _ => fail(err::INTERN, "malformed answer of MPI_Comm_accept/connect's root"),
+        _ => fail(
+            err::INTERN,
+            "malformed answer of MPI_Comm_accept/connect's root",
+        ),
     }
 }
 
@@ -267,17 +293,31 @@ pub fn join(m: &Mpi, socket: &mut (impl Read + Write)) -> MpiResult<i32> {
             "the other end of MPI_Comm_join's socket is a process of another job (mpistages joins the processes of one mpiexec job)",
         );
     }
-    let word = |i: usize| u32::from_le_bytes(rest[len + i..len + i + 4].try_into().expect("4 bytes"));
+    let word =
+        |i: usize| u32::from_le_bytes(rest[len + i..len + i + 4].try_into().expect("4 bytes"));
     let (them, theirs) = (word(0) as usize, word(4));
-    let me = Arc::new(Group { members: vec![m.rank] });
-    let c = joined(m, mine.max(theirs), me, 0, Group { members: vec![them] })?;
+    let me = Arc::new(Group {
+        members: vec![m.rank],
+    });
+    let c = joined(
+        m,
+        mine.max(theirs),
+        me,
+        0,
+        Group {
+            members: vec![them],
+        },
+    )?;
     Ok(register(m, super::consts::COMM_SELF, c))
 }
 
 /// Asks the job's name service (mpiexec) and waits for its answer.
 fn name_service(m: &Mpi, req: NameRequest, class: i32) -> MpiResult<String> {
     let Some(client) = &m.client else {
-        return fail(class, "the name service is mpiexec's: this process was not started by it");
+        return fail(
+            class,
+            "the name service is mpiexec's: this process was not started by it",
+        );
     };
     if client.send(&ToController::Name(req)).is_err() {
         return fail(err::OTHER, "mpiexec is gone");
@@ -309,7 +349,13 @@ pub fn unpublish(m: &Mpi, service: &str, port: &str) -> MpiResult<()> {
 
 /// `MPI_Lookup_name`.
 pub fn lookup(m: &Mpi, service: &str) -> MpiResult<String> {
-    name_service(m, NameRequest::Lookup { service: service.into() }, err::NAME)
+    name_service(
+        m,
+        NameRequest::Lookup {
+            service: service.into(),
+        },
+        err::NAME,
+    )
 }
 
 #[cfg(test)]
@@ -319,8 +365,20 @@ mod tests {
     #[test]
     fn a_port_name_reads_back_and_a_foreign_one_is_refused() {
         let name = port_name(3, 17);
-        assert_eq!(parse(&name).unwrap(), Port { owner: 3, number: 17 });
-        for bad in ["", "x", "mpistages-port:3:17", "tcp://1.2.3.4:5", &format!("{PREFIX}:{}:x:1", job_id())] {
+        assert_eq!(
+            parse(&name).unwrap(),
+            Port {
+                owner: 3,
+                number: 17
+            }
+        );
+        for bad in [
+            "",
+            "x",
+            "mpistages-port:3:17",
+            "tcp://1.2.3.4:5",
+            &format!("{PREFIX}:{}:x:1", job_id()),
+        ] {
             assert_eq!(parse(bad).unwrap_err().class, err::PORT, "{bad}");
         }
         let other = format!("{PREFIX}:another-job:0:0");

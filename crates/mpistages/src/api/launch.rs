@@ -150,9 +150,15 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
     let (client, welcome) =
         Client::bootstrap(&job, &addr.to_string()).map_err(io_err("contacting mpiexec"))?;
     tcp.set_generation(welcome.generation);
+    let spawned = std::env::var_os(crate::control::env::WORLD).is_some();
+    let parents = super::spawn::parents_from_env();
     for (peer, a) in welcome.addrs.iter().enumerate() {
-        // (No address: that process has ended, mpiexec says.)
-        if !welcome.connects_to(job.rank, peer) || a.is_empty() {
+        if !welcome.connects_to(job.rank, peer) {
+            continue;
+        }
+        // No address: that process has ended, mpiexec says.
+        if a.is_empty() {
+            tcp.ended(peer);
             continue;
         }
         let sa = a.parse().map_err(|_| {
@@ -163,6 +169,10 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
             // That rank failed meanwhile: mpiexec announces it and
             // replaces it, and its replacement connects to us.
             Err(_) if resilient => {}
+            // A spawned process meets earlier ones that were ending as it
+            // started (their MPI_Finalize not yet known to mpiexec): it
+            // has no communicator with them; its parents it must reach.
+            Err(_) if spawned && !parents.contains(&peer) => tcp.ended(peer),
             Err(e) => return Err(io_err(&format!("connecting to rank {peer} at {a}"))(e)),
         }
     }

@@ -12,7 +12,7 @@ use super::error::{fail, MpiError, MpiResult};
 use super::group::Group;
 use super::{Comm, Mpi};
 use crate::control::env;
-use crate::control::proto::{SpawnArgs, ToController};
+use crate::control::proto::{SpawnArgs, SpawnCommand, ToController};
 use std::sync::Arc;
 
 /// The process ids of this process's `MPI_COMM_WORLD`: `0..size`, or
@@ -29,6 +29,14 @@ pub fn world_from_env(rank: usize, size: usize) -> MpiResult<Vec<usize>> {
         return Err(bad());
     }
     Ok((first..first + count).collect())
+}
+
+/// In a spawned process: its parents' process ids (none elsewhere, or
+/// when the variable is malformed: `adopt_parent` says so).
+pub fn parents_from_env() -> Vec<usize> {
+    let v = std::env::var(env::PARENT).unwrap_or_default();
+    let list = v.split_once(':').map_or("", |(_, l)| l);
+    list.split(',').filter_map(|p| p.parse().ok()).collect()
 }
 
 /// In a spawned process: the inter-communicator to its parents
@@ -61,12 +69,9 @@ pub fn adopt_parent(m: &Mpi) -> MpiResult<()> {
     Ok(())
 }
 
-/// What the root of `MPI_Comm_spawn` asks for.
-pub struct Request {
-    pub program: String,
-    pub args: Vec<String>,
-    pub count: usize,
-}
+/// What the root of `MPI_Comm_spawn` (one command) or
+/// `MPI_Comm_spawn_multiple` asks for.
+pub type Request = Vec<SpawnCommand>;
 
 /// The root's answer to the others: ok, first id, count, and why not.
 const ANSWER: usize = 256;
@@ -124,8 +129,12 @@ fn ask(m: &Mpi, c: &Comm, context: u32, req: Request) -> (u32, u32, String) {
     let Some(client) = &m.client else {
         return (0, 0, "a process not started by mpiexec cannot spawn".into());
     };
-    if req.count == 0 {
-        return (0, 0, "maxprocs must be at least 1".into());
+    if req.is_empty() || req.iter().any(|c| c.count == 0) {
+        return (
+            0,
+            0,
+            "maxprocs must be at least 1 (for each command)".into(),
+        );
     }
     // Children start where this process runs, with the program as this
     // process names it.
@@ -133,10 +142,8 @@ fn ask(m: &Mpi, c: &Comm, context: u32, req: Request) -> (u32, u32, String) {
         .map(|d| d.to_string_lossy().into_owned())
         .unwrap_or_default();
     let msg = ToController::Spawn(SpawnArgs {
-        program: req.program,
-        args: req.args,
+        commands: req,
         wdir,
-        count: req.count as u32,
         parents: c.group.members.iter().map(|&w| w as u32).collect(),
         context,
     });

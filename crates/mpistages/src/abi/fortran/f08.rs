@@ -440,6 +440,7 @@ mod tests {
             "lock_type",
             "assert",
             "win_keyval",
+            "fd",
         ];
         for b in TABLE.iter().filter(|b| provided(b)) {
             for (a, k) in b.args {

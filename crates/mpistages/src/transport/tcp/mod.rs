@@ -346,6 +346,16 @@ impl Tcp {
         }
     }
 
+    /// At start-up: `peer` has ended (mpiexec gave it no address, or it
+    /// refused a spawned process's connection while ending): sends to it
+    /// fail instead of waiting for a connection that cannot come.
+    pub fn ended(&mut self, peer: usize) {
+        if peer < MAX_PROCESSES as usize {
+            self.grow_to(peer + 1);
+            self.peers[peer].lost = true;
+        }
+    }
+
     /// Room for peers `0..n` (processes that joined the job later).
     fn grow_to(&mut self, n: usize) {
         if n > self.peers.len() {

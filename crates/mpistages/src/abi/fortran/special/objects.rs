@@ -6,10 +6,10 @@
 use super::super::{set, str_in, str_out};
 use crate::abi::attr::{self as attr_abi, CopyFn};
 use crate::abi::comm::*;
+use crate::abi::dpm::*;
 use crate::abi::dtype::*;
 use crate::abi::errors::*;
 use crate::abi::file::*;
-use crate::abi::dpm::*;
 use crate::abi::info::*;
 use crate::abi::win::*;
 use crate::api::attr::{Kind, Lang};
@@ -537,11 +537,20 @@ twin!(mpi_win_get_attr_ / pmpi_win_get_attr_ (p; win: *const c_int, key: *const 
 ///
 /// # Safety
 /// `dst` has `dst_len` writable bytes; `ierror` is a writable INTEGER.
-unsafe fn port_out(f: impl FnOnce(*mut c_char) -> c_int, dst: *mut c_char, ierror: *mut c_int, dst_len: usize) {
+unsafe fn port_out(
+    f: impl FnOnce(*mut c_char) -> c_int,
+    dst: *mut c_char,
+    ierror: *mut c_int,
+    dst_len: usize,
+) {
     let mut tmp = vec![0 as c_char; crate::api::dpm::MAX_PORT_NAME];
     let rc = f(tmp.as_mut_ptr());
     if rc == err::SUCCESS {
-        let bytes: Vec<u8> = tmp.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        let bytes: Vec<u8> = tmp
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
         // SAFETY: the caller's contract.
         unsafe { str_out(&bytes, dst, dst_len) };
     }
