@@ -741,8 +741,20 @@ fn another_user_reads_nothing_of_a_jobs_checkpoints() {
     };
     let started = std::time::Instant::now();
     let mut seen = 0;
+    let mut sockets = 0;
     let run = loop {
         seen = seen.max(check("while the job runs"));
+        // The ranks' shared-memory sockets are abstract (no permissions):
+        // another user's connection is closed at once, never held.
+        let names = listening_abstract_sockets("mpistages-");
+        sockets = sockets.max(names.len());
+        for n in &names {
+            assert!(
+                !held_open_for_nobody(n),
+                "nobody's connection to @{} was held open",
+                String::from_utf8_lossy(n)
+            );
+        }
         if started.elapsed() > Duration::from_secs(2) || seen > 4 {
             break job.finish();
         }
@@ -750,5 +762,65 @@ fn another_user_reads_nothing_of_a_jobs_checkpoints() {
     };
     assert!(run.ok(), "{}", run.stderr);
     assert!(seen > 0, "no checkpoint file was seen while the job ran");
+    assert!(
+        sockets > 0,
+        "no shared-memory socket was seen while the job ran"
+    );
     assert!(check("after the job") > 0, "the pfs level kept nothing");
+}
+
+/// The abstract Unix addresses (without the leading NUL) that listen now
+/// and start with `prefix` (from /proc/net/unix, where they show as @name).
+fn listening_abstract_sockets(prefix: &str) -> Vec<Vec<u8>> {
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Flags 00010000: listening; the path is the last field.
+            let name = f.get(7)?.strip_prefix('@')?;
+            (f[3] == "00010000" && name.starts_with(prefix)).then(|| name.as_bytes().to_vec())
+        })
+        .collect()
+}
+
+/// Whether a connection of user nobody to the abstract address `name`
+/// stays open for a second (a forked child drops to uid 65534, connects
+/// and waits for a byte or the end).
+fn held_open_for_nobody(name: &[u8]) -> bool {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).unwrap();
+    // SAFETY: the child only makes system calls and exits (glibc keeps
+    // malloc usable after fork), never returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        // SAFETY: plain system calls in the child.
+        let dropped = unsafe { libc::setgid(65534) == 0 && libc::setuid(65534) == 0 };
+        let code = match std::os::unix::net::UnixStream::connect_addr(&addr) {
+            _ if !dropped => 3,
+            Err(_) => 0,
+            Ok(mut s) => {
+                use std::io::Read;
+                s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+                match s.read(&mut [0u8; 1]) {
+                    Ok(0) => 0,
+                    Ok(_) => 2,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
+                    Err(_) => 1,
+                }
+            }
+        };
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 3,
+        "the child could not become nobody"
+    );
+    libc::WEXITSTATUS(status) != 0
 }

@@ -6,7 +6,8 @@
 //! count, whether two CPU hogs run beside it, and a scenario — a kill at a
 //! time, on entering an MPI call, right after or while writing a
 //! checkpoint, a second kill during the recovery of a first, two ranks at
-//! once, rank 0, or `mpiexec` itself. Each run is classified:
+//! once, rank 0, `mpiexec` itself, or a rank stopped (SIGSTOP) for 1 to
+//! 10 s and continued, over a transport drawn too. Each run is classified:
 //! - `correct`: the job finished and printed the failure-free result;
 //! - `clean-error`: it ended with a message saying why it cannot recover,
 //!   for failures unrecoverable by design (during start-up, after a rank
@@ -38,6 +39,8 @@ mode and checks each result against a failure-free run. Options:
   --seed S         the seed every run is drawn from (default 1)
   --apps LIST      stencil2d,hydro3d,md,collectives (default all)
   --modes LIST     stages,reinit,cpr (default all)
+  --scenarios LIST time,call,checkpoint,writing,during-recovery,two-at-once,
+                   rank-0,mpiexec,stop (default all)
   --load F         share of the runs with two CPU hogs beside them, spread
                    evenly (default 1/3: every third run)
   --quick          smaller problems and at most 4 ranks (for the tests)
@@ -200,6 +203,7 @@ struct Opts {
     seed: u64,
     apps: Vec<&'static App>,
     modes: Vec<String>,
+    scenarios: Vec<Scenario>,
     load: f64,
     quick: bool,
     out: PathBuf,
@@ -217,6 +221,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         seed: 1,
         apps: APPS.iter().collect(),
         modes: super::list("stages,reinit,cpr"),
+        scenarios: SCENARIOS.to_vec(),
         load: 1.0 / 3.0,
         quick: false,
         out: PathBuf::from("results"),
@@ -243,6 +248,12 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             "--seed" => o.seed = super::number("--seed", v)?,
             "--apps" => o.apps = super::named(v, &APPS, |a| a.name)?,
             "--modes" => o.modes = super::modes(v)?,
+            "--scenarios" => {
+                o.scenarios = super::named(v, &SCENARIOS, |s| s.name())?
+                    .into_iter()
+                    .copied()
+                    .collect()
+            }
             "--load" => {
                 o.load = super::number("--load", v)?;
                 if !(0.0..=1.0).contains(&o.load) {
@@ -258,8 +269,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         }
         i += 2;
     }
-    if o.runs == 0 || o.apps.is_empty() || o.modes.is_empty() {
-        return Err("need --runs >= 1, an app and a mode".into());
+    if o.runs == 0 || o.apps.is_empty() || o.modes.is_empty() || o.scenarios.is_empty() {
+        return Err("need --runs >= 1, an app, a mode and a scenario".into());
     }
     Ok(o)
 }
@@ -274,9 +285,10 @@ enum Scenario {
     TwoAtOnce,
     RankZero,
     Mpiexec,
+    Stop,
 }
 
-const SCENARIOS: [Scenario; 8] = [
+const SCENARIOS: [Scenario; 9] = [
     Scenario::Time,
     Scenario::Call,
     Scenario::Checkpoint,
@@ -285,6 +297,7 @@ const SCENARIOS: [Scenario; 8] = [
     Scenario::TwoAtOnce,
     Scenario::RankZero,
     Scenario::Mpiexec,
+    Scenario::Stop,
 ];
 
 impl Scenario {
@@ -298,6 +311,7 @@ impl Scenario {
             Scenario::TwoAtOnce => "two-at-once",
             Scenario::RankZero => "rank-0",
             Scenario::Mpiexec => "mpiexec",
+            Scenario::Stop => "stop",
         }
     }
 }
@@ -313,6 +327,18 @@ struct Plan {
     injects: Vec<String>,
     /// For `Scenario::Mpiexec`: when mpiexec gets SIGKILL.
     kill_mpiexec: Option<Duration>,
+    /// For `Scenario::Stop`: the rank paused with SIGSTOP, when and for
+    /// how long (then SIGCONT).
+    stop: Option<Stop>,
+    /// `MPISTAGES_TRANSPORT` (a stopped rank is seen differently on each).
+    transport: &'static str,
+}
+
+#[derive(Clone, Copy)]
+struct Stop {
+    rank: usize,
+    at: Duration,
+    length: Duration,
 }
 
 /// The failure-free result of an app at a rank count, and its wall time.
@@ -331,7 +357,7 @@ fn draw(o: &Opts, run: u64, reference: &dyn Fn(&App, usize) -> f64) -> Plan {
     // (A small margin keeps 3 * (1/3) from rounding below 1.)
     let steps = |k: u64| (k as f64 * o.load + 1e-9).floor();
     let load = steps(run) > steps(run - 1);
-    let scenario = *rng.pick(&SCENARIOS);
+    let scenario = *rng.pick(&o.scenarios);
     let wall = reference(app, ranks);
     let rank = |rng: &mut Rng| rng.int(0, ranks as u64 - 1);
     let epochs = app.iters / app.every;
@@ -344,6 +370,8 @@ fn draw(o: &Opts, run: u64, reference: &dyn Fn(&App, usize) -> f64) -> Plan {
     // Timed kills land in the middle 80 % of a failure-free run.
     let at = |rng: &mut Rng| wall * (0.1 + 0.8 * rng.unit());
     let mut kill_mpiexec = None;
+    let mut stop = None;
+    let mut transport = "auto";
     let injects = match scenario {
         Scenario::Time => vec![format!("rank={},after={:.3}", rank(&mut rng), at(&mut rng))],
         Scenario::Call => {
@@ -394,6 +422,16 @@ fn draw(o: &Opts, run: u64, reference: &dyn Fn(&App, usize) -> f64) -> Plan {
             kill_mpiexec = Some(Duration::from_secs_f64(at(&mut rng)));
             Vec::new()
         }
+        Scenario::Stop => {
+            // 1 to 10 s: below, at and past UDP's 10 s silence limit.
+            stop = Some(Stop {
+                rank: rank(&mut rng) as usize,
+                at: Duration::from_secs_f64(at(&mut rng)),
+                length: Duration::from_secs(rng.int(1, 10)),
+            });
+            transport = *rng.pick(&["auto", "tcp", "udp"]);
+            Vec::new()
+        }
     };
     Plan {
         app,
@@ -403,6 +441,8 @@ fn draw(o: &Opts, run: u64, reference: &dyn Fn(&App, usize) -> f64) -> Plan {
         scenario,
         injects,
         kill_mpiexec,
+        stop,
+        transport,
     }
 }
 
@@ -467,12 +507,58 @@ fn alive(pid: i32) -> bool {
     })
 }
 
+/// Scenario::Stop under way: the stopped process, until it is continued.
+#[derive(Default)]
+struct Paused {
+    pid: Option<i32>,
+    done: bool,
+}
+
+impl Paused {
+    /// At `elapsed` into the job: stops the rank when its time comes, and
+    /// continues it `length` later.
+    fn step(&mut self, mpiexec: u32, s: Stop, elapsed: Duration) {
+        if self.done || elapsed < s.at {
+            return;
+        }
+        match self.pid {
+            None => match rank_pid(mpiexec, s.rank) {
+                Some(p) => {
+                    signal(p, libc::SIGSTOP);
+                    self.pid = Some(p);
+                }
+                // Gone (the job ended, or the rank is being replaced).
+                None => self.done = true,
+            },
+            Some(_) if elapsed >= s.at + s.length => self.resume(),
+            Some(_) => {}
+        }
+    }
+
+    fn resume(&mut self) {
+        if let Some(p) = self.pid.take() {
+            signal(p, libc::SIGCONT);
+        }
+        self.done = true;
+    }
+}
+
+/// The process of `rank` among mpiexec's children (by its environment).
+fn rank_pid(mpiexec: u32, rank: usize) -> Option<i32> {
+    let want = format!("MPISTAGES_RANK={rank}");
+    children(mpiexec).into_iter().find(|&p| {
+        std::fs::read(format!("/proc/{p}/environ"))
+            .is_ok_and(|e| e.split(|&b| b == 0).any(|kv| kv == want.as_bytes()))
+    })
+}
+
 fn job(
     mpiexec: &Path,
     args: &[String],
     env: &[(&str, String)],
     limit: Duration,
     kill_mpiexec: Option<Duration>,
+    stop: Option<Stop>,
 ) -> Result<Outcome, String> {
     let t0 = Instant::now();
     let mut child = super::interrupt::spawn_job(
@@ -498,9 +584,13 @@ fn job(
     let pid = child.id();
     let mut timed_out = false;
     let mut ranks_gone_after = None;
+    let mut paused = Paused::default();
     let status = loop {
         if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
             break st;
+        }
+        if let Some(s) = stop {
+            paused.step(pid, s, t0.elapsed());
         }
         if let Some(at) = kill_mpiexec {
             if t0.elapsed() >= at {
@@ -539,6 +629,7 @@ fn job(
         }
         std::thread::sleep(Duration::from_millis(2));
     };
+    paused.resume();
     use std::os::unix::process::ExitStatusExt;
     Ok(Outcome {
         code: status.code(),
@@ -759,6 +850,7 @@ fn campaign(o: &Opts) -> Result<bool, String> {
                 &[],
                 Duration::from_secs(300),
                 None,
+                None,
             )?;
             let result = result_of(app, &r.stdout)
                 .filter(|_| r.code == Some(0))
@@ -802,7 +894,8 @@ fn campaign(o: &Opts) -> Result<bool, String> {
         let hogs = plan.load.then(|| Hogs::start(2));
         loaded += usize::from(plan.load);
         let args = job_args(plan.app, &plan.mode, plan.ranks, &plan.injects);
-        let r = job(&mpiexec, &args, &[], limit, plan.kill_mpiexec)?;
+        let env = [("MPISTAGES_TRANSPORT", plan.transport.to_string())];
+        let r = job(&mpiexec, &args, &env, limit, plan.kill_mpiexec, plan.stop)?;
         drop(hogs);
         let (class, mut detail) = classify(&plan, &r, &rf.result);
         // Only a job whose mpiexec was killed may leave its directory, for
@@ -817,9 +910,16 @@ fn campaign(o: &Opts) -> Result<bool, String> {
             .lines()
             .filter(|l| l.contains("mpiexec: recovery ") && l.contains(" done: "))
             .count();
-        let injects = match plan.kill_mpiexec {
-            Some(t) => format!("mpiexec after={:.3}", t.as_secs_f64()),
-            None => plan.injects.join(" "),
+        let injects = match (plan.kill_mpiexec, plan.stop) {
+            (Some(t), _) => format!("mpiexec after={:.3}", t.as_secs_f64()),
+            (_, Some(s)) => format!(
+                "SIGSTOP rank={} after={:.3} for {} s over {}",
+                s.rank,
+                s.at.as_secs_f64(),
+                s.length.as_secs(),
+                plan.transport
+            ),
+            _ => plan.injects.join(" "),
         };
         let exit = match (r.code, r.signal) {
             (Some(c), _) => c.to_string(),

@@ -160,7 +160,7 @@ fn named<'a, T>(v: &str, all: &'a [T], name: fn(&T) -> &str) -> Result<Vec<&'a T
         .map(|n| {
             all.iter().find(|x| name(x) == n).ok_or_else(|| {
                 let known: Vec<&str> = all.iter().map(name).collect();
-                format!("unknown app '{n}' ({})", known.join(", "))
+                format!("unknown name '{n}' ({})", known.join(", "))
             })
         })
         .collect()

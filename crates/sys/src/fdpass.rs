@@ -95,9 +95,9 @@ pub fn recv_with_fd(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<Ow
     Ok((n, got))
 }
 
-/// The process id of the peer of a connected Unix socket, as this
-/// process's PID namespace sees it (0 when it is not visible here).
-pub fn peer_pid(sock: &impl AsRawFd) -> io::Result<i32> {
+/// The credentials of the peer of a connected Unix socket (as the kernel
+/// recorded them at connect).
+fn peer_cred(sock: &impl AsRawFd) -> io::Result<libc::ucred> {
     // SAFETY: ucred is plain data; all-zero is a valid value.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
@@ -111,7 +111,22 @@ pub fn peer_pid(sock: &impl AsRawFd) -> io::Result<i32> {
             &mut len,
         )
     })?;
-    Ok(cred.pid)
+    Ok(cred)
+}
+
+/// The process id of the peer of a connected Unix socket, as this
+/// process's PID namespace sees it (0 when it is not visible here).
+pub fn peer_pid(sock: &impl AsRawFd) -> io::Result<i32> {
+    peer_cred(sock).map(|c| c.pid)
+}
+
+/// Whether the peer of a connected Unix socket runs as this process's
+/// user: an abstract socket has no file permissions, so each one a job
+/// listens on turns away other users' processes at accept.
+pub fn peer_is_same_user(sock: &impl AsRawFd) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    peer_cred(sock).is_ok_and(|c| c.uid == me)
 }
 
 #[cfg(test)]

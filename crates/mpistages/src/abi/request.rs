@@ -110,6 +110,7 @@ mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
             err::SUCCESS
         }
         Slot::Live(id, persistent) => {
+            crate::api::nbc::run_here(m, id);
             let Some(mut st) = m.engine.wait_unless_blocked(id) else {
                 return blocked("MPI_Wait", m, id);
             };
@@ -243,6 +244,7 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
         let ids = live(m, hs)?;
         let mut stuck = Vec::new();
         for &(i, id) in &ids {
+            crate::api::nbc::run_here(m, id);
             if !m.engine.wait_done_unless_blocked(id) {
                 stuck.push((i, id));
             }

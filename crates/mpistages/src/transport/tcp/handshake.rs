@@ -25,6 +25,8 @@ impl Tcp {
         if let Some(l) = &self.shm_listener {
             loop {
                 match l.accept() {
+                    // (Another user's process is closed on at once.)
+                    Ok((sock, _)) if !crate::sys::fdpass::peer_is_same_user(&sock) => {}
                     Ok((sock, _)) => accepted.push(sock),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => break,
