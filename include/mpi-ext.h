@@ -20,7 +20,12 @@ extern "C" {
 #define MPIX_ERR_REVOKED             MPI_ERR_REVOKED
 /* Attribute of MPI_COMM_WORLD: 1 under --with-ft ulfm, else 0. */
 #define MPIX_FT (8)
+/* What Open MPI 5's ftmpi extension says it has (codes and mpi4py test
+ * these names). */
 #define MPI_HAVE_MPIX_COMM_ISHRINK 1
+#define OMPI_HAVE_MPIX_COMM_ISHRINK 1
+#define OMPI_HAVE_MPIX_COMM_GET_FAILED 1
+#define OMPI_HAVE_MPIX_COMM_ACK_FAILED 1
 
 int MPIX_Comm_revoke(MPI_Comm comm);
 int PMPIX_Comm_revoke(MPI_Comm comm);

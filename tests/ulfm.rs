@@ -104,6 +104,33 @@ fn spawning_again_after_the_children_ended() {
     }
 }
 
+/// MPI_Abort on MPI_COMM_SELF ends the caller alone under ULFM (the
+/// bag-of-tasks tutorial in Fortran injects its failure so; it ended the
+/// whole job before), and the whole job without fault tolerance.
+#[test]
+fn abort_on_self_ends_only_the_caller_under_ulfm() {
+    let exe = build("abort_self.c");
+    let exe = exe.to_str().unwrap();
+    let r = mpiexec(&["-n", "4", "--with-ft", "ulfm", exe], &[], LIMIT);
+    let what = format!("{:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+    for rank in [0, 2, 3] {
+        assert!(
+            r.stdout.contains(&format!("abort_self ok {rank}\n")),
+            "{what}"
+        );
+    }
+    assert!(!r.stdout.contains("abort_self ok 1"), "{what}");
+    assert!(
+        r.stderr
+            .contains("rank 1: MPI_Abort on a communicator of this process alone"),
+        "{what}"
+    );
+    let r = mpiexec(&["-n", "4", exe], &[], LIMIT);
+    let what = format!("{:?}\n{}\n{}", r.status, r.stdout, r.stderr);
+    assert!(!r.ok() && !r.stdout.contains("abort_self ok"), "{what}");
+    assert!(r.stderr.contains("called MPI_Abort"), "{what}");
+}
+
 /// ULFM's respawn: the last rank dies, the survivors shrink and spawn its
 /// replacement, and the merged communicator has the original size.
 #[test]

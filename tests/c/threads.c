@@ -1,6 +1,7 @@
 /* MPI_THREAD_MULTIPLE: two threads per rank communicate at the same time,
  * each on its own communicator (and one pair on the same communicator with
- * different tags), with blocking and non-blocking calls and collectives. */
+ * different tags), with blocking and non-blocking calls and collectives;
+ * MPI_Is_thread_main is true in the thread that initialized MPI only. */
 #include "check.h"
 #include <pthread.h>
 
@@ -10,6 +11,9 @@ typedef struct { int id; MPI_Comm comm; int rank, size; } job;
 
 static void *worker(void *arg) {
     job *j = arg;
+    int is_main = -1;
+    MPI_Is_thread_main(&is_main);
+    CHECK(is_main == 0, "MPI_Is_thread_main in thread %d: %d", j->id, is_main);
     int right = (j->rank + 1) % j->size, left = (j->rank + j->size - 1) % j->size;
     for (int r = 0; r < ROUNDS; r++) {
         int out[2] = {j->rank, r * 10 + j->id}, in[2] = {-1, -1};
@@ -29,6 +33,9 @@ int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     CHECK(provided == MPI_THREAD_MULTIPLE, "provided %d", provided);
+    int is_main = -1;
+    MPI_Is_thread_main(&is_main);
+    CHECK(is_main == 1, "MPI_Is_thread_main in the main thread: %d", is_main);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -47,7 +47,17 @@ mpi_fn!(fn MPI_Finalize / PMPI_Finalize() {
     ret("MPI_Finalize", COMM_WORLD, api::finalize())
 });
 
-mpi_fn!(fn MPI_Abort / PMPI_Abort(_comm: c_int, code: c_int) {
+mpi_fn!(fn MPI_Abort / PMPI_Abort(comm: c_int, code: c_int) {
+    // The standard aborts "the processes in the group of comm": under ULFM,
+    // where the others survive a failed process, a communicator of this
+    // process alone (MPI_COMM_SELF) ends this process only, as ULFM's
+    // tutorials use it to inject a failure. Elsewhere the job ends.
+    if let Ok(m) = mpi() {
+        let alone = m.tables().comm(comm).is_ok_and(|c| !c.is_inter() && c.group.members == [m.rank]);
+        if alone && m.mode == api::RecoveryMode::Ulfm {
+            api::abort_self(code);
+        }
+    }
     api::abort(code, "")
 });
 
@@ -58,8 +68,12 @@ mpi_fn!(fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
 });
 
 mpi_fn!(fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
-    // SAFETY: caller's out-pointer.
-    ret("MPI_Is_thread_main", COMM_WORLD, unsafe { put(flag, 1) })
+    let r = mpi().and_then(|m| {
+        let main = std::thread::current().id() == m.main_thread;
+        // SAFETY: caller's out-pointer.
+        unsafe { put(flag, main as c_int) }
+    });
+    ret("MPI_Is_thread_main", COMM_WORLD, r)
 });
 
 #[no_mangle]

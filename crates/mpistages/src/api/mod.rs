@@ -311,6 +311,8 @@ pub struct Mpi {
     pub relaunched: bool,
     pub thread_level: i32,
     pub started: Instant,
+    /// The thread that called `MPI_Init` (`MPI_Is_thread_main`).
+    pub main_thread: std::thread::ThreadId,
 }
 
 /// `MPISTAGES_RECOVERY`: how mpiexec reacts to a failed rank.
@@ -530,6 +532,7 @@ fn start() -> MpiResult<Mpi> {
         relaunched: replacement,
         thread_level: consts::THREAD_MULTIPLE,
         started: Instant::now(),
+        main_thread: std::thread::current().id(),
     })
 }
 
@@ -663,6 +666,22 @@ pub fn abort(code: i32, message: &str) -> ! {
         code,
         message: message.to_string(),
     })
+}
+
+/// `MPI_Abort` of this process alone (ULFM, see `abi::env`): it ends as a
+/// failed process, which the others survive.
+pub fn abort_self(code: i32) -> ! {
+    // SAFETY: fflush(NULL) flushes every open C stream; no pointer is read.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+    }
+    let rank = MPI.get().map_or(0, |m| m.rank);
+    eprintln!(
+        "mpistages: rank {rank}: MPI_Abort on a communicator of this process alone under ULFM: it ends with code {code}; the others go on"
+    );
+    // SAFETY: ends the process at once, as an abort does (no exit handlers
+    // that could still talk to the others).
+    unsafe { libc::_exit(code) }
 }
 
 /// The library ends the job for an error it cannot return (a fatal error
