@@ -9,8 +9,8 @@ use crate::api::consts::{
 };
 use crate::api::error::{fail, MpiResult};
 use crate::api::group::{compare_comms, Group};
+use crate::api::spawn::SpawnCommand;
 use crate::api::{comm, Mpi};
-use crate::control::proto::SpawnCommand;
 use std::os::raw::{c_char, c_int, c_void};
 
 /// `MPI_MAX_OBJECT_NAME`: name buffers hold this many bytes with the NUL.
@@ -297,15 +297,6 @@ static UNIVERSE: std::sync::OnceLock<c_int> = std::sync::OnceLock::new();
 static FT_ON: c_int = 1;
 static FT_OFF: c_int = 0;
 
-/// `MPI_APPNUM`: the number of this process's program (mpiexec's
-/// colon-separated programs, `MPI_Comm_spawn_multiple`'s commands).
-fn appnum() -> c_int {
-    std::env::var(crate::control::env::APPNUM)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *mut c_void, flag: *mut c_int) {
     let r = mpi().and_then(|m| {
         m.tables().comm(c)?;
@@ -314,7 +305,7 @@ mpi_fn!(fn MPI_Comm_get_attr / PMPI_Comm_get_attr(c: c_int, key: c_int, value: *
             KEY_WTIME_IS_GLOBAL => Some(&WTIME_GLOBAL_VAL),
             KEY_HOST => Some(&HOST_VAL),
             KEY_IO => Some(&IO_VAL),
-            KEY_APPNUM => Some(APPNUM_VAL.get_or_init(appnum)),
+            KEY_APPNUM => Some(APPNUM_VAL.get_or_init(crate::api::spawn::appnum)),
             KEY_UNIVERSE_SIZE => Some(UNIVERSE.get_or_init(|| m.size as c_int)),
             KEY_LASTUSEDCODE => Some(super::errors::last_used_code()),
             crate::api::consts::KEY_FT => Some(if m.mode == crate::api::RecoveryMode::Ulfm { &FT_ON } else { &FT_OFF }),

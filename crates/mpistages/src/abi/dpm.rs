@@ -94,24 +94,29 @@ mpi_fn!(fn MPI_Comm_join / PMPI_Comm_join(fd: c_int, out: *mut c_int) {
     })
 });
 
-mpi_fn!(fn MPI_Publish_name / PMPI_Publish_name(service: *const c_char, info_h: c_int, port: *const c_char) {
+/// `MPI_Publish_name` and `MPI_Unpublish_name`: `f` with the strings.
+fn service(
+    name: &str,
+    service: *const c_char,
+    info_h: c_int,
+    port: *const c_char,
+    f: fn(&crate::api::Mpi, &str, &str) -> MpiResult<()>,
+) -> c_int {
     let r = mpi().and_then(|m| {
         info::get_or_empty(info_h)?;
         // SAFETY: the caller's C strings.
         let (s, p) = unsafe { (cstr(service)?, cstr(port)?) };
-        dpm::publish(m, &s, &p)
+        f(m, &s, &p)
     });
-    ret("MPI_Publish_name", COMM_WORLD, r)
+    ret(name, COMM_WORLD, r)
+}
+
+mpi_fn!(fn MPI_Publish_name / PMPI_Publish_name(s: *const c_char, info_h: c_int, port: *const c_char) {
+    service("MPI_Publish_name", s, info_h, port, dpm::publish)
 });
 
-mpi_fn!(fn MPI_Unpublish_name / PMPI_Unpublish_name(service: *const c_char, info_h: c_int, port: *const c_char) {
-    let r = mpi().and_then(|m| {
-        info::get_or_empty(info_h)?;
-        // SAFETY: the caller's C strings.
-        let (s, p) = unsafe { (cstr(service)?, cstr(port)?) };
-        dpm::unpublish(m, &s, &p)
-    });
-    ret("MPI_Unpublish_name", COMM_WORLD, r)
+mpi_fn!(fn MPI_Unpublish_name / PMPI_Unpublish_name(s: *const c_char, info_h: c_int, port: *const c_char) {
+    service("MPI_Unpublish_name", s, info_h, port, dpm::unpublish)
 });
 
 mpi_fn!(fn MPI_Lookup_name / PMPI_Lookup_name(service: *const c_char, info_h: c_int, port: *mut c_char) {

@@ -12,7 +12,8 @@ use super::error::{fail, MpiError, MpiResult};
 use super::group::Group;
 use super::{Comm, Mpi};
 use crate::control::env;
-use crate::control::proto::{SpawnArgs, SpawnCommand, ToController};
+pub use crate::control::proto::SpawnCommand;
+use crate::control::proto::{SpawnArgs, ToController};
 use std::sync::Arc;
 
 /// The process ids of this process's `MPI_COMM_WORLD`: `0..size`, or
@@ -29,6 +30,15 @@ pub fn world_from_env(rank: usize, size: usize) -> MpiResult<Vec<usize>> {
         return Err(bad());
     }
     Ok((first..first + count).collect())
+}
+
+/// `MPI_APPNUM`: the number of this process's program (mpiexec's
+/// colon-separated programs, `MPI_Comm_spawn_multiple`'s commands).
+pub fn appnum() -> i32 {
+    std::env::var(env::APPNUM)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// In a spawned process: its parents' process ids (none elsewhere, or
