@@ -22,13 +22,13 @@
 //! and OUT/campaign-summary.txt; the exit status is 1 if any run was wrong,
 //! hung or crashed.
 
-use mpistages_sys::process::signal;
+mod job;
+
+use job::{job, Hogs, Outcome, Stop};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 pub const USAGE: &str = "\
 usage: mpistages-bench campaign [options]
@@ -334,13 +334,6 @@ struct Plan {
     transport: &'static str,
 }
 
-#[derive(Clone, Copy)]
-struct Stop {
-    rank: usize,
-    at: Duration,
-    length: Duration,
-}
-
 /// The failure-free result of an app at a rank count, and its wall time.
 struct Reference {
     result: String,
@@ -444,202 +437,6 @@ fn draw(o: &Opts, run: u64, reference: &dyn Fn(&App, usize) -> f64) -> Plan {
         stop,
         transport,
     }
-}
-
-/// Two threads that keep the machine's cores busy while they live.
-struct Hogs(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
-
-impl Hogs {
-    fn start(n: usize) -> Hogs {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                })
-            })
-            .collect();
-        Hogs(stop, threads)
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-        for t in self.1.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-/// What one job did.
-struct Outcome {
-    code: Option<i32>,
-    signal: Option<i32>,
-    timed_out: bool,
-    wall: f64,
-    stdout: String,
-    stderr: String,
-    /// Scenario::Mpiexec: how long its ranks outlived it (None: some were
-    /// still there after 5 s, and were killed by the campaign).
-    ranks_gone_after: Option<Duration>,
-}
-
-/// Direct children of `pid`.
-fn children(pid: u32) -> Vec<i32> {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) else {
-        return Vec::new();
-    };
-    s.split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-fn alive(pid: i32) -> bool {
-    // Zombies count as gone: their parent (mpiexec, now dead) is not there
-    // to reap them, init does.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        let after = &s[s.rfind(')').unwrap_or(0) + 1..];
-        !after.trim_start().starts_with('Z')
-    })
-}
-
-/// Scenario::Stop under way: the stopped process, until it is continued.
-#[derive(Default)]
-struct Paused {
-    pid: Option<i32>,
-    done: bool,
-}
-
-impl Paused {
-    /// At `elapsed` into the job: stops the rank when its time comes, and
-    /// continues it `length` later.
-    fn step(&mut self, mpiexec: u32, s: Stop, elapsed: Duration) {
-        if self.done || elapsed < s.at {
-            return;
-        }
-        match self.pid {
-            None => match rank_pid(mpiexec, s.rank) {
-                Some(p) => {
-                    signal(p, libc::SIGSTOP);
-                    self.pid = Some(p);
-                }
-                // Gone (the job ended, or the rank is being replaced).
-                None => self.done = true,
-            },
-            Some(_) if elapsed >= s.at + s.length => self.resume(),
-            Some(_) => {}
-        }
-    }
-
-    fn resume(&mut self) {
-        if let Some(p) = self.pid.take() {
-            signal(p, libc::SIGCONT);
-        }
-        self.done = true;
-    }
-}
-
-/// The process of `rank` among mpiexec's children (by its environment).
-fn rank_pid(mpiexec: u32, rank: usize) -> Option<i32> {
-    let want = format!("MPISTAGES_RANK={rank}");
-    children(mpiexec).into_iter().find(|&p| {
-        std::fs::read(format!("/proc/{p}/environ"))
-            .is_ok_and(|e| e.split(|&b| b == 0).any(|kv| kv == want.as_bytes()))
-    })
-}
-
-fn job(
-    mpiexec: &Path,
-    args: &[String],
-    env: &[(&str, String)],
-    limit: Duration,
-    kill_mpiexec: Option<Duration>,
-    stop: Option<Stop>,
-) -> Result<Outcome, String> {
-    let t0 = Instant::now();
-    let mut child = super::interrupt::spawn_job(
-        Command::new(mpiexec)
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
-    )
-    .map_err(|e| format!("starting {}: {e}", mpiexec.display()))?;
-    let read = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_string(&mut s);
-            }
-            s
-        })
-    };
-    let out = read(child.stdout.take().map(|s| Box::new(s) as _));
-    let err = read(child.stderr.take().map(|s| Box::new(s) as _));
-    let pid = child.id();
-    let mut timed_out = false;
-    let mut ranks_gone_after = None;
-    let mut paused = Paused::default();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-            break st;
-        }
-        if let Some(s) = stop {
-            paused.step(pid, s, t0.elapsed());
-        }
-        if let Some(at) = kill_mpiexec {
-            if t0.elapsed() >= at {
-                let ranks = children(pid);
-                signal(pid as i32, libc::SIGKILL);
-                let st = child.wait().map_err(|e| e.to_string())?;
-                let killed = Instant::now();
-                while ranks.iter().any(|&r| alive(r)) && killed.elapsed() < Duration::from_secs(5) {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                if ranks.iter().any(|&r| alive(r)) {
-                    for &r in &ranks {
-                        signal(r, libc::SIGKILL);
-                    }
-                } else {
-                    ranks_gone_after = Some(killed.elapsed());
-                }
-                break st;
-            }
-        }
-        if t0.elapsed() > limit {
-            timed_out = true;
-            // mpiexec takes its ranks down on SIGTERM; then it is killed.
-            signal(pid as i32, libc::SIGTERM);
-            let grace = Instant::now();
-            while child.try_wait().map_err(|e| e.to_string())?.is_none() {
-                if grace.elapsed() > Duration::from_secs(10) {
-                    for r in children(pid) {
-                        signal(r, libc::SIGKILL);
-                    }
-                    signal(pid as i32, libc::SIGKILL);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            break child.wait().map_err(|e| e.to_string())?;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    paused.resume();
-    use std::os::unix::process::ExitStatusExt;
-    Ok(Outcome {
-        code: status.code(),
-        signal: status.signal(),
-        timed_out,
-        wall: t0.elapsed().as_secs_f64(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-        ranks_gone_after,
-    })
 }
 
 /// The result line without a trailing ", T s" (the run time).
@@ -1037,4 +834,91 @@ fn summarize(
         let _ = writeln!(s, "{b}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Opts {
+        parse(&strings(args)).unwrap()
+    }
+
+    fn plans(o: &Opts, n: u64) -> Vec<Plan> {
+        (1..=n).map(|run| draw(o, run, &|_, _| 2.0)).collect()
+    }
+
+    #[test]
+    fn every_third_run_is_loaded_and_the_draw_repeats() {
+        let o = opts(&[]);
+        let loaded: Vec<u64> = plans(&o, 30)
+            .iter()
+            .zip(1..)
+            .filter(|(p, _)| p.load)
+            .map(|(_, run)| run)
+            .collect();
+        assert_eq!(loaded, (1..=10).map(|k| 3 * k).collect::<Vec<_>>());
+        let (a, b) = (plans(&o, 20), plans(&o, 20));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(
+                (x.app.name, &x.mode, x.ranks, x.scenario),
+                (y.app.name, &y.mode, y.ranks, y.scenario)
+            );
+            assert_eq!(x.injects, y.injects);
+        }
+    }
+
+    #[test]
+    fn a_stop_pauses_one_rank_for_one_to_ten_seconds_over_a_drawn_transport() {
+        let o = opts(&["--scenarios", "stop"]);
+        let all = plans(&o, 200);
+        let mut transports = std::collections::BTreeSet::new();
+        for p in &all {
+            let s = p.stop.expect("a stop plan");
+            assert_eq!(p.scenario, Scenario::Stop);
+            assert!(p.injects.is_empty() && p.kill_mpiexec.is_none());
+            assert!(s.rank < p.ranks);
+            assert!((1..=10).contains(&s.length.as_secs()), "{:?}", s.length);
+            // In the middle 80 % of a failure-free run (2 s here).
+            assert!(s.at >= Duration::from_millis(200) && s.at <= Duration::from_millis(1800));
+            transports.insert(p.transport);
+        }
+        assert_eq!(
+            transports.into_iter().collect::<Vec<_>>(),
+            ["auto", "tcp", "udp"]
+        );
+        assert!(parse(&strings(&["--scenarios", "nap"])).is_err());
+    }
+
+    fn outcome(code: Option<i32>, timed_out: bool, stdout: &str, stderr: &str) -> Outcome {
+        Outcome {
+            code,
+            signal: None,
+            timed_out,
+            wall: 1.0,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            ranks_gone_after: None,
+        }
+    }
+
+    #[test]
+    fn runs_are_classified_by_their_result_and_their_end() {
+        let o = opts(&["--apps", "stencil2d", "--scenarios", "time"]);
+        let plan = draw(&o, 1, &|_, _| 2.0);
+        let good = "stencil2d: checksum 42.5, 1.2 s\n";
+        let class = |r: &Outcome| classify(&plan, r, "stencil2d: checksum 42.5").0;
+        assert_eq!(class(&outcome(Some(0), false, good, "")), Class::Correct);
+        assert_eq!(
+            class(&outcome(Some(0), false, "stencil2d: checksum 41\n", "")),
+            Class::Wrong
+        );
+        assert_eq!(class(&outcome(None, true, "", "")), Class::Hang);
+        let why = "mpiexec: rank 1 failed during start-up: it failed during start-up";
+        assert_eq!(class(&outcome(Some(1), false, "", why)), Class::CleanError);
+        assert_eq!(
+            class(&outcome(Some(1), false, "", "something else")),
+            Class::Crash
+        );
+    }
 }
