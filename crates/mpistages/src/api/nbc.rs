@@ -75,6 +75,7 @@ impl Worker {
         loop {
             if !q.busy {
                 if let Some(w) = q.jobs.pop_front() {
+                    taken();
                     q.busy = true;
                     drop(q);
                     self.run_taken(m, w);
@@ -92,6 +93,14 @@ impl Worker {
 
 static WORKERS: Mutex<Option<HashMap<u32, Arc<Worker>>>> = Mutex::new(None);
 
+/// Jobs queued and not started, in all workers: `run_here` (on every
+/// `MPI_Wait`, point-to-point ones too) looks no further when there are none.
+static QUEUED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn taken() {
+    QUEUED.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn workers() -> MutexGuard<'static, Option<HashMap<u32, Arc<Worker>>>> {
     WORKERS.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -101,6 +110,9 @@ fn workers() -> MutexGuard<'static, Option<HashMap<u32, Arc<Worker>>>> {
 /// the worker would have) instead of waking the worker and waiting to be
 /// woken. Returns whether it did.
 pub fn run_here(m: &Mpi, id: ReqId) -> bool {
+    if QUEUED.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return false;
+    }
     let all: Vec<Arc<Worker>> = match workers().as_ref() {
         Some(map) => map.values().cloned().collect(),
         None => return false,
@@ -109,6 +121,7 @@ pub fn run_here(m: &Mpi, id: ReqId) -> bool {
         let mut q = w.lock();
         if !q.busy && q.jobs.front().is_some_and(|j| j.id == id) {
             let job = q.jobs.pop_front().expect("just seen");
+            taken();
             q.busy = true;
             drop(q);
             w.run_taken(m, job);
@@ -273,6 +286,7 @@ pub fn free_persistent(m: &Mpi, id: ReqId) {
 fn enqueue(m: &'static Mpi, context: u32, work: Work) {
     let id = work.id;
     *in_flight() += 1;
+    QUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut map = workers();
     let map = map.get_or_insert_with(HashMap::new);
     if let Some(w) = map.get(&context) {
@@ -291,6 +305,7 @@ fn enqueue(m: &'static Mpi, context: u32, work: Work) {
             map.insert(context, w);
         }
         Err(e) => {
+            taken();
             ended();
             m.engine.complete(
                 id,
