@@ -691,6 +691,9 @@ fn another_user_reads_nothing_of_a_jobs_checkpoints() {
     let job = Job(Some(
         common::command("sh")
             .args(["-c", &cmd])
+            // Shared memory between the two ranks whatever transport the
+            // suite's pass names: its sockets are checked below.
+            .env("MPISTAGES_TRANSPORT", "auto")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
