@@ -125,8 +125,12 @@ static int proxy_options(int argc, char **argv, const char *name, int *size, int
                   : !strcmp(argv[a], "-k") ? every
                   : !strcmp(argv[a], "-m") ? &proxy_state_mb
                                            : NULL;
+        if (to == every && a + 1 < argc && !strcmp(argv[a + 1], "auto")) {
+            *every = -1; /* MPIX_Checkpoint_needed decides */
+            continue;
+        }
         if (!to || a + 1 >= argc || atoi(argv[a + 1]) < 0) {
-            fprintf(stderr, "%s: bad option %s (options: -s SIZE -i ITERS -k EVERY -m MB)\n", name, argv[a]);
+            fprintf(stderr, "%s: bad option %s (options: -s SIZE -i ITERS -k EVERY|auto -m MB)\n", name, argv[a]);
             return -1;
         }
         *to = atoi(argv[a + 1]);
@@ -511,7 +515,11 @@ static int proxy_attempt(int epoch)
         *p->iter = it + 1;
         proxy_ballast_step(it + 1);
 #ifndef PLAIN
-        if (p->every > 0 && (it + 1) % p->every == 0) {
+        int due = p->every > 0 && (it + 1) % p->every == 0;
+        /* -k auto: when it pays (MPIX_Checkpoint_needed). */
+        if (p->every < 0 && (rc = MPIX_Checkpoint_needed(&due)))
+            return rc;
+        if (due) {
             double t0 = proxy_unix_time();
             rc = proxy_mode == MPIX_RECOVERY_ULFM ? proxy_ulfm_checkpoint(it + 1) : MPIX_Checkpoint_write();
             proxy_ckpt_s += proxy_unix_time() - t0;
@@ -591,6 +599,12 @@ static int proxy_run(int argc, char **argv, struct proxy *p)
     proxy_argc = argc;
     proxy_argv = argv;
     MPIX_Get_recovery_mode(&proxy_mode);
+    if (p->every < 0 && proxy_mode == MPIX_RECOVERY_ULFM) {
+        /* MPIX_Checkpoint_needed is collective over every rank of the job;
+         * after a failure under ULFM they are not all there. */
+        fprintf(stderr, "%s: -k auto needs --recovery stages, reinit or cpr, not ulfm\n", p->name);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     int rc = MPIX_Reinit(argc, argv, proxy_restart_point);
     if (rc != MPI_SUCCESS) proxy_fail("MPIX_Reinit", rc);
     return 0;

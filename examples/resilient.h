@@ -18,6 +18,30 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A checkpoint period from the command line: a count of iterations, or
+ * `auto` (-1): MPIX_Checkpoint_needed decides (see below). */
+static inline int resilient_every(const char *arg)
+{
+    if (!strcmp(arg, "auto")) return -1;
+    int k = atoi(arg);
+    return k < 0 ? 0 : k;
+}
+
+/* Whether the iteration that just ended (number `iter`, from 1) should
+ * end with MPIX_Checkpoint_write: every `every` iterations, or, with
+ * `every` < 0, when MPIX_Checkpoint_needed says it pays (from the measured
+ * cost of the checkpoints and mpiexec's --mtbf or --ckpt-interval; it is
+ * collective over MPI_COMM_WORLD, so every rank asks at every iteration).
+ * Returns an MPI error code; *due is 1 or 0. */
+static inline int resilient_checkpoint_due(int iter, int every, int *due)
+{
+    if (every < 0) return MPIX_Checkpoint_needed(due);
+    *due = every > 0 && iter % every == 0;
+    return MPI_SUCCESS;
+}
 
 static struct {
     const char *app;

@@ -7,6 +7,9 @@
  *
  *   mpiexec -n 4 --recovery stages ./stencil2d [N] [ITERS] [K] [STORE]
  *
+ * K `auto`: checkpoint when MPIX_Checkpoint_needed says it pays (with
+ * mpiexec --mtbf SECS, Daly's interval for the measured cost).
+ *
  * STORE says how the block is saved: a directory (default ".") for the
  * application's own files; `protect` registers it with MPIX_Protect and
  * restores it with MPIX_Checkpoint_restore (FTI / VeloC style); `route`
@@ -146,7 +149,9 @@ static int main_loop(int epoch, void *ctx)
             }
         memcpy(u, v, cells * sizeof(double));
         if ((rc = MPI_Allreduce(&local, &residual, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD))) goto out;
-        if ((it + 1) % every == 0) {
+        int due;
+        if ((rc = resilient_checkpoint_due(it + 1, every, &due))) goto out;
+        if (due) {
             int e;
             h->iter = it + 1;
             MPIX_Get_fault_epoch(&e);
@@ -183,11 +188,11 @@ int main(int argc, char **argv)
 {
     if (argc > 1) n = atoi(argv[1]);
     if (argc > 2) iters = atoi(argv[2]);
-    if (argc > 3) every = atoi(argv[3]);
+    if (argc > 3) every = resilient_every(argv[3]);
     if (argc > 4) dir = argv[4];
     if (!strcmp(dir, "protect")) store = PROTECT;
     if (!strcmp(dir, "route")) store = ROUTE;
-    if (every < 1) every = 1;
+    if (every == 0) every = 1;
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

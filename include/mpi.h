@@ -1296,6 +1296,16 @@ int MPIX_Checkpoint_read(void);
 int PMPIX_Checkpoint_read(void);
 int MPIX_Get_fault_epoch(int *epoch);
 int PMPIX_Get_fault_epoch(int *epoch);
+/* MPIX_Checkpoint_needed sets *flag to 1 when the job should call
+ * MPIX_Checkpoint_write now, 0 otherwise; collective over MPI_COMM_WORLD,
+ * the same answer on every rank (as SCR_Need_checkpoint). True before a
+ * rank's first checkpoint; then once the compute time since the last
+ * checkpoint (or rollback) reaches the interval: MPISTAGES_CKPT_INTERVAL
+ * seconds (mpiexec --ckpt-interval), else Daly's optimum from the
+ * measured cost of the checkpoints and MPISTAGES_MTBF (mpiexec --mtbf),
+ * else the interval that keeps checkpoints to 5% of the run. */
+int MPIX_Checkpoint_needed(int *flag);
+int PMPIX_Checkpoint_needed(int *flag);
 int MPIX_Serialize_handles(void);
 int PMPIX_Serialize_handles(void);
 int MPIX_Deserialize_handles(void);

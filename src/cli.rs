@@ -105,6 +105,14 @@ options for the whole job (before the first program):
                        or rs:K+M (Reed-Solomon: M of K+M) in place of
                        partner; diff[:N] writes only changed blocks to the
                        directory levels, a full checkpoint every N (8)
+  --mtbf SECS          the job's mean time between failures (as
+                       MPISTAGES_MTBF): MPIX_Checkpoint_needed then says
+                       to checkpoint at Daly's optimum interval for the
+                       measured cost of the checkpoints (without it, and
+                       without --ckpt-interval: when checkpoints have taken
+                       5% of the time)
+  --ckpt-interval SECS MPIX_Checkpoint_needed says to checkpoint every SECS
+                       seconds (as MPISTAGES_CKPT_INTERVAL; wins over --mtbf)
   --restart DIR        start the job from the newest checkpoint epoch that
                        every rank has in DIR, a pfs level's directory of an
                        earlier run of it that ended (a crash of the whole
@@ -405,6 +413,16 @@ impl Global {
                     self.env.push((v, val));
                 }
             },
+            "--mtbf" | "--ckpt-interval" => {
+                use mpistages::stages::cadence;
+                cadence::parse_seconds(a, &v)?;
+                let var = if a == "--mtbf" {
+                    cadence::MTBF
+                } else {
+                    cadence::INTERVAL
+                };
+                self.env.push((var.to_string(), v));
+            }
             "--kill-grace" => {
                 self.kill_grace_secs = Some(
                     v.parse::<f64>()
@@ -727,6 +745,17 @@ mod tests {
             assert_eq!(o.recovery, r);
         }
         assert!(p("-n 2 --ckpt bogus ./a").is_err());
+        let Parsed::Run(o) = p("-n 2 --mtbf 3600 --ckpt-interval 2.5 ./a").unwrap() else {
+            panic!()
+        };
+        assert!(o.env.contains(&("MPISTAGES_MTBF".into(), "3600".into())));
+        assert!(o
+            .env
+            .contains(&("MPISTAGES_CKPT_INTERVAL".into(), "2.5".into())));
+        for bad in ["0", "-3", "never", "1e10"] {
+            let e = p(&format!("-n 2 --mtbf {bad} ./a")).err().unwrap();
+            assert!(e.contains("--mtbf") && e.contains(bad), "{e}");
+        }
         // One spare by default where a failed rank is replaced, none
         // elsewhere; asking for spares without replacement is an error.
         let spares = |s: &str| match p(s) {

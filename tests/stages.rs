@@ -109,6 +109,19 @@ fn stencil_two_ranks_in_collective() {
     );
 }
 
+/// K `auto`: the stencil checkpoints when MPIX_Checkpoint_needed says it
+/// pays (at iterations that differ from run to run, the first one always)
+/// and rolls back to the failure-free result.
+#[test]
+fn stencil_checkpoints_when_it_pays() {
+    survives(
+        "stencil2d.c",
+        4,
+        &["128", "200", "auto"],
+        &["rank=1,call=MPI_Allreduce:150"],
+    );
+}
+
 #[test]
 fn stencil_kill_while_others_wait() {
     survives(
@@ -483,5 +496,57 @@ fn halo_rma_kill_during_a_collective_write() {
         4,
         &["64", "100", "10"],
         &["rank=1,call=MPI_File_write_at_all:5"],
+    );
+}
+
+/// `MPIX_Checkpoint_needed` under each policy (tests/c/cadence.c checks
+/// the answers): a fixed interval, the default 5 % cap, Daly's interval
+/// for an MTBF, a long interval (no checkpoint right after one), and a
+/// malformed MTBF (MPI_ERR_ARG naming it); mpiexec refuses a bad --mtbf.
+#[test]
+fn checkpoint_needed_keeps_each_policy() {
+    let exe = build("cadence.c");
+    let exe = exe.to_str().unwrap();
+    type Case<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+    let cases: [Case; 5] = [
+        ("interval", &["--ckpt-interval", "0.2"], &[]),
+        ("default", &[], &[]),
+        ("mtbf", &["--mtbf", "0.5"], &[]),
+        ("long", &["--ckpt-interval", "1000", "--mtbf", "0.5"], &[]),
+        (
+            "badenv",
+            &[],
+            &[("MPISTAGES_MTBF", "soon"), ("MPISTAGES_LOG", "debug")],
+        ),
+    ];
+    for (mode, opts, env) in cases {
+        for np in [1, 3] {
+            let n = np.to_string();
+            let mut a = vec!["-n", n.as_str(), "--recovery", "stages"];
+            a.extend(opts);
+            a.extend([exe, mode]);
+            let r = mpiexec(&a, env, LIMIT);
+            assert!(
+                r.ok() && r.stdout.contains("OK cadence"),
+                "{mode} at {np} ranks: {:?}\n{}\n{}",
+                r.status,
+                r.stdout,
+                r.stderr
+            );
+            if mode == "badenv" {
+                assert!(
+                    r.stderr.contains("MPI_ERR_ARG: MPIX_Checkpoint_needed: MPISTAGES_MTBF needs seconds (more than 0, at most 1000000000), not 'soon'"),
+                    "{}",
+                    r.stderr
+                );
+            }
+        }
+    }
+    let bad = mpiexec(&["-n", "1", "--mtbf", "0", exe, "interval"], &[], LIMIT);
+    assert!(!bad.ok(), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("--mtbf needs seconds"),
+        "{}",
+        bad.stderr
     );
 }

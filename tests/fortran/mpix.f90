@@ -2,7 +2,8 @@
 ! locate then give back the last checkpoint written): MPIX_PROTECT of an
 ! array, a scalar and a column through a derived type, MPIX_PROTECT_X,
 ! MPIX_CHECKPOINT_ROUTE / LOCATE with a file Fortran writes and reads,
-! the fault epoch, and a region the checkpoint does not hold.
+! the fault epoch, MPIX_CHECKPOINT_NEEDED before the first checkpoint,
+! and a region the checkpoint does not hold.
 program mpix
   use mpi
   use checks
@@ -12,6 +13,7 @@ program mpix
   integer :: counter, grid(4, 4)
   real :: extra(3)
   character(len=4096) :: path
+  logical :: needed
 
   call MPI_INIT(ierr)
   call MPI_COMM_SET_ERRHANDLER(MPI_COMM_WORLD, MPI_ERRORS_RETURN, ierr)
@@ -38,6 +40,9 @@ program mpix
   open(newunit=unit, file=trim(path), status='replace', action='write')
   write(unit, *) rank * 3 + 1
   close(unit)
+  needed = .false.
+  call MPIX_CHECKPOINT_NEEDED(needed, ierr)
+  call check(ierr == MPI_SUCCESS .and. needed, 'a checkpoint is needed before the first one')
   call MPIX_CHECKPOINT_WRITE(ierr)
   call check_rc(ierr, 'MPIX_CHECKPOINT_WRITE')
   call MPIX_GET_FAULT_EPOCH(epoch, ierr)

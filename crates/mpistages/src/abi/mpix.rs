@@ -17,6 +17,15 @@ mpi_fn!(fn MPIX_Checkpoint_read / PMPIX_Checkpoint_read() {
     ret("MPIX_Checkpoint_read", COMM_WORLD, mpi().and_then(mpix::checkpoint_read))
 });
 
+mpi_fn!(fn MPIX_Checkpoint_needed / PMPIX_Checkpoint_needed(flag: *mut c_int) {
+    let r = mpi().and_then(|m| {
+        let needed = mpix::checkpoint_needed(m)?;
+        // SAFETY: caller's out-pointer (NULL is refused).
+        unsafe { put(flag, c_int::from(needed)) }
+    });
+    ret("MPIX_Checkpoint_needed", COMM_WORLD, r)
+});
+
 mpi_fn!(fn MPIX_Get_fault_epoch / PMPIX_Get_fault_epoch(epoch: *mut c_int) {
     let r = mpi().and_then(|m| {
         let e = mpix::fault_epoch(m);

@@ -58,6 +58,7 @@ fn not_written(m: &Mpi, epoch: u64, e: crate::checkpoint::store::WriteError) -> 
 /// regions and routed files as its next epoch, on every level.
 pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     check_running(m)?;
+    let started = super::wtime();
     let pending = m.engine.pending_requests();
     if pending > 0 {
         return fail(
@@ -130,6 +131,8 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         st.report(epoch, m.client.as_deref(), committed, durable)
             .map_err(|e| stages_error("MPIX_Checkpoint_write", e))?;
     }
+    let now = super::wtime();
+    st.cadence.written(now - started, now);
     if let Some(spec) = inject::after_checkpoint(epoch) {
         st.damage(inject::damage_of(spec));
         inject::kill_self(m.client.as_deref(), spec);
@@ -289,6 +292,25 @@ pub fn checkpoint_read(m: &Mpi) -> MpiResult<()> {
     rejoin_and_restore(m, client, false)
 }
 
+/// `MPIX_Checkpoint_needed`: whether the job should checkpoint now, the
+/// same answer on every rank (collective over MPI_COMM_WORLD, like the
+/// checkpoint it decides). Each rank asks its own cadence (its measured
+/// cost, the policy of `MPISTAGES_CKPT_INTERVAL` / `MPISTAGES_MTBF`) and
+/// the job checkpoints once every rank's interval has passed: the rank
+/// whose checkpoints cost most sets the pace, as it sets the collective
+/// write's time.
+pub fn checkpoint_needed(m: &Mpi) -> MpiResult<bool> {
+    check_running(m)?;
+    let policy = stages::cadence::Policy::from_env()
+        .map_err(|e| MpiError::new(err::ARG, format!("MPIX_Checkpoint_needed: {e}")))?;
+    let mine = m.stages().cadence.needed(&policy, super::wtime());
+    if m.size == 1 {
+        return Ok(mine);
+    }
+    let [all] = recovery::min_over_job(m, [u64::from(mine)])?;
+    Ok(all == 1)
+}
+
 /// The tables as right after `MPI_Init`. With `keep_handlers` (a Stages
 /// rollback to epoch 0, before any checkpoint) MPI_COMM_WORLD and
 /// MPI_COMM_SELF keep their error handlers: the resilient loop sets them
@@ -336,6 +358,8 @@ pub fn restore(
     agreed: Option<Restored>,
 ) -> MpiResult<()> {
     let started = std::time::Instant::now();
+    // The work a next failure would lose starts here.
+    m.stages().cadence.restored(super::wtime());
     if epoch == 0 || !mpi_state {
         reset_tables(m, mpi_state);
         if !mpi_state {

@@ -299,6 +299,13 @@ pub(crate) fn min_max(m: &Mpi, c: &Comm, v: u64) -> MpiResult<(u64, u64)> {
     Ok((min, !not_max))
 }
 
+/// The minimum of each of `v` over every rank of the job, on the internal
+/// communicator (the application's collectives on MPI_COMM_WORLD are not
+/// disturbed).
+pub(super) fn min_over_job<const N: usize>(m: &Mpi, v: [u64; N]) -> MpiResult<[u64; N]> {
+    min_each(m, &internal_comm(m), v)
+}
+
 /// The minimum of each of `v` over all ranks.
 fn min_each<const N: usize>(m: &Mpi, c: &Comm, v: [u64; N]) -> MpiResult<[u64; N]> {
     let mut inp: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();

@@ -16,6 +16,7 @@
 //! - cleanup: `MPIX_Checkpoint_read` empties queues and moves the engine to
 //!   the new generation before the rejoin barrier.
 
+pub mod cadence;
 mod error;
 pub mod files;
 pub mod state;
@@ -91,6 +92,9 @@ pub struct Stages {
     /// Parity being computed on a thread of its own (epoch, size of this
     /// rank's copy, the thread): settled before anyone needs it.
     pending: Option<(u64, usize, PendingParity)>,
+    /// What checkpoints cost here and when the work at risk began
+    /// (`MPIX_Checkpoint_needed`).
+    pub cadence: cadence::Cadence,
 }
 
 /// A thread computing (and writing to node-local storage) the parity a
@@ -162,6 +166,7 @@ impl Stages {
             library: Vec::new(),
             committed: 0,
             durable: None,
+            cadence: Default::default(),
         }
     }
 

@@ -525,6 +525,7 @@ fortran_bindings! {
     // MPI Stages and application checkpoints
     auto MPIX_Checkpoint_write();
     auto MPIX_Checkpoint_read();
+    auto MPIX_Checkpoint_needed(flag: LO);
     auto MPIX_Get_fault_epoch(epoch: O);
     auto MPIX_Get_recovery_mode(mode: O);
     auto MPIX_Serialize_handles();
