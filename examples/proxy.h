@@ -564,9 +564,13 @@ static int proxy_restart_point(int argc, char **argv, MPIX_Reinit_state state)
     int restored_mpi = state == MPIX_REINIT_RESTARTED && mode == MPIX_RECOVERY_STAGES && epoch > 0;
     if (!restored_mpi) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-        if ((rc = p->setup_mpi()) != MPI_SUCCESS) proxy_fail("set-up", rc);
+        /* A failure during the MPI set-up is rolled back from like any
+         * other (the loop makes the set-up again at epoch 0). */
+        rc = p->setup_mpi();
+        if (rc != MPI_SUCCESS && rc != MPIX_TRY_RELOAD) proxy_fail("set-up", rc);
     }
-    if ((rc = proxy_protect_all(p)) != MPI_SUCCESS) proxy_fail("MPIX_Protect", rc);
+    int prc = proxy_protect_all(p); /* local: registrations only */
+    if (prc != MPI_SUCCESS) proxy_fail("MPIX_Protect", prc);
     for (;;) {
         if (rc == MPIX_TRY_RELOAD) {
             proxy_back = 1;

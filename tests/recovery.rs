@@ -432,3 +432,26 @@ fn md_shrinks_onto_the_survivors_with_the_failure_free_energies() {
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
+
+/// A rank killed in the proxy's MPI set-up (hydro3d's first MPI_Waitall,
+/// before its loop): the others get MPIX_TRY_RELOAD there and roll back to
+/// epoch 0 like anywhere else. The campaign found it: the proxy ended the
+/// job ("set-up: MPIX_TRY_RELOAD").
+#[test]
+fn a_kill_during_the_mpi_set_up_is_rolled_back() {
+    let exe = build_example("hydro3d.c");
+    let exe = exe.to_str().unwrap();
+    let args = ["-s", "4", "-i", "12", "-k", "5"];
+    let clean = result(&run(exe, 8, "none", &[], &args), "final origin energy");
+    let kill = vec!["rank=5,call=MPI_Waitall:1".to_string()];
+    for mode in ["stages", "reinit", "cpr"] {
+        let r = run(exe, 8, mode, &kill, &args);
+        assert_eq!(
+            result(&r, "final origin energy"),
+            clean,
+            "{mode}\n{}",
+            r.stderr
+        );
+        assert_eq!(recoveries(&r), 1, "{mode}:\n{}", r.stderr);
+    }
+}
