@@ -242,8 +242,17 @@ fn epochs_and_mpi_state_size() {
         2,
         "epochs",
         &[],
-        &[("STAGES_TEST_TMPFS", dir.path())],
+        &[
+            ("STAGES_TEST_TMPFS", dir.path()),
+            ("MPISTAGES_LOG", "debug"),
+        ],
         &["--ckpt", &ckpt],
+    );
+    // The refused write (a receive still posted) says which request.
+    assert!(
+        r.stderr.contains("1 requests are still pending on this rank (complete them first): a receive (context 0, tag 99), in progress; nothing was written"),
+        "{}",
+        r.stderr
     );
     assert!(
         r.ok() && r.stdout.contains("OK stages-epochs"),

@@ -63,7 +63,10 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     if pending > 0 {
         return fail(
             err::OTHER,
-            format!("MPIX_Checkpoint_write: {pending} requests are still pending on this rank (complete them first); nothing was written"),
+            format!(
+                "MPIX_Checkpoint_write: {pending} requests are still pending on this rank (complete them first): {}; nothing was written",
+                m.engine.pending_summary().join("; ")
+            ),
         );
     }
     let generation = m.engine.generation();

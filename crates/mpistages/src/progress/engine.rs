@@ -562,6 +562,11 @@ impl Engine {
         self.with(|c| c.pending_requests())
     }
 
+    /// The pending requests, described (`Core::pending_summary`).
+    pub fn pending_summary(&self) -> Vec<String> {
+        self.with(|c| c.pending_summary())
+    }
+
     /// Blocks until `mpiexec` says the job resumes, or fails again, or is
     /// gone (the notices after this rank said it is ready).
     pub fn wait_resume(&self) -> Resume {

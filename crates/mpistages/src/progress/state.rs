@@ -5,7 +5,7 @@
 
 use super::matcher::{Matcher, Src, TagSel};
 use super::protocol::{Msg, Req, State};
-use super::request::{ReqError, ReqId, Status};
+use super::request::{Op, ReqError, ReqId, Status};
 use super::slab::Slab;
 use crate::control::client::{Client, ControlReader};
 use crate::control::proto::{ToController, ToRank};
@@ -399,6 +399,33 @@ impl Core {
             .iter()
             .filter(|(_, r)| !matches!(r.state, State::Inactive))
             .count()
+    }
+
+    /// What the pending requests are, for a message: "a receive (context
+    /// C, tag T)", "a send to world rank R (context C, tag T)", "a
+    /// non-blocking collective", each with its state.
+    pub fn pending_summary(&self) -> Vec<String> {
+        self.requests
+            .iter()
+            .filter(|(_, r)| !matches!(r.state, State::Inactive))
+            .map(|(_, r)| {
+                let what = match &r.op {
+                    Op::Send {
+                        dest, context, tag, ..
+                    } => format!("a send to world rank {dest:?} (context {context}, tag {tag})"),
+                    Op::Recv { context, tag, .. } => match tag {
+                        Some(t) => format!("a receive (context {context}, tag {t})"),
+                        None => format!("a receive (context {context}, any tag)"),
+                    },
+                    Op::External => "a non-blocking collective".to_string(),
+                };
+                let state = match &r.state {
+                    State::Active(_) => "in progress",
+                    _ => "complete, not waited for",
+                };
+                format!("{what}, {state}")
+            })
+            .collect()
     }
 
     // ---- queries of the request table (the engine's intent-level
