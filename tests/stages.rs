@@ -559,3 +559,42 @@ fn checkpoint_needed_keeps_each_policy() {
         bad.stderr
     );
 }
+
+/// Under reinit, a window agent's reply to the replacement (posted and
+/// complete, its agent thread not yet past its wait) was counted as the
+/// survivor's pending request, and its next MPIX_Checkpoint_write was
+/// refused (1 run in 1 to 6; the campaign found it with halo_rma). Ten
+/// runs, each with the failure while a checkpoint is written.
+#[test]
+fn a_window_agents_reply_is_no_pending_request_of_the_application() {
+    let exe = build_example("halo_rma.c");
+    let exe = exe.to_str().unwrap();
+    let dir = Scratch::new("halo-agent-reply");
+    for i in 0..10 {
+        let r = mpiexec(
+            &[
+                "-n",
+                "2",
+                "--recovery",
+                "reinit",
+                "--inject",
+                "rank=1,writing=6",
+                exe,
+                "64",
+                "200",
+                "20",
+                dir.path(),
+            ],
+            // Its lines slow the ranks where the race was most often lost.
+            &[("MPISTAGES_LOG", "debug")],
+            LIMIT,
+        );
+        assert!(
+            r.ok() && r.stdout.contains("checksum"),
+            "run {i}: {:?}\n{}\n{}",
+            r.status,
+            r.stdout,
+            r.stderr
+        );
+    }
+}

@@ -33,11 +33,11 @@ use std::time::Duration;
 pub const USAGE: &str = "\
 usage: mpistages-bench campaign [options]
 
-Runs N randomized failures over stencil2d, hydro3d, md and collectives in every recovery
+Runs N randomized failures over stencil2d, hydro3d, md, collectives and halo_rma in every recovery
 mode and checks each result against a failure-free run. Options:
   --runs N         how many failure runs (default 300)
   --seed S         the seed every run is drawn from (default 1)
-  --apps LIST      stencil2d,hydro3d,md,collectives (default all)
+  --apps LIST      stencil2d,hydro3d,md,collectives,halo_rma (default all)
   --modes LIST     stages,reinit,cpr (default all)
   --scenarios LIST time,call,checkpoint,writing,during-recovery,two-at-once,
                    rank-0,mpiexec,stop (default all)
@@ -104,7 +104,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-const APPS: [App; 4] = [
+const APPS: [App; 5] = [
     App {
         name: "stencil2d",
         ranks: &[2, 3, 4, 6, 8],
@@ -193,6 +193,30 @@ const APPS: [App; 4] = [
                 name: "MPI_Alltoallv",
                 before: 0,
                 per_iter: 1,
+            },
+        ],
+    },
+    // Windows and files: a halo by MPI_Put between fences, the state
+    // written to one shared file collectively every K iterations; the
+    // rollback releases both and the attempt makes them again.
+    App {
+        name: "halo_rma",
+        ranks: &[2, 3, 4, 6, 8],
+        quick_ranks: &[2, 3, 4],
+        iters: 200,
+        every: 20,
+        args: |_| strings(&["64", "200", "20"]),
+        result_marker: "checksum",
+        calls: &[
+            Call {
+                name: "MPI_Win_fence",
+                before: 0,
+                per_iter: 2,
+            },
+            Call {
+                name: "MPI_Put",
+                before: 0,
+                per_iter: 2,
             },
         ],
     },

@@ -167,6 +167,19 @@ impl Engine {
         })
     }
 
+    /// As `post`, for a request of the library's own threads (a window
+    /// agent's reply), which the application does not hold: a checkpoint
+    /// does not count it as pending (`Core::pending_requests`).
+    pub fn post_internal(&self, op: Op) -> ReqId {
+        self.with(|c| {
+            let mut r = Req::new(op, false);
+            r.internal = true;
+            let id = c.alloc(r);
+            c.start(id);
+            id
+        })
+    }
+
     /// Posts `ops` and returns one request that completes when all of them
     /// have, with the status of `ops[report]` (or the first error): the
     /// parts go by themselves (`MPI_Isendrecv`: a send and a receive).

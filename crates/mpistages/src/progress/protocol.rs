@@ -73,6 +73,9 @@ pub(super) struct Req {
     pub(super) packed: Option<Vec<u8>>,
     /// A part of this joined request (`Engine::join`).
     pub(super) part_of: Option<ReqId>,
+    /// The library's own (a window agent's reply), not the application's:
+    /// not one of the requests a checkpoint must wait for.
+    pub(super) internal: bool,
 }
 
 /// A frame that a correct peer would not send (it is logged; the frames
@@ -111,6 +114,7 @@ impl Req {
             state: State::Inactive,
             packed: None,
             part_of: None,
+            internal: false,
         }
     }
 }

@@ -393,11 +393,13 @@ impl Core {
         self.changes += 1;
     }
 
-    /// Requests that are started or completed but not yet waited for.
+    /// The application's requests that are started or completed but not
+    /// yet waited for. (A window agent's reply is not one: it may be
+    /// between its completion and its agent's wait at any moment.)
     pub fn pending_requests(&self) -> usize {
         self.requests
             .iter()
-            .filter(|(_, r)| !matches!(r.state, State::Inactive))
+            .filter(|(_, r)| !r.internal && !matches!(r.state, State::Inactive))
             .count()
     }
 
@@ -407,12 +409,17 @@ impl Core {
     pub fn pending_summary(&self) -> Vec<String> {
         self.requests
             .iter()
-            .filter(|(_, r)| !matches!(r.state, State::Inactive))
+            .filter(|(_, r)| !r.internal && !matches!(r.state, State::Inactive))
             .map(|(_, r)| {
                 let what = match &r.op {
                     Op::Send {
                         dest, context, tag, ..
-                    } => format!("a send to world rank {dest:?} (context {context}, tag {tag})"),
+                    } => match dest {
+                        Some(d) => {
+                            format!("a send to world rank {d} (context {context}, tag {tag})")
+                        }
+                        None => format!("a send to MPI_PROC_NULL (context {context}, tag {tag})"),
+                    },
                     Op::Recv { context, tag, .. } => match tag {
                         Some(t) => format!("a receive (context {context}, tag {t})"),
                         None => format!("a receive (context {context}, any tag)"),

@@ -228,7 +228,7 @@ fn receive(m: &Mpi) -> Option<(usize, Vec<u8>)> {
 /// (the origin posted its receive). A dead origin fails the send, which
 /// is all there is to do about it.
 fn answer(m: &Mpi, comm: &Comm, to: usize, tag: i32, bytes: Vec<u8>) {
-    let id = m.engine.post(Op::Send {
+    let id = m.engine.post_internal(Op::Send {
         dest: Some(to),
         src: comm.rank as u32,
         context: comm.context,
