@@ -397,20 +397,22 @@ impl Core {
     /// yet waited for. (A window agent's reply is not one: it may be
     /// between its completion and its agent's wait at any moment.)
     pub fn pending_requests(&self) -> usize {
+        self.pending().count()
+    }
+
+    fn pending(&self) -> impl Iterator<Item = &Req> {
         self.requests
             .iter()
-            .filter(|(_, r)| !r.internal && !matches!(r.state, State::Inactive))
-            .count()
+            .map(|(_, r)| r)
+            .filter(|r| !r.internal && !matches!(r.state, State::Inactive))
     }
 
     /// What the pending requests are, for a message: "a receive (context
     /// C, tag T)", "a send to world rank R (context C, tag T)", "a
     /// non-blocking collective", each with its state.
     pub fn pending_summary(&self) -> Vec<String> {
-        self.requests
-            .iter()
-            .filter(|(_, r)| !r.internal && !matches!(r.state, State::Inactive))
-            .map(|(_, r)| {
+        self.pending()
+            .map(|r| {
                 let what = match &r.op {
                     Op::Send {
                         dest, context, tag, ..
