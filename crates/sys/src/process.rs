@@ -240,3 +240,40 @@ pub fn hostname() -> String {
     let end = host.iter().position(|&b| b == 0).unwrap_or(host.len());
     String::from_utf8_lossy(&host[..end]).into_owned()
 }
+
+/// True while process `pid` exists and is not a zombie (a process that
+/// ended and was not reaped yet runs no code any more). Any process, not
+/// only our children; reads `/proc`.
+pub fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which may hold spaces and
+        // parentheses: it is the first field after the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_runs_until_it_ends_reaped_or_not() {
+        assert!(running(std::process::id() as i32));
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(running(pid));
+        signal(pid, libc::SIGKILL);
+        // A zombie until reaped: not running already.
+        let t = std::time::Instant::now();
+        while running(pid) && t.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!running(pid), "killed, not reaped");
+        child.wait().unwrap();
+        assert!(!running(pid), "reaped");
+    }
+}

@@ -465,6 +465,13 @@ impl Engine {
     }
 
     /// See `Core::halted`.
+    /// Has `hook` run first thing in every halt (a failure's, or a
+    /// rollback's clean-up), before any request fails, with the engine
+    /// locked: it must not call the engine.
+    pub fn on_halt(&self, hook: Box<dyn Fn() + Send>) {
+        self.lock().halt_hooks.push(hook);
+    }
+
     pub fn halted(&self) -> bool {
         self.with(|c| c.halted())
     }

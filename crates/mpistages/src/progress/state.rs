@@ -97,6 +97,9 @@ pub struct Core {
     /// Communicators' members, failures the job goes on after, revoked
     /// communicators, agreements (`ulfm.rs`).
     pub(super) ulfm: super::ulfm::Ulfm,
+    /// Run first thing in every halt, before any request fails (layers
+    /// above stop what may write into the program's memory: windows).
+    pub(super) halt_hooks: Vec<Box<dyn Fn() + Send>>,
 }
 
 pub(super) struct Join {
@@ -150,6 +153,7 @@ impl Core {
             claimed: Default::default(),
             next_claim: 1,
             ulfm: Default::default(),
+            halt_hooks: Vec::new(),
         }
     }
 
@@ -356,6 +360,9 @@ impl Core {
     /// application sees MPIX_TRY_RELOAD) and the transport lets go of user
     /// memory.
     pub(super) fn halt(&mut self) {
+        for hook in &self.halt_hooks {
+            hook();
+        }
         if let Some(t) = self.transport.as_mut() {
             t.halt(self.notices.failed);
         }

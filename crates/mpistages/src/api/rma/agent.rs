@@ -36,6 +36,9 @@ struct Exposed {
     /// last flush or unlock, which reports it (requests without a reply
     /// have nobody else to tell).
     errors: HashMap<usize, i32>,
+    /// A halt closed it (`close`): requests are dropped, as the program
+    /// may have left its memory.
+    closed: bool,
 }
 
 struct Agent {
@@ -69,6 +72,7 @@ pub fn expose(
             target,
             locks: LockState::default(),
             errors: HashMap::new(),
+            closed: false,
         },
     );
     if a.thread.as_ref().is_none_or(|t| t.is_finished()) {
@@ -85,6 +89,17 @@ pub fn expose(
 pub fn withdraw(id: u32) {
     if let Some(a) = agent().as_mut() {
         a.windows.remove(&id);
+    }
+}
+
+/// A halt (`gate::close_all`): the windows known now take no request
+/// any more. Once this returns, no request is being done either: requests
+/// are done with the registry locked.
+pub fn close() {
+    if let Some(a) = agent().as_mut() {
+        for w in a.windows.values_mut() {
+            w.closed = true;
+        }
     }
 }
 
@@ -120,6 +135,10 @@ fn run(m: &Mpi) {
                 );
                 continue;
             };
+            if w.closed {
+                log::debug!("window agent: window {id} is closed by a halt: a request of process {origin} dropped");
+                continue;
+            }
             handle(w, origin, req, data)
         };
         // Sent without the registry locked: a send may wait.

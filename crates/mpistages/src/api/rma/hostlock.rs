@@ -9,6 +9,15 @@
 //! the next origin does not wait forever. A lock is granted to whoever
 //! finds it free; there is no queue (waiters poll, sleeping between
 //! polls). The state machine (`Slot`) is tested on plain memory.
+//!
+//! Per target also a gate for the origins' cross-memory writes into its
+//! program's memory (`MPI_Win_create`): an origin marks itself writing,
+//! then looks whether the target closed the gate; the target closes it
+//! when a failure halts it, and waits for the writes already marked. After
+//! that the program may leave the memory (a rollback abandons the stack
+//! frame a window lived in) and no origin writes there any more: without
+//! the gate, a survivor that had not heard of the failure yet put its halo
+//! into a frame that was now another function's, and its return address.
 
 use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
@@ -21,10 +30,13 @@ const NONE: u8 = 0;
 const SHARED: u8 = 1;
 const HELD_EXCLUSIVE: u8 = 2;
 
-/// One target's lock: its word and its members' holder bytes.
+/// One target's lock: its word and its members' holder bytes; its gate:
+/// the closed word and its members' writing bytes.
 pub struct Slot<'a> {
     pub word: &'a AtomicU64,
     pub holders: &'a [AtomicU8],
+    pub closed: &'a AtomicU64,
+    pub writing: &'a [AtomicU8],
 }
 
 impl Slot<'_> {
@@ -69,6 +81,38 @@ impl Slot<'_> {
             _ => false,
         }
     }
+
+    /// `origin` is about to write into the target's memory: true if it
+    /// may (then `leave` when done), false once the gate is closed.
+    /// Sequentially consistent with `close`: either the origin sees the
+    /// gate closed or the target sees the origin writing.
+    pub fn enter(&self, origin: usize) -> bool {
+        self.writing[origin].store(1, Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) != 0 {
+            self.writing[origin].store(0, Ordering::Release);
+            return false;
+        }
+        true
+    }
+
+    /// `origin`'s write is done.
+    pub fn leave(&self, origin: usize) {
+        self.writing[origin].store(0, Ordering::Release);
+    }
+
+    /// Closes the gate and waits until no member writes any more, or
+    /// until a writing one is no longer `running` (a dead process writes
+    /// nothing; a stopped one is waited for, its write still to come).
+    pub fn close(&self, mut running: impl FnMut(usize) -> bool) {
+        self.closed.store(1, Ordering::SeqCst);
+        for (o, w) in self.writing.iter().enumerate() {
+            let mut pause = Duration::from_micros(1);
+            while w.load(Ordering::SeqCst) != 0 && running(o) {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(1));
+            }
+        }
+    }
 }
 
 /// The control page of a window on one host: a slot per member.
@@ -77,10 +121,15 @@ pub struct HostLocks {
     n: usize,
 }
 
-/// Bytes of one member's slot: the word on its own cache line, then the
-/// holder bytes, rounded to cache lines.
+/// Bytes of one member's slot: the lock word and the closed word on their
+/// own cache line, then the holder bytes and the writing bytes, each
+/// rounded to cache lines.
 pub fn slot_bytes(n: usize) -> usize {
-    64 + n.div_ceil(64) * 64
+    64 + 2 * bytes_lines(n)
+}
+
+fn bytes_lines(n: usize) -> usize {
+    n.div_ceil(64) * 64
 }
 
 impl HostLocks {
@@ -95,7 +144,7 @@ impl HostLocks {
     pub fn slot(&self, t: usize) -> Slot<'_> {
         let at = self.map.as_ptr() as usize + t * slot_bytes(self.n);
         // SAFETY: shared memory: the slot lies inside the mapping (checked
-        // in `new`), its word is 8-aligned (mappings are page-aligned and
+        // in `new`), its words are 8-aligned (mappings are page-aligned and
         // slots multiples of 64 bytes), and every process touches these
         // bytes only through atomics; the references live no longer than
         // `self`, which keeps the mapping.
@@ -103,6 +152,11 @@ impl HostLocks {
             Slot {
                 word: &*(at as *const AtomicU64),
                 holders: std::slice::from_raw_parts((at + 64) as *const AtomicU8, self.n),
+                closed: &*((at + 8) as *const AtomicU64),
+                writing: std::slice::from_raw_parts(
+                    (at + 64 + bytes_lines(self.n)) as *const AtomicU8,
+                    self.n,
+                ),
             }
         }
     }
@@ -158,7 +212,68 @@ mod tests {
     use super::*;
 
     fn slot_of<'a>(word: &'a AtomicU64, holders: &'a [AtomicU8]) -> Slot<'a> {
-        Slot { word, holders }
+        // The gate's words are not looked at by the lock.
+        static CLOSED: AtomicU64 = AtomicU64::new(0);
+        Slot {
+            word,
+            holders,
+            closed: &CLOSED,
+            writing: &[],
+        }
+    }
+
+    #[test]
+    fn a_closed_gate_lets_no_write_in_and_waits_for_the_one_inside() {
+        let map = memmap2::MmapMut::map_anon(3 * slot_bytes(3)).unwrap();
+        let locks = HostLocks::new(map, 3);
+        let s = locks.slot(1);
+        assert!(s.enter(0));
+        assert!(s.enter(2));
+        s.leave(2);
+        // Member 0 is still writing: the close waits while it runs.
+        let mut asked = Vec::new();
+        s.close(|o| {
+            asked.push(o);
+            asked.len() < 3
+        });
+        assert_eq!(
+            asked,
+            vec![0, 0, 0],
+            "only the writing member is waited for"
+        );
+        assert!(!s.enter(2), "closed");
+        assert!(locks.slot(0).enter(2), "another target's gate is open");
+        // The lock words are apart from the gate's.
+        assert!(s.try_lock(2, true));
+        assert!(s.unlock(2));
+    }
+
+    #[test]
+    fn after_close_returns_no_thread_writes_any_more() {
+        let map = memmap2::MmapMut::map_anon(4 * slot_bytes(4)).unwrap();
+        let locks = HostLocks::new(map, 4);
+        let writes = AtomicU64::new(0);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            for o in 0..3 {
+                let (locks, writes, stop) = (&locks, &writes, &stop);
+                sc.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let s = locks.slot(3);
+                        if s.enter(o) {
+                            writes.fetch_add(1, Ordering::SeqCst);
+                            s.leave(o);
+                        }
+                    }
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            locks.slot(3).close(|_| true);
+            let seen = writes.load(Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(writes.load(Ordering::SeqCst), seen);
+            stop.store(true, Ordering::Relaxed);
+        });
     }
 
     #[test]

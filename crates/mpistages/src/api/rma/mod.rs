@@ -20,11 +20,13 @@
 //!
 //! Files of this module: `win.rs` (objects and table), `lock.rs` (the
 //! passive-target lock at the agent, a pure state machine), `hostlock.rs`
-//! (the lock in shared memory), `wire.rs` (requests), `target.rs`
-//! (requests applied to memory), `agent.rs` (the thread), `shm.rs` (the
-//! segments of shared windows and of the lock page).
+//! (the lock in shared memory and the gate of cross-memory writes),
+//! `wire.rs` (requests), `target.rs` (requests applied to memory),
+//! `agent.rs` (the thread), `gate.rs` (what a failure's halt closes),
+//! `shm.rs` (the segments of shared windows and of the lock page).
 
 pub mod agent;
+pub mod gate;
 pub mod hostlock;
 pub mod lock;
 pub mod shm;
@@ -223,7 +225,7 @@ pub fn create(
             })
             .flatten();
         Some(win::OnHost {
-            locks: hostlock::HostLocks::new(map, n),
+            locks: Arc::new(hostlock::HostLocks::new(map, n)),
             cma,
         })
     } else {
@@ -253,6 +255,11 @@ pub fn create(
         win::initial_info(&info),
     );
     w.owned = owned;
+    if let Some(h) = on_host.as_ref().filter(|h| h.cma.is_some()) {
+        let pids = all.chunks_exact(RECORD).map(|b| u(b, 24) as i32).collect();
+        gate::install(m);
+        gate::register(comm.context, h.locks.clone(), comm.rank, pids);
+    }
     w.on_host = on_host;
     if let Some(seg) = shared {
         w.shared_bases = seg.bases;
@@ -268,6 +275,7 @@ pub fn create(
     // Nobody sends to the window before every member's agent knows it.
     if let Err(e) = super::file::agree(&team, &exposed) {
         agent::withdraw(id);
+        gate::forget(id);
         return Err(e);
     }
     Ok((win::add(w), base))
@@ -310,6 +318,7 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
     let synced = coll::barrier(&w.comm.team(m)).map_err(MpiError::from);
     // Every member has flushed what it sent here: nothing more comes.
     agent::withdraw(w.comm.context);
+    gate::forget(w.comm.context);
     w.owned = None;
     w.mapping = None;
     drop(w);
@@ -322,6 +331,7 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
 /// wait of the agent, so it ends; then the memory we allocated goes.
 pub fn release_all() {
     agent::stop();
+    gate::forget_all();
     for w in win::take_all() {
         let mut w = win::lock(&w);
         w.owned = None;
@@ -448,14 +458,25 @@ impl Win {
 /// another process of this host (cross-memory copies), as packed bytes.
 enum Direct {
     Mapped(TypedBuf),
-    Remote { pid: i32, runs: Vec<(u64, usize)> },
+    Remote {
+        pid: i32,
+        runs: Vec<(u64, usize)>,
+        gate: Gate,
+    },
+}
+
+/// The target's gate (`hostlock`) a cross-memory write passes.
+struct Gate {
+    locks: Arc<hostlock::HostLocks>,
+    target: usize,
+    origin: usize,
 }
 
 impl Direct {
     fn read(&self, len: usize) -> std::io::Result<Vec<u8>> {
         match self {
             Direct::Mapped(t) => Ok(t.pack()),
-            Direct::Remote { pid, runs } => {
+            Direct::Remote { pid, runs, .. } => {
                 let mut data = vec![0u8; len];
                 crate::sys::cma::read_runs(*pid, runs, &mut data)?;
                 Ok(data)
@@ -469,7 +490,17 @@ impl Direct {
                 t.unpack(data);
                 Ok(())
             }
-            Direct::Remote { pid, runs } => crate::sys::cma::write_runs(*pid, runs, data),
+            Direct::Remote { pid, runs, gate } => {
+                let slot = gate.locks.slot(gate.target);
+                if !slot.enter(gate.origin) {
+                    return Err(std::io::Error::other(
+                        "the target halted for a recovery and left its window",
+                    ));
+                }
+                let written = crate::sys::cma::write_runs(*pid, runs, data);
+                slot.leave(gate.origin);
+                written
+            }
         }
     }
 }
@@ -481,7 +512,8 @@ impl Win {
         if let Some(t) = self.shared_place(rank, place) {
             return Some(Direct::Mapped(t));
         }
-        let cma = self.on_host.as_ref()?.cma.as_ref()?;
+        let on_host = self.on_host.as_ref()?;
+        let cma = on_host.cma.as_ref()?;
         if place.count == 0 {
             return None;
         }
@@ -492,7 +524,15 @@ impl Win {
             .segments(place.count as usize)
             .map(|(off, len)| ((at + off as i128) as u64, len))
             .collect();
-        Some(Direct::Remote { pid, runs })
+        Some(Direct::Remote {
+            pid,
+            runs,
+            gate: Gate {
+                locks: on_host.locks.clone(),
+                target: rank,
+                origin: self.comm.rank,
+            },
+        })
     }
 
     /// As `direct`, for read-modify-writes (accumulates): only while this
@@ -506,8 +546,8 @@ impl Win {
         self.direct(rank, place)
     }
 
-    /// A cross-memory copy failed (the kernel refuses them here, or the
-    /// target is gone): from now on the agent does this window's copies,
+    /// A cross-memory copy failed (the kernel refuses them here, the
+    /// target is gone, or it closed its gate for a recovery): from now on the agent does this window's copies,
     /// and reports what is wrong.
     fn cma_failed(&mut self, e: std::io::Error) {
         log::debug!("window: cross-memory copies refused ({e}); the agent does them");

@@ -45,7 +45,7 @@ pub enum Pending {
 /// every member maps, and (`MPI_Win_create`) puts and gets are
 /// cross-memory copies into the target process.
 pub struct OnHost {
-    pub locks: super::hostlock::HostLocks,
+    pub locks: std::sync::Arc<super::hostlock::HostLocks>,
     /// Each member's process ID and window base, for windows of the
     /// program's memory; `None` for the others, and once a copy failed
     /// (the kernel's ptrace policy forbids it): then the agent does them.
