@@ -667,6 +667,7 @@ fn campaign(o: &Opts) -> Result<bool, String> {
         for &n in if o.quick { app.quick_ranks } else { app.ranks } {
             let r = job(
                 &mpiexec,
+                &scratch.0,
                 &job_args(app, "stages", n, &[]),
                 &[],
                 Duration::from_secs(300),
@@ -716,7 +717,18 @@ fn campaign(o: &Opts) -> Result<bool, String> {
         loaded += usize::from(plan.load);
         let args = job_args(plan.app, &plan.mode, plan.ranks, &plan.injects);
         let env = [("MPISTAGES_TRANSPORT", plan.transport.to_string())];
-        let r = job(&mpiexec, &args, &env, limit, plan.kill_mpiexec, plan.stop)?;
+        // In the campaign's scratch directory: halo_rma's file goes there
+        // (a run whose mpiexec is killed leaves it, and the scratch
+        // directory goes at the end), not into the caller's.
+        let r = job(
+            &mpiexec,
+            &scratch.0,
+            &args,
+            &env,
+            limit,
+            plan.kill_mpiexec,
+            plan.stop,
+        )?;
         drop(hogs);
         let (class, mut detail) = classify(&plan, &r, &rf.result);
         // Only a job whose mpiexec was killed may leave its directory, for

@@ -123,8 +123,11 @@ fn rank_pid(mpiexec: u32, rank: usize) -> Option<i32> {
     })
 }
 
+/// Runs `mpiexec` with `args` in directory `cwd` (where a program that
+/// writes into its current directory writes).
 pub(super) fn job(
     mpiexec: &Path,
+    cwd: &Path,
     args: &[String],
     env: &[(&str, String)],
     limit: Duration,
@@ -134,6 +137,7 @@ pub(super) fn job(
     let t0 = Instant::now();
     let mut child = crate::interrupt::spawn_job(
         Command::new(mpiexec)
+            .current_dir(cwd)
             .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
