@@ -8,6 +8,10 @@
 mod common;
 use common::bin;
 
+/// The examples' sources: the bench finds them next to its binary's
+/// target directory, which is elsewhere under CARGO_TARGET_DIR.
+const EXAMPLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+
 #[test]
 fn a_quick_seeded_campaign_is_all_correct_or_clean() {
     let out = common::Scratch::new("campaign");
@@ -21,6 +25,8 @@ fn a_quick_seeded_campaign_is_all_correct_or_clean() {
             "2026",
             "--out",
             out.path(),
+            "--examples",
+            EXAMPLES,
         ])
         .output()
         .unwrap();
@@ -47,7 +53,7 @@ fn a_quick_seeded_campaign_is_all_correct_or_clean() {
 #[test]
 fn a_soak_of_many_recoveries_stays_flat() {
     let r = common::command(bin("mpistages-bench"))
-        .args(["soak", "--recoveries", "40"])
+        .args(["soak", "--recoveries", "40", "--examples", EXAMPLES])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&r.stdout);
@@ -98,7 +104,7 @@ fn gone(pid: u32) -> bool {
 #[test]
 fn an_interrupted_soak_leaves_nothing_behind() {
     let mut bench = common::command(bin("mpistages-bench"))
-        .args(["soak", "--recoveries", "200"])
+        .args(["soak", "--recoveries", "200", "--examples", EXAMPLES])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
