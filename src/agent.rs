@@ -7,10 +7,12 @@
 use crate::cli::{App, Bind};
 use mpistages_control::env;
 use mpistages_control::proto::SpawnCommand;
+use mpistages_sys::liveness::Page;
 use mpistages_sys::process;
 use mpistages_sys::socket::NoSignal;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -46,6 +48,17 @@ pub struct RankProc {
     pub remote: Option<(u64, AgentLink)>,
     /// Kept only so the handle is not dropped early.
     _child: Option<Child>,
+    /// The page whose robust lock the process holds while it lives (this
+    /// host only; `controller::liveness` watches it), and the flag that
+    /// ends the watch when this handle goes.
+    pub liveness: Option<Arc<Page>>,
+    pub watch_stop: Arc<AtomicBool>,
+}
+
+impl Drop for RankProc {
+    fn drop(&mut self) {
+        self.watch_stop.store(true, Ordering::Release);
+    }
 }
 
 /// Where messages to the agent of another host go (shared by the
@@ -367,6 +380,19 @@ impl Launch {
 
     fn start(&self, mut cmd: Command, rank: usize, gate: GateState) -> std::io::Result<Started> {
         process::supervise(&mut cmd);
+        // Its death is seen before the kernel's teardown (`sys::liveness`);
+        // without the page, by its exit alone.
+        let liveness = match Page::new() {
+            Ok(page) => {
+                page.pass_to(&mut cmd);
+                cmd.env(env::LIVENESS_FD, page.fd().to_string());
+                Some(Arc::new(page))
+            }
+            Err(e) => {
+                eprintln!("mpiexec: no liveness page for a process ({e}); its failure is seen when it has ended");
+                None
+            }
+        };
         let mut child = cmd.spawn()?;
         let gate = Gate::new(gate, self.tag_output.then(|| self.job_id.clone()));
         let mut forwarders = Vec::new();
@@ -383,6 +409,8 @@ impl Launch {
                 pid,
                 remote: None,
                 _child: Some(child),
+                liveness,
+                watch_stop: Default::default(),
             },
             gate,
             forwarders,
@@ -398,6 +426,8 @@ impl RankProc {
             pid: 0,
             remote: Some((id, link)),
             _child: None,
+            liveness: None,
+            watch_stop: Default::default(),
         }
     }
 

@@ -455,3 +455,72 @@ fn a_kill_during_the_mpi_set_up_is_rolled_back() {
         assert_eq!(recoveries(&r), 1, "{mode}:\n{}", r.stderr);
     }
 }
+
+/// A killed rank with 64 MiB of state is seen by its liveness lock
+/// (`sys::liveness`), as the kernel begins to tear it down, in the modes
+/// that go on (stages, reinit, ulfm), and recovered with the failure-free
+/// energies; without recovery the job ends with the status the exit gives
+/// (seen at `SIGCHLD`). Before, every failure was seen at `SIGCHLD` or by
+/// closed sockets, after the dead process's memory was freed.
+#[test]
+fn a_failure_is_seen_before_the_teardown() {
+    let exe = build_example("md.c");
+    let exe = exe.to_str().unwrap();
+    let args = ["-s", "4", "-i", "24", "-k", "5", "-m", "64"];
+    let kill = vec!["rank=1,call=MPI_Sendrecv:200".to_string()];
+    let clean = result(&run(exe, 3, "none", &[], &args), "energy per atom");
+    for mode in ["stages", "reinit", "ulfm"] {
+        let r = run(exe, 3, mode, &kill, &args);
+        assert_eq!(recoveries(&r), 1, "{mode}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("died (its liveness lock was freed as the kernel tore it down)"),
+            "{mode}: {}",
+            r.stderr
+        );
+        if mode != "ulfm" {
+            assert_eq!(result(&r, "energy per atom"), clean, "{mode}");
+        }
+    }
+    // A fresh replacement (no spare) starts while its predecessor, with
+    // 256 MiB still to free, may hold its sockets: its shared-memory
+    // address is its own (it has the process's TCP port in it), so every
+    // survivor reaches it over shared memory, not over TCP.
+    let big = ["-s", "4", "-i", "24", "-k", "5", "-m", "256"];
+    let n = [
+        "-n",
+        "3",
+        "--spares",
+        "0",
+        "--recovery",
+        "stages",
+        "--inject",
+        &kill[0],
+        exe,
+    ];
+    let env = [("MPISTAGES_TRANSPORT", "auto"), ("MPISTAGES_LOG", "debug")];
+    let r = mpiexec(&[&n[..], &big[..]].concat(), &env, LIMIT);
+    assert!(r.ok(), "{}", r.stderr);
+    for peer in [0, 2] {
+        let line = format!("rank {peer}: connected to rank 1 over shm (generation 1)");
+        let theirs = format!("rank 1: connected to rank {peer} over shm (generation 1)");
+        assert!(
+            r.stderr.contains(&line) || r.stderr.contains(&theirs),
+            "{peer}: {}",
+            r.stderr
+        );
+    }
+    assert!(
+        !r.stderr.contains("no shared-memory listener"),
+        "{}",
+        r.stderr
+    );
+    let n = ["-n", "3", "--recovery", "none", "--inject", &kill[0], exe];
+    let ended = mpiexec(&[&n[..], &args[..]].concat(), &[], LIMIT);
+    assert_eq!(ended.code(), Some(137), "{}", ended.stderr);
+    assert!(
+        ended.stderr.contains("was killed by signal 9 (SIGKILL)"),
+        "{}",
+        ended.stderr
+    );
+}

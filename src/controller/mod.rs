@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 mod agreement;
 mod barrier;
 mod injections;
+mod liveness;
 mod messages;
 mod names;
 mod recoveries;
@@ -84,6 +85,9 @@ struct RankState {
     /// A spawned process ended by mpiexec because its spawn failed: its
     /// end is no failure of the job.
     abandoned: bool,
+    /// The current process was seen dying by its liveness page (its
+    /// failure is handled; `SIGCHLD` then only records its exit).
+    seen_dead: bool,
 }
 
 struct Conn {
@@ -156,6 +160,8 @@ struct Job {
     spawning: Option<spawn::Spawning>,
     /// `MPI_Publish_name`: service name → port name, for the whole job.
     names: names::Names,
+    /// Deaths the liveness watchers saw.
+    deaths: std::sync::Arc<liveness::Deaths>,
 }
 
 pub fn main() -> ! {
@@ -198,6 +204,12 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     let epoll = Epoll::new()?;
     epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
     epoll.add(signals.as_raw_fd(), epoll::READABLE, TOKEN_SIGNALS)?;
+    let deaths = liveness::Deaths::new()?;
+    epoll.add(
+        deaths.bell.as_raw_fd(),
+        epoll::READABLE,
+        liveness::TOKEN_DEATHS,
+    )?;
     let remote = remote::Remotes::start(&opts, &hex(&k), &epoll)?;
     let launch = Launch {
         apps: opts.apps.clone(),
@@ -267,6 +279,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         spawn_queue: Default::default(),
         spawning: None,
         names: Default::default(),
+        deaths,
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
@@ -337,6 +350,7 @@ impl Job {
                 match ev.token {
                     TOKEN_LISTENER => self.accept(),
                     TOKEN_SIGNALS => self.on_signals(),
+                    liveness::TOKEN_DEATHS => self.on_deaths(),
                     remote::TOKEN_AGENT_LISTENER => self.accept_agents(),
                     remote::TOKEN_CONTROL_TCP => self.accept_control_tcp(),
                     t if (remote::TOKEN_AGENT..TOKEN_CONN).contains(&t) => {
@@ -465,7 +479,11 @@ impl Job {
     }
 
     fn started(&mut self, rank: usize, p: RankProc) {
+        if liveness::wanted(self.opts.recovery) {
+            liveness::watch(&self.deaths, &p);
+        }
         let st = &mut self.ranks[rank];
+        st.seen_dead = false;
         st.proc = Some(p);
         st.exit = None;
         st.killed_at = None;
@@ -513,6 +531,23 @@ impl Job {
             }) else {
                 continue;
             };
+            if self.ranks[r].seen_dead {
+                // Handled when its liveness page said it died; how it
+                // ended is still news unless it was the usual SIGKILL.
+                self.ranks[r].exit = Some(exit);
+                let how = match exit {
+                    Exit::Signal(libc::SIGKILL) => None,
+                    Exit::Signal(s) => Some(format!(
+                        "was killed by signal {s} ({})",
+                        process::signal_name(s)
+                    )),
+                    Exit::Code(c) => Some(format!("exited with status {c}")),
+                };
+                if let Some(how) = how.filter(|_| self.failure.is_none()) {
+                    eprintln!("mpiexec: rank {r} (pid {pid}) {how} (its failure was handled when it was seen dying)");
+                }
+                continue;
+            }
             self.process_ended(r, exit, None);
         }
     }

@@ -25,6 +25,9 @@ pub mod env {
     pub const KEY: &str = "MPISTAGES_JOB_KEY";
     pub const JOB_ID: &str = "MPISTAGES_JOB_ID";
     pub const GENERATION: &str = "MPISTAGES_GENERATION";
+    /// The inherited descriptor of the page whose robust lock the process
+    /// holds while it lives (`sys::liveness`).
+    pub const LIVENESS_FD: &str = "MPISTAGES_LIVENESS_FD";
     /// `none`, `stages`, `reinit` or `cpr`: how the job reacts to a failed rank.
     pub const RECOVERY: &str = "MPISTAGES_RECOVERY";
     /// Set in a process started because of a failure (a replacement, or

@@ -14,6 +14,7 @@ pub mod epoll;
 pub mod eventfd;
 pub mod fdpass;
 pub mod file;
+pub mod liveness;
 pub mod process;
 pub mod socket;
 pub mod timerfd;

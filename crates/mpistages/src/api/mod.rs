@@ -469,6 +469,7 @@ fn start() -> MpiResult<Mpi> {
             )
         }
     };
+    hold_liveness();
     let epoll = Arc::new(Epoll::new().map_err(io_err("epoll"))?);
     let recovery = recovery_from_env()?;
     let launch::Joined {
@@ -642,8 +643,31 @@ pub fn finalize() -> MpiResult<()> {
             log::warn!("mpistages: rank {}: PMI-2 finalize: {e}", m.rank);
         }
     }
+    // A clean end from here: mpiexec's watcher sees the lock released.
+    if let Some(h) = LIVENESS.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        h.release();
+    }
     STATE.store(FINALIZED, Ordering::Release);
     Ok(())
+}
+
+/// The robust lock mpiexec watches (`sys::liveness`), held from
+/// `MPI_Init` to `MPI_Finalize`: mpiexec sees this process die as the
+/// kernel begins to tear it down, not once it has freed its memory.
+static LIVENESS: std::sync::Mutex<Option<crate::sys::liveness::Holder>> =
+    std::sync::Mutex::new(None);
+
+fn hold_liveness() {
+    let Some(fd) = std::env::var(crate::control::env::LIVENESS_FD)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    else {
+        return;
+    };
+    match crate::sys::liveness::hold(fd) {
+        Ok(h) => *LIVENESS.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
+        Err(e) => log::debug!("mpistages: no liveness lock: {e}"),
+    }
 }
 
 /// `MPI_Finalize` met a failure this rank has not rolled back from: it is

@@ -15,8 +15,8 @@ fn key() -> Vec<u8> {
 /// Both ends of a connection, the hello read and the rings set up.
 fn pair(cap: usize) -> (ShmConn, ShmConn) {
     let k = key();
-    let l = listen(&k, 1).unwrap();
-    let a = ShmConn::connect(&k, 1, b"HELLO", cap).unwrap();
+    let l = listen(&k, 1, 7).unwrap();
+    let a = ShmConn::connect(&k, 1, 7, b"HELLO", cap).unwrap();
     let (sock, _) = l.accept().unwrap();
     let mut b = ShmConn::accepted(sock).unwrap();
     let mut hello = [0u8; 5];
@@ -121,9 +121,9 @@ fn a_sleeping_reader_gets_a_doorbell_and_a_full_ring_waits_for_room() {
 #[test]
 fn a_hello_without_a_ring_or_a_bad_ring_is_refused() {
     let k = key();
-    let l = listen(&k, 2).unwrap();
+    let l = listen(&k, 2, 7).unwrap();
     // A stranger: plain bytes, no descriptor.
-    let mut s = UnixStream::connect_addr(&address(&k, 2).unwrap()).unwrap();
+    let mut s = UnixStream::connect_addr(&address(&k, 2, 7).unwrap()).unwrap();
     std::io::Write::write_all(&mut s, b"HELLO").unwrap();
     let (sock, _) = l.accept().unwrap();
     let mut b = ShmConn::accepted(sock).unwrap();
@@ -131,7 +131,7 @@ fn a_hello_without_a_ring_or_a_bad_ring_is_refused() {
     while b.read(&mut buf).is_err() {}
     assert!(b.established(MIN_RING).is_err());
     // A descriptor of the wrong size.
-    let s = UnixStream::connect_addr(&address(&k, 2).unwrap()).unwrap();
+    let s = UnixStream::connect_addr(&address(&k, 2, 7).unwrap()).unwrap();
     let f = fdpass::memfd("bad", 12345).unwrap();
     fdpass::send_with_fd(s.as_raw_fd(), b"HELLO", f.as_raw_fd()).unwrap();
     let (sock, _) = l.accept().unwrap();

@@ -8,8 +8,13 @@
 //! is left behind.
 //!
 //! A rank listens on an abstract Unix address derived from the job key's
-//! hash and its rank (`address`); only processes in the same network
-//! namespace can reach it, which is what "the same host" means here. The
+//! hash, its rank and its TCP port (`address`); only processes in the same
+//! network namespace can reach it, which is what "the same host" means
+//! here. The port makes the address the process's own, not the rank's: a
+//! replacement starts while its dead predecessor may still hold its
+//! sockets (a death is seen before the kernel's teardown), and a peer
+//! that reached the old address then would wait on a process that never
+//! answers. The
 //! hello that follows is the TCP transport's (job key, rank, generation),
 //! so a stranger who connects is refused as over TCP.
 
@@ -45,19 +50,20 @@ pub fn default_ring(local: usize) -> usize {
 const MIN_RING: usize = 4 << 10;
 const MAX_RING: usize = 64 << 20;
 
-/// The abstract Unix address of rank `rank` of the job with key `key`.
-pub fn address(key: &[u8], rank: usize) -> io::Result<SocketAddr> {
+/// The abstract Unix address of the process of rank `rank` of the job
+/// with key `key` that listens on TCP port `port` of this host.
+pub fn address(key: &[u8], rank: usize, port: u16) -> io::Result<SocketAddr> {
     // FNV-1a of the key: the name must not reveal the key itself.
     let mut h: u64 = 0xcbf29ce484222325;
     for &b in key {
         h = (h ^ b as u64).wrapping_mul(0x100000001b3);
     }
-    SocketAddr::from_abstract_name(format!("mpistages-{h:016x}-{rank}").as_bytes())
+    SocketAddr::from_abstract_name(format!("mpistages-{h:016x}-{rank}-{port}").as_bytes())
 }
 
 /// Listens at this rank's address (non-blocking).
-pub fn listen(key: &[u8], rank: usize) -> io::Result<UnixListener> {
-    let l = UnixListener::bind_addr(&address(key, rank)?)?;
+pub fn listen(key: &[u8], rank: usize, port: u16) -> io::Result<UnixListener> {
+    let l = UnixListener::bind_addr(&address(key, rank, port)?)?;
     l.set_nonblocking(true)?;
     Ok(l)
 }
@@ -168,8 +174,14 @@ pub struct ShmConn {
 impl ShmConn {
     /// Connects to rank `rank`'s address and sends `hello` with this
     /// side's ring. The peer's ring comes back later (`read` takes it).
-    pub fn connect(key: &[u8], rank: usize, hello: &[u8], cap: usize) -> io::Result<ShmConn> {
-        let sock = UnixStream::connect_addr(&address(key, rank)?)?;
+    pub fn connect(
+        key: &[u8],
+        rank: usize,
+        port: u16,
+        hello: &[u8],
+        cap: usize,
+    ) -> io::Result<ShmConn> {
+        let sock = UnixStream::connect_addr(&address(key, rank, port)?)?;
         let (tx, file) = Mapped::create(cap)?;
         let sent = fdpass::send_with_fd(sock.as_raw_fd(), hello, file.as_raw_fd())?;
         // The socket is blocking here: the rest of a long hello follows.

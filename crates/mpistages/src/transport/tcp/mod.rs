@@ -278,10 +278,11 @@ impl Tcp {
         let (listener, udp_listener) = bind_listeners(cfg.bind, cfg.links.udp)?;
         listener.set_nonblocking(true)?;
         epoll.add(listener.as_raw_fd(), epoll::READABLE, TOKEN_LISTENER)?;
-        // Taken by a process of this rank that is still ending (a replaced
-        // rank's): then peers reach this one over TCP.
+        // Its own address (see `shm`): a replaced process of this rank may
+        // still hold its old one while the kernel tears it down.
+        let port = listener.local_addr()?.port();
         let shm_listener = match cfg.links.shm {
-            true => match shm::listen(&cfg.key, cfg.me) {
+            true => match shm::listen(&cfg.key, cfg.me, port) {
                 Ok(l) => {
                     epoll.add(l.as_raw_fd(), epoll::READABLE, TOKEN_SHM_LISTENER)?;
                     Some(l)
@@ -374,7 +375,7 @@ impl Tcp {
         hello.len = self.cfg.key.len() as u32;
         let mut bytes = hello.encode().to_vec();
         bytes.extend_from_slice(&self.cfg.key);
-        let conn = match self.connect_shm(peer, &bytes) {
+        let conn = match self.connect_shm(peer, addr.port(), &bytes) {
             Some(c) => c,
             None if self.cfg.links.udp => {
                 let ip = self.listener.local_addr()?.ip();
@@ -397,12 +398,13 @@ impl Tcp {
         self.attach(peer, conn, self.cfg.generation)
     }
 
-    /// A shared-memory connection to `peer`, if it listens on this host.
-    fn connect_shm(&self, peer: usize, hello: &[u8]) -> Option<Conn> {
+    /// A shared-memory connection to `peer`, if it listens on this host
+    /// (its process of TCP port `port`).
+    fn connect_shm(&self, peer: usize, port: u16, hello: &[u8]) -> Option<Conn> {
         if !self.cfg.links.shm {
             return None;
         }
-        match ShmConn::connect(&self.cfg.key, peer, hello, self.cfg.shm_ring) {
+        match ShmConn::connect(&self.cfg.key, peer, port, hello, self.cfg.shm_ring) {
             Ok(c) => Some(Conn::Shm(Box::new(c))),
             Err(e) => {
                 log::debug!(
