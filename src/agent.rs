@@ -381,14 +381,19 @@ impl Launch {
     fn start(&self, mut cmd: Command, rank: usize, gate: GateState) -> std::io::Result<Started> {
         process::supervise(&mut cmd);
         // Its death is seen before the kernel's teardown (`sys::liveness`);
-        // without the page, by its exit alone.
-        let liveness = match Page::new() {
-            Ok(page) => {
+        // without the page, by its exit alone (also when asked:
+        // MPISTAGES_LIVENESS=0, for comparisons).
+        let wanted = std::env::var("MPISTAGES_LIVENESS").map_or(true, |v| v != "0");
+        // (An outer job's descriptor number must not reach this child.)
+        cmd.env_remove(env::LIVENESS_FD);
+        let liveness = match wanted.then(Page::new) {
+            None => None,
+            Some(Ok(page)) => {
                 page.pass_to(&mut cmd);
                 cmd.env(env::LIVENESS_FD, page.fd().to_string());
                 Some(Arc::new(page))
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 eprintln!("mpiexec: no liveness page for a process ({e}); its failure is seen when it has ended");
                 None
             }

@@ -515,6 +515,23 @@ fn a_failure_is_seen_before_the_teardown() {
         "{}",
         r.stderr
     );
+    // The fallback, asked for: the death seen when the process has ended.
+    let n = ["-n", "3", "--recovery", "stages", "--inject", &kill[0], exe];
+    let r = mpiexec(
+        &[&n[..], &args[..]].concat(),
+        &[("MPISTAGES_LIVENESS", "0")],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.stderr);
+    assert_eq!(recoveries(&r), 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("was killed by signal 9 (SIGKILL); recovery 1"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("liveness lock"), "{}", r.stderr);
+    assert_eq!(result(&r, "energy per atom"), clean);
     let n = ["-n", "3", "--recovery", "none", "--inject", &kill[0], exe];
     let ended = mpiexec(&[&n[..], &args[..]].concat(), &[], LIMIT);
     assert_eq!(ended.code(), Some(137), "{}", ended.stderr);
