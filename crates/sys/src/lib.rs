@@ -18,6 +18,7 @@ pub mod liveness;
 pub mod process;
 pub mod socket;
 pub mod timerfd;
+pub mod uffd;
 
 use std::io;
 

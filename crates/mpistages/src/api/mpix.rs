@@ -79,8 +79,11 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         st.apply_committed(committed, durable);
         let killer = inject::while_writing(st.epoch + 1)
             .map(|spec| kill_while_writing(m, spec, st.first_file(st.epoch + 1)));
+        // The files are written by a thread of their own, which reports the
+        // epoch (not while a kill waits for them to be under way).
+        let background = m.client.is_some() && killer.is_none() && background_writes();
         let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
-        let written = st.write(&saved, &protect::sections(&regions), generation);
+        let written = st.write(&saved, &protect::sections(&regions), generation, background);
         if let Some((done, thread)) = killer {
             // The rank dies now at the latest, before reporting the epoch.
             done.store(true, std::sync::atomic::Ordering::Release);
@@ -88,7 +91,11 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         }
         written.map_err(|e| not_written(m, st.epoch + 1, e))
     };
-    let (epoch, copy) = match written {
+    let crate::stages::Saved {
+        epoch,
+        partner: copy,
+        later,
+    } = match written {
         Ok(w) => w,
         Err(e) => {
             // The partner or the set waits for this rank's part of the
@@ -100,7 +107,12 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             return Err(e);
         }
     };
-    let mut reported_by_parity = false;
+    // Reported by the thread that writes the files or makes the parity.
+    let mut reported_later = false;
+    if let (Some(later), Some(client)) = (later, m.client.clone()) {
+        m.stages().write_later(later, client);
+        reported_later = true;
+    }
     if let Some(copy) = copy {
         match recovery::protect_copy(m, epoch, &copy)? {
             // An empty copy: the partner could not write its checkpoint.
@@ -113,7 +125,7 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
                 Some(client) => {
                     m.stages()
                         .hold_later(epoch, copy.len(), move || c.parity(), client);
-                    reported_by_parity = true;
+                    reported_later = true;
                 }
                 // (A set without mpiexec: not a job this runs in.)
                 None => match c.parity() {
@@ -128,7 +140,7 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     }
     let (committed, durable) = m.engine.committed();
     let mut st = m.stages();
-    if reported_by_parity {
+    if reported_later {
         st.apply_committed(committed, durable);
     } else {
         st.report(epoch, m.client.as_deref(), committed, durable)
@@ -141,6 +153,14 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
         inject::kill_self(m.client.as_deref(), spec);
     }
     Ok(())
+}
+
+/// Whether checkpoints leave their directory levels to a thread
+/// (`MPISTAGES_CKPT_BACKGROUND=0`: written while the application waits, as
+/// before; for comparisons).
+fn background_writes() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MPISTAGES_CKPT_BACKGROUND").map_or(true, |v| v != "0"))
 }
 
 /// Under an erasure-coded level, an epoch commits once every member of

@@ -4,7 +4,8 @@
 //!
 //! Levels: `mem`, `tmpfs` and `pfs` live here (`store.rs`, `dirlevel.rs`,
 //! `flush.rs`); the partner level's copies are held here too, but moving
-//! them between ranks is the MPI layer's (`api::recovery`).
+//! them between ranks is the MPI layer's (`api::recovery`). `snapshot.rs`
+//! copies protected regions in the background under write-protection.
 
 pub mod config;
 pub mod diff;
@@ -13,6 +14,8 @@ pub mod erasure;
 pub mod flush;
 pub mod format;
 pub mod inspect;
+pub mod levelwrite;
+pub mod snapshot;
 pub mod store;
 #[cfg(test)]
 pub(crate) mod testutil;

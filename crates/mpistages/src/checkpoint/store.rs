@@ -5,13 +5,12 @@
 //! each copy was skipped. Nothing invalid is ever returned.
 
 use super::config::{Config, Level};
-use super::diff::{Differ, Plan};
+use super::diff::Differ;
 use super::dirlevel::DirLevel;
 use super::erasure::Redundancy;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{
-    self, AsSection, CkptError, Compression, Identity, Section, SectionData, WriteStats,
-};
+use super::format::{self, AsSection, CkptError, Compression, Identity, Section, SectionData};
+use super::levelwrite::{plan_of, write_dirs, DirTask, LevelWrites, LevelsWritten, Outcome};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -51,12 +50,12 @@ pub struct PartnerLevel {
 enum Backend {
     Mem(MemLevel),
     /// A node-local directory; its thread removes old epochs.
-    Dir(Flusher),
+    Dir(Arc<Flusher>),
     Partner(PartnerLevel),
     /// A durable level written every `every` epochs, in the background when
     /// a node-local level has the file already.
     Durable {
-        flusher: Flusher,
+        flusher: Arc<Flusher>,
         every: u64,
     },
 }
@@ -96,10 +95,6 @@ pub struct Written {
     pub raw: u64,
     /// Bytes stored for them (compressed, or only the changed blocks).
     pub stored: u64,
-}
-
-fn plan_used(diff: Option<&Plan>) -> bool {
-    diff.is_some_and(|d| d.changed.iter().any(Option::is_some))
 }
 
 /// Where a restore came from, and what was skipped on the way.
@@ -170,14 +165,16 @@ impl Store {
                 Level::Mem => ("mem".to_string(), Backend::Mem(MemLevel::default())),
                 Level::Tmpfs(d) => (
                     format!("tmpfs:{}", d.display()),
-                    Backend::Dir(Flusher::new(
+                    Backend::Dir(Arc::new(Flusher::new(
                         DirLevel::new(d, false, cfg.keep).with_reach(reach),
-                    )),
+                    ))),
                 ),
                 Level::Pfs { dir, every } => (
                     format!("pfs:{}", dir.display()),
                     Backend::Durable {
-                        flusher: Flusher::new(DirLevel::new(dir, true, cfg.keep).with_reach(reach)),
+                        flusher: Arc::new(Flusher::new(
+                            DirLevel::new(dir, true, cfg.keep).with_reach(reach),
+                        )),
                         every: (*every).max(1) as u64,
                     },
                 ),
@@ -440,114 +437,119 @@ impl Store {
 
     /// Writes `epoch` on every local level (the partner copy is the MPI
     /// layer's). Fails only if the first level fails; failures of later
-    /// levels come back as warnings.
+    /// levels come back as warnings. With `background` and a memory level
+    /// first, the directory levels are left to the caller, to be written
+    /// from the copy in memory by a thread (`LevelWrites::run`, then
+    /// `finish`): the program then waits only for that copy.
     pub fn write<S: AsSection>(
         &mut self,
         epoch: u64,
         generation: u32,
         sections: &[S],
-    ) -> Result<Vec<String>, WriteError> {
-        // The in-memory levels keep one owned copy, made only if one of
-        // them is configured; directory levels write the sections as given.
+        background: bool,
+    ) -> Result<(Vec<String>, Option<LevelWrites>), WriteError> {
         let who = self.who(epoch, generation);
-        let mut owned: Option<Arc<Vec<Section>>> = None;
-        let mut spare = self.spare.take();
-        let mut owned_copy = || {
-            owned
-                .get_or_insert_with(|| Arc::new(copy_into(spare.take(), sections)))
-                .clone()
-        };
-        let compression = self.compression;
-        let rank = self.rank;
-        let mut warnings = Vec::new();
-        let plan = self.diff_plan(epoch, sections);
-        // The newest node-local copy written so far, for background
-        // flushes, and whether it is differential.
-        let mut local_copy: Option<(std::path::PathBuf, bool, WriteStats)> = None;
+        // The in-memory levels keep one owned copy, made only if one of
+        // them is configured.
+        let mem = |l: &Backend| matches!(l, Backend::Mem(_) | Backend::Partner(_));
+        let copy = (self.levels.iter().any(|(_, l)| mem(l)))
+            .then(|| Arc::new(copy_into(self.spare.take(), sections)));
+        let mut tasks = Vec::new();
         for (i, (name, level)) in self.levels.iter_mut().enumerate() {
             // A level writes a difference only on the epoch before.
             let on_last = epoch > 1 && self.last[i] == Some(epoch - 1);
-            let diff = plan.as_ref().filter(|_| on_last);
-            // What a directory level wrote (for `report`).
-            let r: Result<Option<WriteStats>, _> = match level {
-                Backend::Mem(m) => {
-                    m.epochs.insert(epoch, owned_copy());
-                    Ok(None)
+            let (flusher, every) = match level {
+                Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) => {
+                    let copy = copy.clone().expect("made for the memory levels");
+                    m.epochs.insert(epoch, copy);
+                    self.last[i] = Some(epoch);
+                    continue;
                 }
-                Backend::Partner(p) => {
-                    p.own.epochs.insert(epoch, owned_copy());
-                    Ok(None)
-                }
-                Backend::Dir(f) => {
-                    let path = f.level().path(epoch, rank);
-                    match f.level().write_diff(&who, sections, compression, diff) {
-                        Ok(stats) => {
-                            local_copy = Some((path, diff.is_some(), stats));
-                            Ok(Some(stats))
-                        }
-                        Err(e) => Err((e, Some(path))),
-                    }
-                }
-                Backend::Durable { flusher, every } => {
-                    if !epoch.is_multiple_of(*every) {
-                        continue;
-                    }
-                    match &local_copy {
-                        // A differential file is copied only where its
-                        // base is (a level written every epoch).
-                        Some((from, is_diff, stats)) if !is_diff || diff.is_some() => {
-                            flusher.submit(epoch, rank, from.clone(), true);
-                            Ok(Some(*stats))
-                        }
-                        _ => flusher
-                            .write_now(&who, sections, compression, diff)
-                            .map(Some)
-                            .map_err(|e| (e, Some(flusher.level().path(epoch, rank)))),
-                    }
-                }
+                Backend::Dir(f) => (f.clone(), None),
+                Backend::Durable { flusher, every } => (flusher.clone(), Some(*every)),
             };
-            self.last[i] = Some(epoch).filter(|_| r.is_ok());
-            if let Ok(Some(w)) = &r {
-                let t = &mut self.written[i];
-                t.files += 1;
-                t.full += u64::from(!plan_used(diff));
-                t.raw += w.raw_bytes;
-                t.stored += w.stored_bytes;
-            }
-            if let Err((e, path)) = r {
-                let at = path.map_or(String::new(), |p| format!(" ({})", p.display()));
-                let msg = format!("checkpoint epoch {epoch} on {name}{at}: {e}");
-                if i == 0 {
-                    let no_space = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
-                    return Err(WriteError {
-                        message: msg,
-                        no_space,
-                    });
-                }
-                warnings.push(msg);
-            }
+            tasks.push(DirTask {
+                index: i,
+                name: name.clone(),
+                flusher,
+                every,
+                on_last,
+            });
         }
-        Ok(warnings)
+        let first_in_memory = self.levels.first().is_some_and(|(_, l)| mem(l));
+        if let (true, true, Some(copy)) = (background, first_in_memory, &copy) {
+            let full = self.diff_full(epoch);
+            return Ok((
+                Vec::new(),
+                Some(LevelWrites {
+                    who,
+                    compression: self.compression,
+                    copy: copy.clone(),
+                    tasks,
+                    differ: self.differ.take().map(|d| (d, full)),
+                }),
+            ));
+        }
+        let full = self.diff_full(epoch);
+        let plan = (self.differ.as_mut()).and_then(|d| plan_of(d, epoch, sections, full));
+        let outcomes = write_dirs(&tasks, &who, sections, self.compression, plan.as_ref());
+        self.apply(epoch, outcomes).map(|warnings| (warnings, None))
     }
 
-    /// With `diff`: which blocks of `sections` changed since the epoch
-    /// before, or none for a full checkpoint. An epoch a durable level
-    /// copies from node-local storage without writing every epoch is full.
-    fn diff_plan<S: AsSection>(&mut self, epoch: u64, sections: &[S]) -> Option<Plan> {
-        let differ = self.differ.as_mut()?;
+    /// The directory levels' writes a thread did (`LevelWrites::run`):
+    /// their results, as warnings.
+    pub fn finish(&mut self, done: LevelsWritten) -> Vec<String> {
+        if done.differ.is_some() {
+            self.differ = done.differ;
+        }
+        match self.apply(done.epoch, done.outcomes) {
+            Ok(w) => w,
+            Err(e) => vec![e.message],
+        }
+    }
+
+    /// Records what each directory level's write of `epoch` gave; an
+    /// error of the first level is the write's error.
+    fn apply(&mut self, epoch: u64, outcomes: Vec<Outcome>) -> Result<Vec<String>, WriteError> {
+        let mut warnings = Vec::new();
+        let mut first = None;
+        for o in outcomes {
+            self.last[o.index] = Some(epoch).filter(|_| o.result.is_ok());
+            match o.result {
+                Ok(w) => {
+                    let t = &mut self.written[o.index];
+                    t.files += 1;
+                    t.full += u64::from(!o.partial);
+                    t.raw += w.raw_bytes;
+                    t.stored += w.stored_bytes;
+                }
+                Err((e, path)) => {
+                    let at = path.map_or(String::new(), |p| format!(" ({})", p.display()));
+                    let message = format!("checkpoint epoch {epoch} on {}{at}: {e}", o.name);
+                    if o.index == 0 {
+                        let no_space =
+                            matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+                        first = Some(WriteError { message, no_space });
+                    } else {
+                        warnings.push(message);
+                    }
+                }
+            }
+        }
+        first.map_or(Ok(warnings), Err)
+    }
+
+    /// Whether `epoch` must be a full checkpoint under `diff`: a durable
+    /// level copies it from node-local storage without writing every epoch.
+    fn diff_full(&self, epoch: u64) -> bool {
         let has_local = self
             .levels
             .iter()
             .any(|(_, l)| matches!(l, Backend::Dir(_)));
-        let full = has_local
+        has_local
             && self.levels.iter().any(|(_, l)| {
                 matches!(l, Backend::Durable { every, .. } if *every > 1 && epoch.is_multiple_of(*every))
-            });
-        let keyed = sections.iter().map(|s| {
-            let s = s.section();
-            ((s.kind as u16, s.id, s.name.to_string()), s.data)
-        });
-        differ.next(epoch, keyed, full)
+            })
     }
 
     /// The copy of `epoch` a restore found: the memory levels keep it too

@@ -42,13 +42,13 @@ fn state(epoch: u64) -> Arc<Vec<Section>> {
 fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
     let mut store = Store::new(&config::parse("mem,keep=1").unwrap(), 5, 1, 4);
     for e in 1..=2 {
-        store.write(e, 0, &state(e)).unwrap();
+        store.write(e, 0, &state(e), false).unwrap();
         store.commit(e, None);
     }
     let buf = store.spare.as_ref().expect("epoch 1's copy is kept")[0]
         .data
         .as_ptr();
-    store.write(3, 0, &state(3)).unwrap();
+    store.write(3, 0, &state(3), false).unwrap();
     let r = restore(&store, &[3]).unwrap();
     assert_eq!(r.sections, state(3));
     assert_eq!(
@@ -57,7 +57,7 @@ fn the_memory_level_reuses_a_dropped_copy_nobody_holds() {
         "written into epoch 1's buffer"
     );
     store.commit(3, None);
-    store.write(4, 0, &state(4)).unwrap();
+    store.write(4, 0, &state(4), false).unwrap();
     store.commit(4, None);
     assert!(store.spare.is_none(), "epoch 3 is held by the restore");
     assert_eq!(r.sections, state(3));
@@ -71,7 +71,7 @@ fn a_tmpfs_level_needs_no_thread_in_the_usual_case() {
     let spec = format!("mem,tmpfs:{}/tmpfs,keep=2", s.0.display());
     let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     for e in 1..=8 {
-        store.write(e, 0, &state(e)).unwrap();
+        store.write(e, 0, &state(e), false).unwrap();
         store.commit(e, None);
     }
     let Backend::Dir(f) = &store.levels[1].1 else {
@@ -85,7 +85,7 @@ fn a_tmpfs_level_needs_no_thread_in_the_usual_case() {
 #[test]
 fn restores_from_the_fastest_valid_level() {
     let (s, mut store) = setup("fast");
-    store.write(1, 0, &state(1)).unwrap();
+    store.write(1, 0, &state(1), false).unwrap();
     store.wait_flushed();
     let r = restore(&store, &[1]).unwrap();
     assert_eq!((r.level.as_str(), r.sections.clone()), ("mem", state(1)));
@@ -116,9 +116,9 @@ fn restores_from_the_fastest_valid_level() {
 #[test]
 fn corrupt_newest_copy_falls_back_cleanly() {
     let (s, mut store) = setup("corrupt");
-    store.write(1, 0, &state(1)).unwrap();
+    store.write(1, 0, &state(1), false).unwrap();
     store.commit(1, None);
-    store.write(2, 0, &state(2)).unwrap();
+    store.write(2, 0, &state(2), false).unwrap();
     store.wait_flushed();
     store.commit(2, store.durable());
     let fresh = Store::new(
@@ -162,7 +162,7 @@ fn pfs_gets_every_nth_epoch_in_the_background() {
     let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/pfs@every=2,keep=2", root.display());
     let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     for e in 1..=4 {
-        store.write(e, 0, &state(e)).unwrap();
+        store.write(e, 0, &state(e), false).unwrap();
     }
     let st = store.wait_flushed();
     let pfs = &st.iter().find(|(n, _)| n.starts_with("pfs")).unwrap().1;
@@ -190,13 +190,19 @@ fn failures_of_the_first_level_are_errors_others_warnings() {
     std::fs::write(root.join("blocked"), b"x").unwrap();
     let spec = format!("tmpfs:{0}/blocked,pfs:{0}/pfs", root.display());
     let mut first_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
-    let e = first_fails.write(1, 0, &state(1)).unwrap_err();
+    let Err(e) = first_fails.write(1, 0, &state(1), false) else {
+        panic!("the first level failed")
+    };
     assert!(e.message.contains("tmpfs") && !e.no_space, "{e:?}");
     let spec = format!("tmpfs:{0}/tmpfs,pfs:{0}/blocked", root.display());
     let mut later_fails = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     // The durable level is written in the background: its failure is
     // reported by the flush status, and the write itself succeeds.
-    assert!(later_fails.write(1, 0, &state(1)).unwrap().is_empty());
+    assert!(later_fails
+        .write(1, 0, &state(1), false)
+        .unwrap()
+        .0
+        .is_empty());
     let flushed = later_fails.wait_flushed();
     let pfs = &flushed
         .iter()
@@ -218,7 +224,7 @@ fn held_partner_copies_outlive_the_holders_process() {
     // Rank 1 holds rank 0's copies.
     let (client, mut holder) = (Store::new(&cfg, 5, 0, 4), Store::new(&cfg, 5, 1, 4));
     for e in 1..=3 {
-        holder.write(e, 0, &state(e)).unwrap();
+        holder.write(e, 0, &state(e), false).unwrap();
         assert_eq!(holder.hold(e, client.encode(e, 0, &state(e)), 1000), None);
         holder.commit(e, None);
     }
@@ -273,7 +279,7 @@ fn differential_checkpoints_write_changed_blocks_and_restore_through_their_chain
     let block = crate::checkpoint::diff::BLOCK as u64;
     let whole = (13 * block + 5) as f64;
     for e in 1..=8 {
-        store.write(e, 0, &partly_changing(e)).unwrap();
+        store.write(e, 0, &partly_changing(e), false).unwrap();
         store.wait_flushed();
         let file = std::fs::metadata(store.first_file(e).unwrap())
             .unwrap()
@@ -304,9 +310,61 @@ fn differential_checkpoints_write_changed_blocks_and_restore_through_their_chain
     );
     // A rollback: the next epoch is full.
     store.rolled_back(6);
-    store.write(7, 0, &partly_changing(7)).unwrap();
+    store.write(7, 0, &partly_changing(7), false).unwrap();
     let file = std::fs::metadata(store.first_file(7).unwrap())
         .unwrap()
         .len() as f64;
     assert!(file > whole, "full after a rollback: {file}");
+}
+
+/// With a memory level first, `write` in the background keeps the copy in
+/// memory at once and leaves the directory levels to `LevelWrites::run`:
+/// no file before it runs, every file after, and the differential chain
+/// (its differ travels with the writes) the same as written in place.
+#[test]
+fn background_writes_leave_the_files_to_a_thread_and_keep_the_chain() {
+    let s = Scratch::new("store-background");
+    let spec = format!(
+        "mem,tmpfs:{0}/tmpfs,pfs:{0}/pfs,keep=1,diff:3",
+        s.0.display()
+    );
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
+    let block = crate::checkpoint::diff::BLOCK as u64;
+    let whole = (13 * block + 5) as f64;
+    for e in 1..=5 {
+        let (warnings, later) = store.write(e, 0, &partly_changing(e), true).unwrap();
+        assert!(warnings.is_empty());
+        let later = later.expect("left to a thread");
+        assert_eq!(later.epoch(), e);
+        let file = store.first_file(e).unwrap();
+        assert!(!file.exists(), "epoch {e}: no file before the thread runs");
+        // In memory at once, whole.
+        let r = restore(&store, &[e]).unwrap();
+        assert_eq!(
+            (r.level.as_str(), &r.sections[..]),
+            ("mem", &partly_changing(e)[..])
+        );
+        let done = std::thread::spawn(move || later.run()).join().unwrap();
+        assert!(store.finish(done).is_empty());
+        store.wait_flushed();
+        assert_eq!(store.durable(), Some(e), "copied to pfs in the background");
+        let len = std::fs::metadata(&file).unwrap().len() as f64;
+        if [1, 4].contains(&e) {
+            assert!(len > whole, "epoch {e} is full: {len}");
+        } else {
+            assert!(len < 1.2 * block as f64, "epoch {e} is one block: {len}");
+        }
+        let d = DirLevel::new(s.0.join("tmpfs").as_path(), false, 1);
+        assert_eq!(
+            d.read(&store.who(e, 0)).unwrap().sections,
+            partly_changing(e)
+        );
+        store.commit(e, store.durable());
+    }
+    // Without a memory level first, nothing is left to a thread.
+    let spec = format!("tmpfs:{0}/t2,mem", s.0.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
+    let (_, later) = store.write(1, 0, &state(1), true).unwrap();
+    assert!(later.is_none());
+    assert!(store.first_file(1).unwrap().exists());
 }

@@ -25,6 +25,7 @@ use crate::checkpoint::config::{self, Config, Level};
 use crate::checkpoint::erasure::Redundancy;
 use crate::checkpoint::flush::FlushStatus;
 use crate::checkpoint::format::{AsSection, Kind, Section, SectionRef};
+use crate::checkpoint::levelwrite::{LevelWrites, LevelsWritten};
 use crate::checkpoint::store::{Restored, Store, WriteError};
 use crate::control::client::Client;
 use crate::control::inject::Damage;
@@ -92,9 +93,22 @@ pub struct Stages {
     /// Parity being computed on a thread of its own (epoch, size of this
     /// rank's copy, the thread): settled before anyone needs it.
     pending: Option<(u64, usize, PendingParity)>,
+    /// The directory levels of the newest epoch, being written from its
+    /// copy in memory by a thread of its own (`write_later`); settled
+    /// before anything looks at those levels.
+    writing: Option<std::thread::JoinHandle<Option<LevelsWritten>>>,
     /// What checkpoints cost here and when the work at risk began
     /// (`MPIX_Checkpoint_needed`).
     pub cadence: cadence::Cadence,
+}
+
+/// An epoch `Stages::write` saved: its number, with a redundancy level the
+/// bytes for the partner or the parity, and the directory levels' writes
+/// left to `Stages::write_later`.
+pub struct Saved {
+    pub epoch: u64,
+    pub partner: Option<Vec<u8>>,
+    pub later: Option<LevelWrites>,
 }
 
 /// A thread computing (and writing to node-local storage) the parity a
@@ -159,6 +173,7 @@ impl Stages {
             singleton,
             reported: Default::default(),
             pending: None,
+            writing: None,
             epoch: 0,
             store,
             serializers: Vec::new(),
@@ -208,6 +223,7 @@ impl Stages {
     /// The job ends: `durable` is the newest epoch every rank has on its
     /// pfs level, so the older ones beyond `keep` can go there too.
     pub fn finalize(&mut self, durable: Option<u64>, rank: usize) {
+        self.settle();
         if std::env::var_os(crate::control::env::CKPT_REPORT).is_some() {
             for (level, w) in self.store.written() {
                 log::info!(
@@ -253,13 +269,15 @@ impl Stages {
     /// copy, if any, is across).
     /// Returns the epoch and, with a redundancy level, the checkpoint's
     /// bytes for the partner (or, for parity, as any holder of the
-    /// sections makes them again: generation 0).
+    /// sections makes them again: generation 0); with `background` (see
+    /// `Store::write`), the directory levels' writes left to `write_later`.
     pub fn write(
         &mut self,
         state: &MpiState,
         protected: &[SectionRef<'_>],
         generation: u32,
-    ) -> Result<(u64, Option<Vec<u8>>), WriteError> {
+        background: bool,
+    ) -> Result<Saved, WriteError> {
         self.settle();
         let epoch = self.epoch + 1;
         let state = Section {
@@ -275,7 +293,9 @@ impl Stages {
         let mut sections = vec![state.section()];
         sections.extend_from_slice(protected);
         sections.extend(files.iter().map(|f| f.section()));
-        for w in self.store.write(epoch, generation, &sections)? {
+        let background = background && self.redundancy.is_none();
+        let (warnings, later) = self.store.write(epoch, generation, &sections, background)?;
+        for w in warnings {
             log::warn!("mpistages: warning: {w}");
         }
         let flushes = self.store.flush_status();
@@ -290,7 +310,51 @@ impl Stages {
         });
         self.epoch = epoch;
         self.files.clear();
-        Ok((epoch, partner))
+        Ok(Saved {
+            epoch,
+            partner,
+            later,
+        })
+    }
+
+    /// Writes the directory levels of `w`'s epoch on a thread of its own
+    /// (while the application goes on), which then reports the epoch to
+    /// mpiexec through `client`: it commits only once its files are
+    /// written. Without a thread, here and now.
+    pub fn write_later(&mut self, w: LevelWrites, client: Arc<Client>) {
+        self.settle();
+        let epoch = w.epoch();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("mpistages-ckpt".into())
+            .spawn(move || {
+                let Ok(w) = rx.recv() else {
+                    return None;
+                };
+                let done = LevelWrites::run(w);
+                // A failed send means mpiexec is gone: the application
+                // thread learns it at its next call.
+                let _ = client.send(&ToController::Checkpoint {
+                    epoch,
+                    durable: done.durable,
+                });
+                Some(done)
+            });
+        match thread {
+            Ok(t) => {
+                let _ = tx.send(w);
+                self.writing = Some(t);
+            }
+            Err(e) => {
+                log::warn!(
+                    "mpistages: warning: no thread to write epoch {epoch}: {e}; written now"
+                );
+                let done = w.run();
+                for w in self.store.finish(done) {
+                    log::warn!("mpistages: warning: {w}");
+                }
+            }
+        }
     }
 
     /// Why a rank may find no copy at all, for error messages.
@@ -370,8 +434,21 @@ impl Stages {
         }
     }
 
-    /// Waits for the parity thread, if one runs, and holds what it made.
+    /// Waits for the threads that write the newest epoch's files or make
+    /// its parity, if they run, and keeps what they made.
     pub fn settle(&mut self) {
+        if let Some(t) = self.writing.take() {
+            match t.join() {
+                Ok(Some(done)) => {
+                    for w in self.store.finish(done) {
+                        log::warn!("mpistages: warning: {w}");
+                    }
+                    let flushes = self.store.flush_status();
+                    self.report_flush_errors(flushes);
+                }
+                _ => log::warn!("mpistages: warning: the thread writing a checkpoint failed"),
+            }
+        }
         let Some((epoch, own, thread)) = self.pending.take() else {
             return;
         };
@@ -423,6 +500,7 @@ impl Stages {
     /// The newest valid local copy of an epoch at most `at_most`. Copies
     /// that were there but invalid are reported on stderr.
     pub fn newest_local(&mut self, at_most: u64) -> Option<Restored> {
+        self.settle();
         let mut skipped = Vec::new();
         let mut found = None;
         for e in self.store.local_epochs().into_iter().rev() {
@@ -450,6 +528,7 @@ impl Stages {
     /// The job starts again from the beginning (fault epoch 0): nothing
     /// was committed, or no epoch is held by every rank any more.
     pub fn start_over(&mut self) {
+        self.settle();
         self.durable = None;
         self.store.rolled_back(0);
         self.epoch = 0;
@@ -459,6 +538,7 @@ impl Stages {
     }
 
     pub fn set_restored(&mut self, r: Restored) {
+        self.settle();
         // Later epochs are rolled back, also on the pfs level.
         self.durable = None;
         self.store.rolled_back(r.epoch);
@@ -485,6 +565,8 @@ impl Stages {
                 return Ok(s.clone());
             }
         }
+        // Not settled: the copy in memory is complete, and a file being
+        // written in the background is not under its name before it is.
         let mut skipped = Vec::new();
         let r = self
             .store
