@@ -541,3 +541,29 @@ fn a_failure_is_seen_before_the_teardown() {
         ended.stderr
     );
 }
+
+/// Checkpoints whose files a thread writes (`MPISTAGES_CKPT_BACKGROUND=1`):
+/// the program waits only for the copy in memory, the epoch commits once
+/// the files are written, and a rank killed at any point recovers with
+/// the failure-free energies under stages and reinit, in the stages mode
+/// also when killed right after a checkpoint (its files may still be
+/// under way: the job then rolls back to the epoch before).
+#[test]
+fn checkpoints_written_in_the_background_recover_the_same_result() {
+    let exe = build_example("md.c");
+    let exe = exe.to_str().unwrap();
+    let args = ["-s", "4", "-i", "24", "-k", "5", "-m", "8"];
+    let clean = result(&run(exe, 3, "none", &[], &args), "energy per atom");
+    let env = [("MPISTAGES_CKPT_BACKGROUND", "1")];
+    for (mode, kill) in [
+        ("stages", "rank=1,call=MPI_Sendrecv:200"),
+        ("reinit", "rank=2,call=MPI_Sendrecv:130"),
+        ("stages", "rank=0,checkpoint=2"),
+    ] {
+        let n = ["-n", "3", "--recovery", mode, "--inject", kill, exe];
+        let r = mpiexec(&[&n[..], &args[..]].concat(), &env, LIMIT);
+        assert!(r.ok(), "{mode} {kill}: {}", r.stderr);
+        assert_eq!(recoveries(&r), 1, "{mode} {kill}: {}", r.stderr);
+        assert_eq!(result(&r, "energy per atom"), clean, "{mode} {kill}");
+    }
+}

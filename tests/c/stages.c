@@ -99,8 +99,8 @@ static void epochs(void)
         char path[4096];
         struct stat sb;
         snprintf(path, sizeof path, "%s/job-%s/epoch-2/rank-0.ckpt", root, job);
-        /* Written by a thread of the library after the call returned (the
-         * epoch commits once it is there): wait for it, 10 s at most. */
+        /* With MPISTAGES_CKPT_BACKGROUND=1 a thread of the library writes
+         * it after the call returned: wait for it, 10 s at most. */
         int found = 0;
         for (int i = 0; i < 1000 && !(found = stat(path, &sb) == 0); i++) {
             struct timespec ts = {0, 10 * 1000000L};
