@@ -324,11 +324,13 @@ impl Stages {
     pub fn write_later(&mut self, w: LevelWrites, client: Arc<Client>) {
         self.settle();
         let epoch = w.epoch();
+        // Handed over once the thread runs: without a thread, `w` and
+        // `client` are still here for the call to write and report.
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("mpistages-ckpt".into())
             .spawn(move || {
-                let Ok(w) = rx.recv() else {
+                let Ok((w, client)): Result<(LevelWrites, Arc<Client>), _> = rx.recv() else {
                     return None;
                 };
                 let done = LevelWrites::run(w);
@@ -342,7 +344,7 @@ impl Stages {
             });
         match thread {
             Ok(t) => {
-                let _ = tx.send(w);
+                let _ = tx.send((w, client));
                 self.writing = Some(t);
             }
             Err(e) => {
@@ -350,6 +352,11 @@ impl Stages {
                     "mpistages: warning: no thread to write epoch {epoch}: {e}; written now"
                 );
                 let done = w.run();
+                // The caller leaves the report to this call, as to the thread.
+                let _ = client.send(&ToController::Checkpoint {
+                    epoch,
+                    durable: done.durable,
+                });
                 for w in self.store.finish(done) {
                     log::warn!("mpistages: warning: {w}");
                 }
