@@ -456,7 +456,7 @@ fn a_kill_during_the_mpi_set_up_is_rolled_back() {
     }
 }
 
-/// A killed rank with 64 MiB of state is seen by its liveness lock
+/// A killed rank with 256 MiB of state is seen by its liveness lock
 /// (`sys::liveness`), as the kernel begins to tear it down, in the modes
 /// that go on (stages, reinit, ulfm), and recovered with the failure-free
 /// energies; without recovery the job ends with the status the exit gives
@@ -466,7 +466,7 @@ fn a_kill_during_the_mpi_set_up_is_rolled_back() {
 fn a_failure_is_seen_before_the_teardown() {
     let exe = build_example("md.c");
     let exe = exe.to_str().unwrap();
-    let args = ["-s", "4", "-i", "24", "-k", "5", "-m", "64"];
+    let args = ["-s", "4", "-i", "24", "-k", "5", "-m", "256"];
     let kill = vec!["rank=1,call=MPI_Sendrecv:200".to_string()];
     let clean = result(&run(exe, 3, "none", &[], &args), "energy per atom");
     for mode in ["stages", "reinit", "ulfm"] {

@@ -511,6 +511,9 @@ impl Job {
     }
 
     fn reap(&mut self) {
+        // A death the watchers saw in the same wake-up is theirs: it was
+        // seen before the teardown that `SIGCHLD` follows.
+        self.on_deaths();
         while let Some((pid, exit)) = process::try_wait_any() {
             if let Some(conn) = self.spares.ended(pid) {
                 if let Some(slot) = conn {
