@@ -81,9 +81,11 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
             .map(|spec| kill_while_writing(m, spec, st.first_file(st.epoch + 1)));
         // The files are written by a thread of their own, which reports the
         // epoch (not while a kill waits for them to be under way).
-        let background = m.client.is_some() && killer.is_none() && background_writes();
+        let sections = protect::sections(&regions);
+        let bytes = sections.iter().map(|s| s.data.len()).sum();
+        let background = m.client.is_some() && killer.is_none() && background_writes(bytes);
         let saved = state::save(&m.tables(), m.rank, m.size, st.epoch + 1, &st.library);
-        let written = st.write(&saved, &protect::sections(&regions), generation, background);
+        let written = st.write(&saved, &sections, generation, background);
         if let Some((done, thread)) = killer {
             // The rank dies now at the latest, before reporting the epoch.
             done.store(true, std::sync::atomic::Ordering::Release);
@@ -155,15 +157,26 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
     Ok(())
 }
 
-/// Whether checkpoints leave their directory levels to a thread
-/// (`MPISTAGES_CKPT_BACKGROUND=1`). Not yet the default: the epoch then
-/// commits only once the thread is done, so a failure right after a
-/// checkpoint rolls back to the one before more often than when the call
-/// writes the files itself (tests/recovery.rs `reinit_states_and_reset`
-/// saw it over TCP).
-fn background_writes() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("MPISTAGES_CKPT_BACKGROUND").is_ok_and(|v| v == "1"))
+/// Whether checkpoints of `bytes` protected bytes leave their directory
+/// levels to a thread (`MPISTAGES_CKPT_BACKGROUND`: `1` always, `0`
+/// never, by default from `BACKGROUND_MIN` bytes on). The epoch then
+/// commits only once the thread has written the files, so a failure in
+/// that window rolls back to the checkpoint before; below the threshold
+/// the files take less than handing them to a thread would save, and
+/// the epoch commits as the call returns (a program that checks its
+/// fault epoch after a kill a few calls later — tests/c/reinit.c — sees
+/// the one it wrote).
+fn background_writes(bytes: usize) -> bool {
+    const BACKGROUND_MIN: usize = 1 << 20;
+    static SETTING: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let setting = SETTING.get_or_init(|| {
+        match std::env::var("MPISTAGES_CKPT_BACKGROUND").as_deref() {
+            Ok("1") => Some(true),
+            Ok("0") => Some(false),
+            _ => None,
+        }
+    });
+    setting.unwrap_or(bytes >= BACKGROUND_MIN)
 }
 
 /// Under an erasure-coded level, an epoch commits once every member of
