@@ -293,6 +293,47 @@ fn protect_route_api_checks() {
     }
 }
 
+/// Large regions checkpointed by a snapshot and restored by giving the
+/// program the copy's pages (see tests/c/rollback_pages.c), with the
+/// mem and tmpfs levels; and the same with the copy made while the program
+/// waits (`MPISTAGES_SNAPSHOT=copy`, as where the kernel has no
+/// userfaultfd) and without background writes (every copy then restored
+/// by a move as well).
+#[test]
+fn large_regions_come_back_byte_for_byte_whichever_way_they_are_copied() {
+    let exe = build("rollback_pages.c");
+    let exe = exe.to_str().unwrap();
+    let s = Scratch::new("storage-rollback-pages");
+    let levels = format!("mem,tmpfs:{}", s.path());
+    for extra in [
+        None,
+        Some(("MPISTAGES_SNAPSHOT", "copy")),
+        Some(("MPISTAGES_CKPT_BACKGROUND", "0")),
+    ] {
+        let mut env = vec![
+            ("MPISTAGES_CKPT", levels.as_str()),
+            ("MPISTAGES_LOG", "debug"),
+        ];
+        env.extend(extra);
+        let r = mpiexec(&["-n", "2", exe], &env, LIMIT);
+        assert!(
+            r.ok(),
+            "{extra:?}: {:?}\n{}\n{}",
+            r.status,
+            r.stdout,
+            r.stderr
+        );
+        assert!(r.stdout.contains("OK rollback_pages"), "{}", r.stdout);
+        // Without a thread writing files from the copy, every first
+        // restore of an epoch gives the pages of the two large regions
+        // (6 rounds, 2 ranks).
+        let moved = r.stderr.matches("restored by exchanging pages").count();
+        if extra.is_some_and(|e| e.0 == "MPISTAGES_CKPT_BACKGROUND") {
+            assert_eq!(moved, 6 * 2 * 2, "{}", r.stderr);
+        }
+    }
+}
+
 /// Epoch directories under a pfs root, and any file that is not a
 /// finished checkpoint (a temporary copy left behind).
 fn pfs_contents(root: &std::path::Path) -> (Vec<u64>, Vec<String>) {

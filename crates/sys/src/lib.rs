@@ -15,6 +15,7 @@ pub mod eventfd;
 pub mod fdpass;
 pub mod file;
 pub mod liveness;
+pub mod pages;
 pub mod process;
 pub mod socket;
 pub mod timerfd;

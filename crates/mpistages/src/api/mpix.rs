@@ -169,13 +169,14 @@ pub fn checkpoint_write(m: &Mpi) -> MpiResult<()> {
 fn background_writes(bytes: usize) -> bool {
     const BACKGROUND_MIN: usize = 1 << 20;
     static SETTING: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    let setting = SETTING.get_or_init(|| {
-        match std::env::var("MPISTAGES_CKPT_BACKGROUND").as_deref() {
-            Ok("1") => Some(true),
-            Ok("0") => Some(false),
-            _ => None,
-        }
-    });
+    let setting =
+        SETTING.get_or_init(
+            || match std::env::var("MPISTAGES_CKPT_BACKGROUND").as_deref() {
+                Ok("1") => Some(true),
+                Ok("0") => Some(false),
+                _ => None,
+            },
+        );
     setting.unwrap_or(bytes >= BACKGROUND_MIN)
 }
 

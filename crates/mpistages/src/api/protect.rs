@@ -9,12 +9,14 @@ use super::error::{fail, stages_error, MpiError, MpiResult};
 use super::mpix::check_running;
 use super::usermem::TypedBuf;
 use super::Mpi;
-use crate::checkpoint::format::{Kind, Section, SectionRef};
+use crate::checkpoint::format::{Kind, Section, SectionData, SectionRef};
 use crate::progress::Layout;
 use crate::stages::StagesError;
+use crate::stages::ToRestore;
 use crate::transport::RawBuf;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 
 /// The registered regions by id.
@@ -49,14 +51,27 @@ pub fn protect(m: &Mpi, id: i32, buf: TypedBuf) -> MpiResult<()> {
 pub fn unprotect(m: &Mpi, id: i32) -> MpiResult<()> {
     check_id(id)?;
     match m.regions.lock().remove(&id) {
-        Some(_) => Ok(()),
+        Some(buf) => {
+            let_go(&buf);
+            Ok(())
+        }
         None => fail(err::ARG, format!("no region is protected with id {id}")),
     }
 }
 
 /// Forgets every region (the state right after `MPI_Init`).
 pub fn unprotect_all(m: &Mpi) {
-    m.regions.lock().clear();
+    for (_, buf) in std::mem::take(&mut *m.regions.lock()) {
+        let_go(&buf);
+    }
+}
+
+/// A region's memory is the program's again: a snapshot of it under way
+/// finishes first (the program may free it next).
+fn let_go(buf: &TypedBuf) {
+    if let Some(run) = buf.contiguous() {
+        crate::checkpoint::snapshot::unprotected(run.ptr() as usize, run.len());
+    }
 }
 
 /// A protected region's bytes for a checkpoint: the application's memory
@@ -102,6 +117,7 @@ pub fn sections(regions: &[(u64, RegionBytes)]) -> Vec<SectionRef<'_>> {
             id: *id,
             name: "",
             data: b.bytes(),
+            program: matches!(b, RegionBytes::User(_)),
         })
         .collect()
 }
@@ -115,43 +131,84 @@ fn stage_err(call: &str) -> impl Fn(StagesError) -> MpiError + '_ {
 /// nothing is written.
 pub fn restore(m: &Mpi) -> MpiResult<()> {
     check_running(m)?;
-    let (epoch, sections) = {
+    let (epoch, mut to) = {
         let mut st = m.stages();
-        let s = st
-            .fault_sections()
+        let to = st
+            .sections_to_restore()
             .map_err(stage_err("MPIX_Checkpoint_restore"))?;
-        (st.epoch, s)
+        (st.epoch, to)
     };
     let regions = m.regions.lock();
-    let saved: BTreeMap<u64, &Section> = sections
-        .iter()
-        .filter(|s| s.kind == Kind::Protected)
-        .map(|s| (s.id, s))
+    let saved: BTreeMap<u64, usize> = (to.sections().iter().enumerate())
+        .filter(|(_, s)| s.kind == Kind::Protected)
+        .map(|(i, s)| (s.id, i))
         .collect();
     let mut plan = Vec::with_capacity(regions.len());
     for (&id, buf) in regions.iter() {
-        let Some(s) = saved.get(&(id as u64)) else {
+        let Some(&i) = saved.get(&(id as u64)) else {
             return fail(
                 err::ARG,
                 format!("MPIX_Checkpoint_restore: region {id} is not in checkpoint epoch {epoch} (it was protected after that checkpoint); nothing was restored"),
             );
         };
-        if s.data.len() != buf.bytes() {
+        let len = to.sections()[i].data.len();
+        if len != buf.bytes() {
             return fail(
                 err::ARG,
                 format!(
-                    "MPIX_Checkpoint_restore: region {id} is registered with {} bytes but checkpoint epoch {epoch} saved {} bytes; nothing was restored",
+                    "MPIX_Checkpoint_restore: region {id} is registered with {} bytes but checkpoint epoch {epoch} saved {len} bytes; nothing was restored",
                     buf.bytes(),
-                    s.data.len()
                 ),
             );
         }
-        plan.push((buf, &s.data));
+        plan.push((buf, i));
     }
-    for (buf, data) in plan {
-        buf.unpack(data);
+    match &mut to {
+        ToRestore::Owned(sections) => {
+            for (buf, i) in plan {
+                give_or_copy(buf, &mut sections[i]);
+            }
+        }
+        ToRestore::Shared(sections) => {
+            for (buf, i) in plan {
+                buf.unpack(&sections[i].data);
+            }
+        }
+    }
+    drop(regions);
+    if let ToRestore::Owned(sections) = to {
+        m.stages().give_back(sections);
     }
     Ok(())
+}
+
+/// Restores region `buf` from `s`, of the same length: by giving it the
+/// pages of the copy when both are one run in pages at the same offset
+/// (no byte is copied but those of the partial pages at its ends), else
+/// by copying.
+fn give_or_copy(buf: &TypedBuf, s: &mut Section) {
+    if let (Some(run), SectionData::Pages(pages)) = (buf.contiguous(), &mut s.data) {
+        if let Some(pages) = Arc::get_mut(pages) {
+            // SAFETY: `run` is the program's region, of the copy's length
+            // (checked by the caller), registered with MPIX_Protect: the
+            // program keeps it mapped and does not touch it while it is in
+            // MPIX_Checkpoint_restore; nothing of ours reads it meanwhile.
+            match unsafe { pages.give_to(run.ptr()) } {
+                Ok(()) => {
+                    log::debug!(
+                        "mpistages: region of {} bytes restored by exchanging pages",
+                        run.len()
+                    );
+                    return;
+                }
+                Err(e) => log::debug!(
+                    "mpistages: region of {} bytes restored by a copy: {e}",
+                    run.len()
+                ),
+            }
+        }
+    }
+    buf.unpack(&s.data);
 }
 
 /// `MPIX_Checkpoint_route`: where to write `name` so that it joins the

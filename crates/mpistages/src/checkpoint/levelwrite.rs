@@ -9,7 +9,8 @@
 
 use super::diff::{Differ, Plan};
 use super::flush::Flusher;
-use super::format::{AsSection, Compression, Identity, Section, WriteStats};
+use super::format::{AsSection, Compression, Identity, WriteStats};
+use super::memcopy::MemCopy;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -111,7 +112,8 @@ pub(super) fn write_dirs<S: AsSection>(
 pub struct LevelWrites {
     pub(super) who: Identity,
     pub(super) compression: Compression,
-    pub(super) copy: Arc<Vec<Section>>,
+    /// The epoch's copy in memory (maybe still being made by a snapshot).
+    pub(super) copy: MemCopy,
     pub(super) tasks: Vec<DirTask>,
     /// With `diff`: the store's differ (back with the result) and whether
     /// this epoch must be full.
@@ -126,6 +128,9 @@ pub struct LevelsWritten {
     /// The newest epoch this rank's durable levels hold after the writes
     /// (what the report to mpiexec carries).
     pub durable: Option<u64>,
+    /// The copy in memory is whole: the epoch is this rank's to report
+    /// (false when its snapshot failed: nothing holds the epoch).
+    pub held: bool,
 }
 
 impl LevelWrites {
@@ -135,16 +140,30 @@ impl LevelWrites {
 
     pub fn run(self) -> LevelsWritten {
         let mut differ = self.differ;
-        let plan = differ
-            .as_mut()
-            .and_then(|(d, full)| plan_of(d, self.who.epoch, &self.copy[..], *full));
-        let outcomes = write_dirs(
-            &self.tasks,
-            &self.who,
-            &self.copy[..],
-            self.compression,
-            plan.as_ref(),
-        );
+        let copy = self.copy.get();
+        let held = copy.is_ok();
+        let outcomes = match copy {
+            Ok(copy) => {
+                let plan = (differ.as_mut())
+                    .and_then(|(d, full)| plan_of(d, self.who.epoch, &copy[..], *full));
+                write_dirs(
+                    &self.tasks,
+                    &self.who,
+                    &copy[..],
+                    self.compression,
+                    plan.as_ref(),
+                )
+            }
+            // No bytes to write: every level fails the epoch.
+            Err(why) => (self.tasks.iter())
+                .map(|t| Outcome {
+                    index: t.index,
+                    name: t.name.clone(),
+                    result: Err((std::io::Error::other(why.clone()), None)),
+                    partial: false,
+                })
+                .collect(),
+        };
         let durable = (self.tasks.iter())
             .filter(|t| t.every.is_some())
             .map(|t| t.flusher.flushed())
@@ -155,6 +174,7 @@ impl LevelWrites {
             outcomes,
             differ: differ.map(|(d, _)| d),
             durable,
+            held,
         }
     }
 }

@@ -17,6 +17,8 @@
 //! One `Snapshotter` per process; one job at a time (a new snapshot waits
 //! for the copy of the previous one).
 
+use crate::sys::cma::read_from;
+use crate::sys::pages::PageBuf;
 use crate::sys::uffd::{page_size, Uffd};
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -46,7 +48,9 @@ pub struct Job {
     left: Mutex<usize>,
     done: Condvar,
     /// The copies, handed back once every chunk is in them.
-    copies: Mutex<Option<Vec<Vec<u8>>>>,
+    copies: Mutex<Option<Vec<PageBuf>>>,
+    /// Why a chunk could not be copied (its memory was unmapped).
+    failed: Mutex<Option<String>>,
 }
 
 impl Job {
@@ -58,15 +62,28 @@ impl Job {
         if *copied {
             return;
         }
-        // SAFETY: `src` is `len` bytes of a region the program protected
-        // (it keeps it mapped while protected: MPIX_Protect's contract),
-        // write-protected since `take`, so nothing writes it while it is
-        // read; `dst` is `len` bytes inside one of the job's copies, which
-        // only this chunk's holder writes and nobody reads before the job
-        // is done.
-        unsafe { std::ptr::copy_nonoverlapping(c.src as *const u8, c.dst as *mut u8, c.len) };
+        // SAFETY: `dst` is `len` bytes inside one of the job's copies,
+        // which only this chunk's holder writes and nobody reads before
+        // the job is done.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.dst as *mut u8, c.len) };
+        // The program's bytes are read by the kernel, not dereferenced
+        // here: a program that unmaps a protected region before the copy
+        // is done (it should `MPIX_Unprotect` it first) makes the snapshot
+        // fail, not this thread crash. Write-protected since `take`,
+        // nothing changes them while they are read.
+        // SAFETY: getpid takes no pointers.
+        let pid = unsafe { libc::getpid() };
+        match read_from(pid, c.src as u64, dst) {
+            Ok(n) if n == c.len => {}
+            Ok(n) => self.fail(format!(
+                "{} of {} bytes at {:#x} were mapped",
+                n, c.len, c.src
+            )),
+            Err(e) => self.fail(format!("{} bytes at {:#x}: {e}", c.len, c.src)),
+        }
         if let Err(e) = uffd.protect(c.src, c.len, false) {
-            log::warn!("mpistages: snapshot: unprotecting {} bytes: {e}", c.len);
+            // Unmapped meanwhile: nothing is left to unprotect.
+            log::debug!("mpistages: snapshot: unprotecting {} bytes: {e}", c.len);
         }
         *copied = true;
         drop(copied);
@@ -75,6 +92,10 @@ impl Job {
         if *left == 0 {
             self.done.notify_all();
         }
+    }
+
+    fn fail(&self, why: String) {
+        lock(&self.failed).get_or_insert(why);
     }
 
     /// The chunk holding address `at`.
@@ -91,10 +112,15 @@ impl Job {
         }
     }
 
-    /// The copies, once every chunk is in them (the first call only).
-    pub fn take_copies(&self) -> Option<Vec<Vec<u8>>> {
+    /// The copies, once every chunk is in them (the first call only), or
+    /// why the snapshot failed.
+    pub fn take_copies(&self) -> Result<Vec<PageBuf>, String> {
         self.wait();
-        lock(&self.copies).take()
+        let copies = lock(&self.copies).take();
+        match lock(&self.failed).clone() {
+            Some(why) => Err(why),
+            None => copies.ok_or_else(|| "the copies were taken already".into()),
+        }
     }
 }
 
@@ -148,7 +174,7 @@ impl Snapshotter {
     /// program's memory) into `copies` (one buffer per region, each of the
     /// region's length). What can be protected is copied in the background;
     /// the job says when the copies are complete.
-    pub fn take(&self, regions: &[(usize, usize)], mut copies: Vec<Vec<u8>>) -> Arc<Job> {
+    pub fn take(&self, regions: &[(usize, usize)], mut copies: Vec<PageBuf>) -> Arc<Job> {
         assert_eq!(regions.len(), copies.len());
         if let Some(previous) = lock(&self.shared.current).take() {
             previous.wait();
@@ -158,7 +184,7 @@ impl Snapshotter {
         let mut interiors = Vec::new();
         for (&(src, len), copy) in regions.iter().zip(copies.iter_mut()) {
             assert_eq!(copy.len(), len);
-            let dst = copy.as_mut_ptr() as usize;
+            let dst = copy.as_mut_slice().as_mut_ptr() as usize;
             let first = src.next_multiple_of(page);
             let end = (src + len) / page * page;
             let protected =
@@ -199,6 +225,7 @@ impl Snapshotter {
             chunks,
             done: Condvar::new(),
             copies: Mutex::new(Some(copies)),
+            failed: Mutex::new(None),
         });
         if job.chunks.is_empty() {
             return job;
@@ -208,9 +235,7 @@ impl Snapshotter {
         *lock(&self.shared.current) = Some(job.clone());
         let uffd = &self.shared.uffd;
         for &(a, len) in &interiors {
-            let protected = (uffd.protects_unpopulated() || Uffd::populate(a, len).is_ok())
-                && uffd.protect(a, len, true).is_ok();
-            if !protected {
+            if !self.protect(a, len) {
                 // Copied now: nothing protects these bytes from writes.
                 for i in (0..job.chunks.len()).filter(|&i| {
                     let c = &job.chunks[i];
@@ -224,6 +249,22 @@ impl Snapshotter {
             let _ = tx.send(job.clone());
         }
         job
+    }
+
+    /// Write-protects a registered range; false if it could not be.
+    fn protect(&self, a: usize, len: usize) -> bool {
+        let uffd = &self.shared.uffd;
+        let now = || {
+            (uffd.protects_unpopulated() || Uffd::populate(a, len).is_ok())
+                && uffd.protect(a, len, true).is_ok()
+        };
+        if now() {
+            return true;
+        }
+        // Registered once, then unmapped and mapped again (a region freed
+        // and allocated anew): the new mapping is registered anew.
+        lock(&self.shared.registered).retain(|&(r, l)| !(r < a + len && a < r + l));
+        self.register(a, len) && now()
     }
 
     /// Registers the page-aligned range (once): false if the kernel
@@ -263,6 +304,32 @@ impl Snapshotter {
             !overlaps
         });
     }
+}
+
+static SHARED: std::sync::OnceLock<Result<Snapshotter, String>> = std::sync::OnceLock::new();
+
+/// The program no longer protects `len` bytes at `addr`: the snapshot of
+/// them under way is finished and they are no longer registered (they may
+/// be freed next). Nothing to do before the first snapshot.
+pub fn unprotected(addr: usize, len: usize) {
+    if let Some(Ok(snap)) = SHARED.get() {
+        snap.forget(addr, len);
+    }
+}
+
+/// The process's snapshotter, made at the first use; or why there is none
+/// (`MPISTAGES_SNAPSHOT=copy`, or the kernel's refusal), for the caller to
+/// say once: checkpoints then copy while the program waits.
+pub fn shared() -> Result<&'static Snapshotter, &'static str> {
+    SHARED
+        .get_or_init(|| {
+            if std::env::var("MPISTAGES_SNAPSHOT").is_ok_and(|v| v == "copy") {
+                return Err("MPISTAGES_SNAPSHOT=copy".into());
+            }
+            Snapshotter::new().map_err(|e| format!("no userfaultfd write-protection: {e}"))
+        })
+        .as_ref()
+        .map_err(String::as_str)
 }
 
 impl Drop for Snapshotter {
@@ -313,6 +380,10 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    fn buf(len: usize, at: usize) -> PageBuf {
+        PageBuf::new(len, at).unwrap()
+    }
+
     fn snapshotter() -> Option<Snapshotter> {
         match Snapshotter::new() {
             Ok(s) => Some(s),
@@ -339,7 +410,7 @@ mod tests {
             region(round);
             let stop = AtomicBool::new(false);
             let job = std::thread::scope(|s| {
-                let job = snap.take(&[(src, len)], vec![vec![0u8; len]]);
+                let job = snap.take(&[(src, len)], vec![buf(len, src)]);
                 // The program goes on writing, from its first page to its
                 // last, over and over, while the copy runs.
                 s.spawn(|| {
@@ -355,10 +426,10 @@ mod tests {
             });
             let copy = job.take_copies().unwrap().pop().unwrap();
             assert!(
-                copy.iter().all(|&b| b == round),
+                copy.as_slice().iter().all(|&b| b == round),
                 "round {round}: bytes of later writes in the snapshot"
             );
-            assert!(job.take_copies().is_none(), "handed out once");
+            assert!(job.take_copies().is_err(), "handed out once");
         }
         snap.forget(src, len);
         drop(backing);
@@ -368,9 +439,10 @@ mod tests {
     fn a_small_region_is_copied_at_once() {
         let Some(snap) = snapshotter() else { return };
         let v: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
-        let job = snap.take(&[(v.as_ptr() as usize, v.len())], vec![vec![0; v.len()]]);
+        let at = v.as_ptr() as usize;
+        let job = snap.take(&[(at, v.len())], vec![buf(v.len(), at)]);
         assert!(job.chunks.is_empty());
-        assert_eq!(job.take_copies().unwrap()[0], v);
+        assert_eq!(job.take_copies().unwrap()[0].as_slice(), &v[..]);
     }
 
     #[test]
@@ -378,14 +450,16 @@ mod tests {
         let Some(snap) = snapshotter() else { return };
         let mut v = vec![1u8; 4 << 20];
         let (src, len) = (v.as_mut_ptr() as usize, v.len());
-        let job = snap.take(&[(src, len)], vec![vec![0; len]]);
+        let job = snap.take(&[(src, len)], vec![buf(len, src)]);
         snap.forget(src, len);
         assert_eq!(*lock(&job.left), 0, "forget finished the copy");
         v.iter_mut().for_each(|b| *b = 2);
-        assert!(job.take_copies().unwrap()[0].iter().all(|&b| b == 1));
+        let copy = job.take_copies().unwrap().pop().unwrap();
+        assert!(copy.as_slice().iter().all(|&b| b == 1));
         // Taken again after the forget: registered anew.
-        let job = snap.take(&[(src, len)], vec![vec![0; len]]);
+        let job = snap.take(&[(src, len)], vec![buf(len, src)]);
         v[len - 1] = 3;
-        assert!(job.take_copies().unwrap()[0].iter().all(|&b| b == 2));
+        let copy = job.take_copies().unwrap().pop().unwrap();
+        assert!(copy.as_slice().iter().all(|&b| b == 2));
     }
 }

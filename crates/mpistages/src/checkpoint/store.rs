@@ -9,20 +9,21 @@ use super::diff::Differ;
 use super::dirlevel::DirLevel;
 use super::erasure::Redundancy;
 use super::flush::{FlushStatus, Flusher};
-use super::format::{self, AsSection, CkptError, Compression, Identity, Section, SectionData};
+use super::format::{self, AsSection, CkptError, Compression, Identity, Section};
 use super::levelwrite::{plan_of, write_dirs, DirTask, LevelWrites, LevelsWritten, Outcome};
+use super::memcopy::MemCopy;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Copies in this process's memory: live ranks roll back without I/O.
 #[derive(Default)]
 pub struct MemLevel {
-    epochs: BTreeMap<u64, Arc<Vec<Section>>>,
+    epochs: BTreeMap<u64, MemCopy>,
 }
 
 impl MemLevel {
     /// Drops the copies of epochs before `first_kept` and returns them.
-    fn drop_before(&mut self, first_kept: u64) -> Vec<Arc<Vec<Section>>> {
+    fn drop_before(&mut self, first_kept: u64) -> Vec<MemCopy> {
         let kept = self.epochs.split_off(&first_kept);
         std::mem::replace(&mut self.epochs, kept)
             .into_values()
@@ -104,38 +105,6 @@ pub struct Restored {
     pub level: String,
     pub sections: Arc<Vec<Section>>,
     pub skipped: Vec<String>,
-}
-
-/// An owned copy of `sections`, in the memory of `old` where it can be
-/// (an old copy's buffers are overwritten; none is allocated when the
-/// regions kept their sizes).
-fn copy_into<S: AsSection>(old: Option<Vec<Section>>, sections: &[S]) -> Vec<Section> {
-    let mut old = old.unwrap_or_default().into_iter();
-    sections
-        .iter()
-        .map(|s| {
-            let s = s.section();
-            match old.next() {
-                Some(Section {
-                    data: SectionData::Owned(mut buf),
-                    mut name,
-                    ..
-                }) => {
-                    buf.clear();
-                    buf.extend_from_slice(s.data);
-                    name.clear();
-                    name.push_str(s.name);
-                    Section {
-                        kind: s.kind,
-                        id: s.id,
-                        name,
-                        data: buf.into(),
-                    }
-                }
-                _ => s.to_owned(),
-            }
-        })
-        .collect()
 }
 
 /// A checkpoint that could not be written on the first level (the one
@@ -450,10 +419,13 @@ impl Store {
     ) -> Result<(Vec<String>, Option<LevelWrites>), WriteError> {
         let who = self.who(epoch, generation);
         // The in-memory levels keep one owned copy, made only if one of
-        // them is configured.
+        // them is configured; in the background (a snapshot) when the
+        // directory levels are written from it in the background too.
         let mem = |l: &Backend| matches!(l, Backend::Mem(_) | Backend::Partner(_));
+        let first_in_memory = self.levels.first().is_some_and(|(_, l)| mem(l));
+        let background = background && first_in_memory;
         let copy = (self.levels.iter().any(|(_, l)| mem(l)))
-            .then(|| Arc::new(copy_into(self.spare.take(), sections)));
+            .then(|| self.mem_copy(sections, background && self.redundancy().is_none()));
         let mut tasks = Vec::new();
         for (i, (name, level)) in self.levels.iter_mut().enumerate() {
             // A level writes a difference only on the epoch before.
@@ -476,8 +448,7 @@ impl Store {
                 on_last,
             });
         }
-        let first_in_memory = self.levels.first().is_some_and(|(_, l)| mem(l));
-        if let (true, true, Some(copy)) = (background, first_in_memory, &copy) {
+        if let (true, Some(copy)) = (background, &copy) {
             let full = self.diff_full(epoch);
             return Ok((
                 Vec::new(),
@@ -496,11 +467,39 @@ impl Store {
         self.apply(epoch, outcomes).map(|warnings| (warnings, None))
     }
 
+    /// A copy of `sections` for the memory levels (in the buffers of the
+    /// copy last dropped): by a snapshot when `snapshot` and the kernel
+    /// gives one, else now.
+    fn mem_copy<S: AsSection>(&mut self, sections: &[S], snapshot: bool) -> MemCopy {
+        if snapshot && MemCopy::worth_a_snapshot(sections) {
+            match super::snapshot::shared() {
+                Ok(snap) => return MemCopy::snapshot(snap, self.spare.take(), sections),
+                Err(why) => say_copying(self.rank, why),
+            }
+        }
+        MemCopy::copy(self.spare.take(), sections)
+    }
+
     /// The directory levels' writes a thread did (`LevelWrites::run`):
     /// their results, as warnings.
     pub fn finish(&mut self, done: LevelsWritten) -> Vec<String> {
         if done.differ.is_some() {
             self.differ = done.differ;
+        }
+        if !done.held {
+            // Its snapshot failed: no level holds the epoch.
+            let mut why = String::new();
+            for (_, l) in &mut self.levels {
+                if let Backend::Mem(m) = l {
+                    if let Some(Err(e)) = m.epochs.remove(&done.epoch).map(|c| c.get()) {
+                        why = e;
+                    }
+                }
+            }
+            return vec![format!(
+                "checkpoint epoch {} is kept nowhere: {why} (was a protected region freed before MPIX_Unprotect?)",
+                done.epoch
+            )];
         }
         match self.apply(done.epoch, done.outcomes) {
             Ok(w) => w,
@@ -552,12 +551,42 @@ impl Store {
             })
     }
 
+    /// Whether a directory level has a file of this rank's `epoch` (not
+    /// verified).
+    pub fn has_file(&self, epoch: u64) -> bool {
+        self.levels.iter().any(|(_, l)| match l {
+            Backend::Dir(f) | Backend::Durable { flusher: f, .. } => {
+                f.level().path(epoch, self.rank).exists()
+            }
+            _ => false,
+        })
+    }
+
+    /// Takes `epoch`'s copy out of the memory levels (a restore gives its
+    /// pages to the program); whether one was there.
+    pub fn take_mem(&mut self, epoch: u64) -> bool {
+        let mut taken = false;
+        for (_, l) in &mut self.levels {
+            if let Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) = l {
+                taken |= m.epochs.remove(&epoch).is_some();
+            }
+        }
+        taken
+    }
+
+    /// Buffers a restore is done with: the next copy goes into them.
+    pub fn give_back(&mut self, sections: Vec<Section>) {
+        if let Some(old) = self.spare.replace(sections) {
+            super::memcopy::free_later(old);
+        }
+    }
+
     /// The copy of `epoch` a restore found: the memory levels keep it too
     /// (shared, not copied) if they have none.
     pub fn adopt(&mut self, epoch: u64, sections: &Arc<Vec<Section>>) {
         for (_, l) in &mut self.levels {
             if let Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) = l {
-                m.epochs.entry(epoch).or_insert_with(|| sections.clone());
+                (m.epochs.entry(epoch)).or_insert_with(|| MemCopy::ready(sections.clone()));
             }
         }
     }
@@ -662,9 +691,12 @@ impl Store {
                 }
             }
         }
-        // A copy nobody else holds (a restore may) is kept for reuse.
-        if let Some(copy) = dropped.into_iter().find_map(|c| Arc::try_unwrap(c).ok()) {
-            self.spare = Some(copy);
+        // A copy nobody else holds (a restore may) is kept for reuse; one
+        // more is freed by a thread (unmapping 128 MiB takes 5-10 ms here).
+        for copy in dropped.into_iter().filter_map(MemCopy::into_unique) {
+            if let Some(old) = self.spare.replace(copy) {
+                super::memcopy::free_later(old);
+            }
         }
     }
 
@@ -676,8 +708,8 @@ impl Store {
                 Backend::Mem(m) | Backend::Partner(PartnerLevel { own: m, .. }) => m
                     .epochs
                     .get(&epoch)
-                    .cloned()
-                    .ok_or_else(|| "no copy".to_string()),
+                    .ok_or_else(|| "no copy".to_string())
+                    .and_then(MemCopy::get),
                 Backend::Dir(f) | Backend::Durable { flusher: f, .. } => (f.level())
                     .read(&self.who_of_file(epoch))
                     .map(|c| Arc::new(c.sections))
@@ -697,6 +729,24 @@ impl Store {
         }
         None
     }
+}
+
+/// Says once per process that checkpoints copy while the program waits,
+/// and why (rank 0 to everyone, the others in the debug log).
+fn say_copying(rank: u32, why: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let level = if rank == 0 {
+        log::Level::Info
+    } else {
+        log::Level::Debug
+    };
+    log::log!(
+        level,
+        "mpistages: checkpoints copy the protected memory while the program waits ({why})"
+    );
 }
 
 /// Writes what `holder` holds of `epoch` to node-local level `d`; a

@@ -17,7 +17,7 @@ fn restore(store: &Store, epochs: &[u64]) -> Result<Restored, String> {
 }
 use crate::checkpoint::config;
 use crate::checkpoint::dirlevel::DirLevel;
-use crate::checkpoint::format::Kind;
+use crate::checkpoint::format::{Kind, SectionRef};
 use crate::checkpoint::testutil::Scratch;
 
 fn setup(tag: &str) -> (Scratch, Store) {
@@ -367,4 +367,180 @@ fn background_writes_leave_the_files_to_a_thread_and_keep_the_chain() {
     let (_, later) = store.write(1, 0, &state(1), true).unwrap();
     assert!(later.is_none());
     assert!(store.first_file(1).unwrap().exists());
+}
+
+/// Regions of the program's memory are copied by a snapshot when the
+/// files are written in the background: the call returns before the
+/// copy is made, the program rewrites its memory at once, and every level
+/// holds the bytes of the call's moment — also on the next epochs, whose
+/// copies reuse the buffers of the dropped ones.
+#[test]
+fn a_snapshot_keeps_the_bytes_of_the_call_while_the_program_rewrites_them() {
+    if let Err(why) = crate::checkpoint::snapshot::shared() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let s = Scratch::new("store-snapshot");
+    let spec = format!("mem,tmpfs:{0}/tmpfs,keep=1", s.0.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
+    // 4 MiB + 3 bytes, 5 bytes into a page: unaligned ends.
+    let mut backing = vec![0u8; (4 << 20) + 3 * 4096];
+    let at = (backing.as_ptr() as usize).next_multiple_of(4096) - backing.as_ptr() as usize + 5;
+    let len = (4 << 20) + 3;
+    for e in 1..=3u64 {
+        let region = &mut backing[at..at + len];
+        region.fill(e as u8);
+        let expected = vec![Section {
+            kind: Kind::Protected,
+            id: 7,
+            name: String::new(),
+            data: vec![e as u8; len].into(),
+        }];
+        let later = {
+            let sections = [SectionRef {
+                kind: Kind::Protected,
+                id: 7,
+                name: "",
+                data: &*region,
+                program: true,
+            }];
+            store.write(e, 0, &sections, true).unwrap().1.unwrap()
+        };
+        // The program goes on at once.
+        region.fill(0xEE);
+        let done = std::thread::spawn(move || later.run()).join().unwrap();
+        assert!(done.held);
+        assert!(store.finish(done).is_empty());
+        let r = restore(&store, &[e]).unwrap();
+        assert_eq!((r.level.as_str(), &r.sections[..]), ("mem", &expected[..]));
+        let d = DirLevel::new(s.0.join("tmpfs").as_path(), false, 1);
+        assert_eq!(d.read(&store.who(e, 0)).unwrap().sections, expected);
+        drop(r);
+        store.commit(e, None);
+    }
+    crate::checkpoint::snapshot::unprotected(backing.as_ptr() as usize + at, len);
+}
+
+/// A program that frees a protected region before its snapshot is copied
+/// (it should `MPIX_Unprotect` it first) loses that epoch, with a warning;
+/// the process goes on (the copier reads through the kernel, which refuses
+/// unmapped memory rather than faulting).
+#[test]
+fn a_region_unmapped_during_its_snapshot_fails_the_epoch_not_the_process() {
+    if let Err(why) = crate::checkpoint::snapshot::shared() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let s = Scratch::new("store-unmapped");
+    let spec = format!("mem,tmpfs:{0}/tmpfs", s.0.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
+    let len = 64 << 20;
+    let mut lost = 0;
+    for e in 1..=4u64 {
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: `len` bytes just mapped.
+        let region = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len) };
+        region.fill(e as u8);
+        let later = {
+            let sections = [SectionRef {
+                kind: Kind::Protected,
+                id: 1,
+                name: "",
+                data: &*region,
+                program: true,
+            }];
+            store.write(e, 0, &sections, true).unwrap().1.unwrap()
+        };
+        // SAFETY: nothing of ours refers to the mapping any more.
+        unsafe { libc::munmap(p, len) };
+        let done = later.run();
+        let held = done.held;
+        let warnings = store.finish(done);
+        match restore(&store, &[e]) {
+            Ok(r) => {
+                assert!(held && warnings.is_empty(), "{warnings:?}");
+                assert!(r.sections[0].data.iter().all(|&b| b == e as u8));
+            }
+            Err(_) => {
+                assert!(!held);
+                assert!(
+                    warnings.iter().any(|w| w.contains("kept nowhere")),
+                    "{warnings:?}"
+                );
+                lost += 1;
+            }
+        }
+    }
+    println!("{lost} of 4 epochs lost to the unmapping");
+}
+
+/// A region freed and allocated again between two checkpoints (a new
+/// mapping, perhaps at the same address, that the write-protection knows
+/// nothing of): the next snapshot registers it anew and holds its bytes.
+#[test]
+fn a_region_freed_and_allocated_again_is_snapshotted_anew() {
+    if let Err(why) = crate::checkpoint::snapshot::shared() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let s = Scratch::new("store-realloc");
+    let spec = format!("mem,tmpfs:{0}/tmpfs,keep=1", s.0.display());
+    let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
+    let len = 8 << 20;
+    let map = || {
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p
+    };
+    for e in 1..=3u64 {
+        let p = map();
+        // SAFETY: `len` bytes just mapped, ours until the munmap below.
+        let region = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len) };
+        region.fill(10 + e as u8);
+        let later = {
+            let sections = [SectionRef {
+                kind: Kind::Protected,
+                id: 1,
+                name: "",
+                data: &*region,
+                program: true,
+            }];
+            store.write(e, 0, &sections, true).unwrap().1.unwrap()
+        };
+        region.fill(0);
+        let done = later.run();
+        assert!(done.held);
+        assert!(store.finish(done).is_empty());
+        let r = restore(&store, &[e]).unwrap();
+        assert!(
+            r.sections[0].data.iter().all(|&b| b == 10 + e as u8),
+            "epoch {e}"
+        );
+        drop(r);
+        store.commit(e, None);
+        // Freed without MPIX_Unprotect; the next epoch's region is new.
+        // SAFETY: mapped above; nothing refers to it any more.
+        unsafe { libc::munmap(p, len) };
+    }
 }

@@ -111,6 +111,24 @@ pub struct Saved {
     pub later: Option<LevelWrites>,
 }
 
+/// The sections a restore of the program's regions takes (see
+/// `Stages::sections_to_restore`).
+pub enum ToRestore {
+    /// The caller's: pages may be given away, then `Stages::give_back`.
+    Owned(Vec<Section>),
+    /// Held elsewhere too: to be copied from.
+    Shared(Arc<Vec<Section>>),
+}
+
+impl ToRestore {
+    pub fn sections(&self) -> &[Section] {
+        match self {
+            ToRestore::Owned(v) => v,
+            ToRestore::Shared(a) => a,
+        }
+    }
+}
+
 /// A thread computing (and writing to node-local storage) the parity a
 /// rank holds: the bytes, or why not, and a warning.
 type PendingParity = std::thread::JoinHandle<(Result<Vec<u8>, String>, Option<String>)>;
@@ -336,10 +354,12 @@ impl Stages {
                 let done = LevelWrites::run(w);
                 // A failed send means mpiexec is gone: the application
                 // thread learns it at its next call.
-                let _ = client.send(&ToController::Checkpoint {
-                    epoch,
-                    durable: done.durable,
-                });
+                if done.held {
+                    let _ = client.send(&ToController::Checkpoint {
+                        epoch,
+                        durable: done.durable,
+                    });
+                }
                 Some(done)
             });
         match thread {
@@ -353,10 +373,12 @@ impl Stages {
                 );
                 let done = w.run();
                 // The caller leaves the report to this call, as to the thread.
-                let _ = client.send(&ToController::Checkpoint {
-                    epoch,
-                    durable: done.durable,
-                });
+                if done.held {
+                    let _ = client.send(&ToController::Checkpoint {
+                        epoch,
+                        durable: done.durable,
+                    });
+                }
                 for w in self.store.finish(done) {
                     log::warn!("mpistages: warning: {w}");
                 }
@@ -557,6 +579,41 @@ impl Stages {
         // checkpoint rolls this rank back from there.
         self.store.adopt(r.epoch, &r.sections);
         self.restored = Some((r.epoch, r.sections));
+    }
+
+    /// The fault epoch's sections to restore the program's regions from,
+    /// owned by the caller when the memory level's copy can be given away
+    /// (no thread writes files from it, and a file of the epoch is there
+    /// for a second rollback before the next checkpoint): its pages then
+    /// go to the program (`PageBuf::give_to`) and the buffers, with the
+    /// program's old pages, come back with `give_back`. Otherwise shared,
+    /// to be copied from.
+    pub fn sections_to_restore(&mut self) -> Result<ToRestore, StagesError> {
+        let sections = self.fault_sections()?;
+        let epoch = self.epoch;
+        let running = self.writing.as_ref().is_some_and(|t| !t.is_finished());
+        if running || !self.store.has_file(epoch) {
+            return Ok(ToRestore::Shared(sections));
+        }
+        self.settle();
+        self.restored = None;
+        let taken = self.store.take_mem(epoch);
+        match Arc::try_unwrap(sections) {
+            Ok(owned) => Ok(ToRestore::Owned(owned)),
+            Err(shared) => {
+                if taken {
+                    self.store.adopt(epoch, &shared);
+                }
+                self.restored = Some((epoch, shared.clone()));
+                Ok(ToRestore::Shared(shared))
+            }
+        }
+    }
+
+    /// The buffers of a restore that gave the program their pages: the
+    /// next checkpoint writes into them.
+    pub fn give_back(&mut self, sections: Vec<Section>) {
+        self.store.give_back(sections);
     }
 
     /// The fault epoch's sections (from memory when a level holds them).

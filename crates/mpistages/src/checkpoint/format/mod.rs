@@ -90,6 +90,10 @@ pub struct Section {
 pub enum SectionData {
     Owned(Vec<u8>),
     Mapped(Arc<MappedFile>, std::ops::Range<usize>),
+    /// In pages of its own at the page offset of the program's region it
+    /// copies (the memory level's copy): a rollback exchanges the pages
+    /// instead of copying them (`PageBuf::give_to`).
+    Pages(Arc<mpistages_sys::pages::PageBuf>),
 }
 
 /// A checkpoint file mapped for reading, with the shared lock that keeps a
@@ -105,6 +109,7 @@ impl std::ops::Deref for SectionData {
         match self {
             SectionData::Owned(v) => v,
             SectionData::Mapped(m, r) => &m.map[r.clone()],
+            SectionData::Pages(p) => p.as_slice(),
         }
     }
 }
@@ -144,6 +149,9 @@ pub struct SectionRef<'a> {
     pub id: u64,
     pub name: &'a str,
     pub data: &'a [u8],
+    /// `data` is the program's own memory, which stays mapped while its
+    /// region is protected: a snapshot may copy it after the call returns.
+    pub program: bool,
 }
 
 impl SectionRef<'_> {
@@ -169,6 +177,7 @@ impl AsSection for Section {
             id: self.id,
             name: &self.name,
             data: &self.data,
+            program: false,
         }
     }
 }
