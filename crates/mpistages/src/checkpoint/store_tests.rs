@@ -369,6 +369,65 @@ fn background_writes_leave_the_files_to_a_thread_and_keep_the_chain() {
     assert!(store.first_file(1).unwrap().exists());
 }
 
+/// Whether this kernel gives snapshots (else the test says SKIPPED).
+fn snapshots_here() -> bool {
+    match crate::checkpoint::snapshot::shared() {
+        Ok(_) => true,
+        Err(why) => {
+            println!("SKIPPED: {why}");
+            false
+        }
+    }
+}
+
+/// A private anonymous mapping standing for a program's region, unmapped
+/// when dropped.
+struct Mapping(*mut libc::c_void, usize);
+
+impl Mapping {
+    fn new(len: usize) -> Mapping {
+        // SAFETY: a fresh private anonymous mapping, ours until dropped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        Mapping(p, len)
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `self.1` bytes mapped while `self` lives.
+        unsafe { std::slice::from_raw_parts_mut(self.0 as *mut u8, self.1) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: mapped in `new`, unmapped once.
+        unsafe { libc::munmap(self.0, self.1) };
+    }
+}
+
+/// Writes `region` as the program's protected region 7 of `epoch`,
+/// leaving the files (and the snapshot's completion) to the caller.
+fn write_region(store: &mut Store, epoch: u64, region: &[u8]) -> LevelWrites {
+    let sections = [SectionRef {
+        kind: Kind::Protected,
+        id: 7,
+        name: "",
+        data: region,
+        program: true,
+    }];
+    let (_, later) = store.write(epoch, 0, &sections, true).unwrap();
+    later.expect("left to a thread")
+}
+
 /// Regions of the program's memory are copied by a snapshot when the
 /// files are written in the background: the call returns before the
 /// copy is made, the program rewrites its memory at once, and every level
@@ -376,8 +435,7 @@ fn background_writes_leave_the_files_to_a_thread_and_keep_the_chain() {
 /// copies reuse the buffers of the dropped ones.
 #[test]
 fn a_snapshot_keeps_the_bytes_of_the_call_while_the_program_rewrites_them() {
-    if let Err(why) = crate::checkpoint::snapshot::shared() {
-        println!("SKIPPED: {why}");
+    if !snapshots_here() {
         return;
     }
     let s = Scratch::new("store-snapshot");
@@ -396,16 +454,7 @@ fn a_snapshot_keeps_the_bytes_of_the_call_while_the_program_rewrites_them() {
             name: String::new(),
             data: vec![e as u8; len].into(),
         }];
-        let later = {
-            let sections = [SectionRef {
-                kind: Kind::Protected,
-                id: 7,
-                name: "",
-                data: &*region,
-                program: true,
-            }];
-            store.write(e, 0, &sections, true).unwrap().1.unwrap()
-        };
+        let later = write_region(&mut store, e, region);
         // The program goes on at once.
         region.fill(0xEE);
         let done = std::thread::spawn(move || later.run()).join().unwrap();
@@ -427,43 +476,18 @@ fn a_snapshot_keeps_the_bytes_of_the_call_while_the_program_rewrites_them() {
 /// unmapped memory rather than faulting).
 #[test]
 fn a_region_unmapped_during_its_snapshot_fails_the_epoch_not_the_process() {
-    if let Err(why) = crate::checkpoint::snapshot::shared() {
-        println!("SKIPPED: {why}");
+    if !snapshots_here() {
         return;
     }
     let s = Scratch::new("store-unmapped");
     let spec = format!("mem,tmpfs:{0}/tmpfs", s.0.display());
     let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
-    let len = 64 << 20;
     let mut lost = 0;
     for e in 1..=4u64 {
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        // SAFETY: `len` bytes just mapped.
-        let region = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len) };
-        region.fill(e as u8);
-        let later = {
-            let sections = [SectionRef {
-                kind: Kind::Protected,
-                id: 1,
-                name: "",
-                data: &*region,
-                program: true,
-            }];
-            store.write(e, 0, &sections, true).unwrap().1.unwrap()
-        };
-        // SAFETY: nothing of ours refers to the mapping any more.
-        unsafe { libc::munmap(p, len) };
+        let mut region = Mapping::new(64 << 20);
+        region.bytes().fill(e as u8);
+        let later = write_region(&mut store, e, region.bytes());
+        drop(region);
         let done = later.run();
         let held = done.held;
         let warnings = store.finish(done);
@@ -490,45 +514,19 @@ fn a_region_unmapped_during_its_snapshot_fails_the_epoch_not_the_process() {
 /// nothing of): the next snapshot registers it anew and holds its bytes.
 #[test]
 fn a_region_freed_and_allocated_again_is_snapshotted_anew() {
-    if let Err(why) = crate::checkpoint::snapshot::shared() {
-        println!("SKIPPED: {why}");
+    if !snapshots_here() {
         return;
     }
     let s = Scratch::new("store-realloc");
     let spec = format!("mem,tmpfs:{0}/tmpfs,keep=1", s.0.display());
     let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
-    let len = 8 << 20;
-    let map = || {
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        p
-    };
     for e in 1..=3u64 {
-        let p = map();
-        // SAFETY: `len` bytes just mapped, ours until the munmap below.
-        let region = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len) };
-        region.fill(10 + e as u8);
-        let later = {
-            let sections = [SectionRef {
-                kind: Kind::Protected,
-                id: 1,
-                name: "",
-                data: &*region,
-                program: true,
-            }];
-            store.write(e, 0, &sections, true).unwrap().1.unwrap()
-        };
-        region.fill(0);
+        // Each epoch's region is new (freed without MPIX_Unprotect at the
+        // end of the one before).
+        let mut region = Mapping::new(8 << 20);
+        region.bytes().fill(10 + e as u8);
+        let later = write_region(&mut store, e, region.bytes());
+        region.bytes().fill(0);
         let done = later.run();
         assert!(done.held);
         assert!(store.finish(done).is_empty());
@@ -539,8 +537,5 @@ fn a_region_freed_and_allocated_again_is_snapshotted_anew() {
         );
         drop(r);
         store.commit(e, None);
-        // Freed without MPIX_Unprotect; the next epoch's region is new.
-        // SAFETY: mapped above; nothing refers to it any more.
-        unsafe { libc::munmap(p, len) };
     }
 }
