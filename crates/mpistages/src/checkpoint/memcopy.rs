@@ -189,7 +189,10 @@ pub fn free_later(sections: Vec<Section>) {
         let (tx, rx) = std::sync::mpsc::channel::<Vec<Section>>();
         std::thread::Builder::new()
             .name("mpistages-free".into())
-            .spawn(move || rx.into_iter().for_each(drop))
+            .spawn(move || {
+                crate::sys::process::lower_this_thread(10);
+                rx.into_iter().for_each(drop)
+            })
             .ok()
             .map(|_| Mutex::new(tx))
     });

@@ -153,6 +153,10 @@ impl Snapshotter {
         let copier = std::thread::Builder::new()
             .name("mpistages-snapshot".into())
             .spawn(move || {
+                // Background work: the program's threads come first (a
+                // write of theirs that needs a chunk is served by the fault
+                // handler, at their priority).
+                crate::sys::process::lower_this_thread(10);
                 for job in rx {
                     for i in 0..job.chunks.len() {
                         job.copy(i, &s.uffd);

@@ -348,6 +348,8 @@ impl Stages {
         let thread = std::thread::Builder::new()
             .name("mpistages-ckpt".into())
             .spawn(move || {
+                // Background work: the program's threads come first.
+                crate::sys::process::lower_this_thread(10);
                 let Ok((w, client)): Result<(LevelWrites, Arc<Client>), _> = rx.recv() else {
                     return None;
                 };
