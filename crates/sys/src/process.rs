@@ -256,6 +256,19 @@ pub fn running(pid: i32) -> bool {
     }
 }
 
+/// Lowers the calling thread's scheduling priority to niceness `nice`
+/// (background work that the program's threads should pass: on Linux the
+/// nice value is per thread). Raising it back needs privileges, so a
+/// thread does this for itself only.
+pub fn lower_this_thread(nice: i32) {
+    // SAFETY: gettid and setpriority take no pointers; a failure leaves
+    // the thread as it was.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,18 +288,5 @@ mod tests {
         assert!(!running(pid), "killed, not reaped");
         child.wait().unwrap();
         assert!(!running(pid), "reaped");
-    }
-}
-
-/// Lowers the calling thread's scheduling priority to niceness `nice`
-/// (background work that the program's threads should pass: on Linux the
-/// nice value is per thread). Raising it back needs privileges, so a
-/// thread does this for itself only.
-pub fn lower_this_thread(nice: i32) {
-    // SAFETY: gettid and setpriority take no pointers; a failure leaves
-    // the thread as it was.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
     }
 }
