@@ -16,7 +16,7 @@
 
 use super::cvt;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 // From <linux/userfaultfd.h> (x86_64 and aarch64 share them); the libc
 // crate does not export them.
@@ -242,15 +242,19 @@ impl Uffd {
     }
 
     /// The address of the next write-protect fault, waiting at most
-    /// `timeout_ms`; `None` when none came (or another event did).
-    pub fn next_fault(&self, timeout_ms: i32) -> io::Result<Option<usize>> {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
+    /// `timeout_ms` (-1: no limit); `None` when none came (or another
+    /// event did), or when `bell` (a descriptor the caller makes readable
+    /// to stop the wait, e.g. an eventfd; -1 for none) is readable.
+    pub fn next_fault(&self, bell: RawFd, timeout_ms: i32) -> io::Result<Option<usize>> {
+        let mut p = [self.fd.as_raw_fd(), bell].map(|fd| libc::pollfd {
+            fd,
             events: libc::POLLIN,
             revents: 0,
-        };
-        // SAFETY: one pollfd on our stack.
-        if cvt(unsafe { libc::poll(&mut p, 1, timeout_ms) })? == 0 {
+        });
+        // SAFETY: two pollfds on our stack.
+        if cvt(unsafe { libc::poll(p.as_mut_ptr(), 2, timeout_ms) })? == 0
+            || p[0].revents & libc::POLLIN == 0
+        {
             return Ok(None);
         }
         let mut m = Msg::default();
@@ -323,7 +327,7 @@ mod tests {
                 wrote.store(true, Ordering::SeqCst);
             });
             let at = loop {
-                if let Some(at) = uffd.next_fault(5000).unwrap() {
+                if let Some(at) = uffd.next_fault(-1, 5000).unwrap() {
                     break at;
                 }
             };

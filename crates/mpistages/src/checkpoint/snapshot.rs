@@ -18,9 +18,11 @@
 //! for the copy of the previous one).
 
 use crate::sys::cma::read_from;
+use crate::sys::eventfd::EventFd;
 use crate::sys::pages::PageBuf;
 use crate::sys::uffd::{page_size, Uffd};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Bytes copied per chunk: what a write to a chunk not yet copied waits
@@ -131,6 +133,8 @@ struct Shared {
     /// Ranges registered with the userfaultfd (page-aligned).
     registered: Mutex<Vec<(usize, usize)>>,
     stop: std::sync::atomic::AtomicBool,
+    /// Rung to stop the fault handler's wait.
+    stop_bell: EventFd,
 }
 
 pub struct Snapshotter {
@@ -147,6 +151,7 @@ impl Snapshotter {
             current: Mutex::new(None),
             registered: Mutex::new(Vec::new()),
             stop: Default::default(),
+            stop_bell: EventFd::new()?,
         });
         let (tx, rx) = std::sync::mpsc::channel::<Arc<Job>>();
         let s = shared.clone();
@@ -344,6 +349,7 @@ impl Drop for Snapshotter {
         self.shared
             .stop
             .store(true, std::sync::atomic::Ordering::Release);
+        self.shared.stop_bell.ring();
         lock(&self.to_copier).take();
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -356,7 +362,8 @@ impl Drop for Snapshotter {
 fn handle_faults(s: &Shared) {
     let page = page_size();
     while !s.stop.load(std::sync::atomic::Ordering::Acquire) {
-        let at = match s.uffd.next_fault(100) {
+        // No timeout: an idle process does not wake up for it.
+        let at = match s.uffd.next_fault(s.stop_bell.as_raw_fd(), -1) {
             Ok(Some(at)) => at,
             Ok(None) => continue,
             Err(e) => {
