@@ -382,36 +382,8 @@ fn snapshots_here() -> bool {
 
 /// A private anonymous mapping standing for a program's region, unmapped
 /// when dropped.
-struct Mapping(*mut libc::c_void, usize);
-
-impl Mapping {
-    fn new(len: usize) -> Mapping {
-        // SAFETY: a fresh private anonymous mapping, ours until dropped.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        Mapping(p, len)
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: `self.1` bytes mapped while `self` lives.
-        unsafe { std::slice::from_raw_parts_mut(self.0 as *mut u8, self.1) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `new`, unmapped once.
-        unsafe { libc::munmap(self.0, self.1) };
-    }
+fn mapping(len: usize) -> crate::sys::pages::PageBuf {
+    crate::sys::pages::PageBuf::new(len, 0).unwrap()
 }
 
 /// Writes `region` as the program's protected region 7 of `epoch`,
@@ -484,9 +456,9 @@ fn a_region_unmapped_during_its_snapshot_fails_the_epoch_not_the_process() {
     let mut store = Store::new(&config::parse(&spec).unwrap(), 5, 1, 4);
     let mut lost = 0;
     for e in 1..=4u64 {
-        let mut region = Mapping::new(64 << 20);
-        region.bytes().fill(e as u8);
-        let later = write_region(&mut store, e, region.bytes());
+        let mut region = mapping(64 << 20);
+        region.as_mut_slice().fill(e as u8);
+        let later = write_region(&mut store, e, region.as_mut_slice());
         drop(region);
         let done = later.run();
         let held = done.held;
@@ -523,10 +495,10 @@ fn a_region_freed_and_allocated_again_is_snapshotted_anew() {
     for e in 1..=3u64 {
         // Each epoch's region is new (freed without MPIX_Unprotect at the
         // end of the one before).
-        let mut region = Mapping::new(8 << 20);
-        region.bytes().fill(10 + e as u8);
-        let later = write_region(&mut store, e, region.bytes());
-        region.bytes().fill(0);
+        let mut region = mapping(8 << 20);
+        region.as_mut_slice().fill(10 + e as u8);
+        let later = write_region(&mut store, e, region.as_mut_slice());
+        region.as_mut_slice().fill(0);
         let done = later.run();
         assert!(done.held);
         assert!(store.finish(done).is_empty());
