@@ -26,16 +26,7 @@ impl Stages {
                 let Ok((w, client)): Result<(LevelWrites, Arc<Client>), _> = rx.recv() else {
                     return None;
                 };
-                let done = LevelWrites::run(w);
-                // A failed send means mpiexec is gone: the application
-                // thread learns it at its next call.
-                if done.held {
-                    let _ = client.send(&ToController::Checkpoint {
-                        epoch,
-                        durable: done.durable,
-                    });
-                }
-                Some(done)
+                Some(write_and_report(w, &client))
             });
         match thread {
             Ok(t) => {
@@ -46,14 +37,8 @@ impl Stages {
                 log::warn!(
                     "mpistages: warning: no thread to write epoch {epoch}: {e}; written now"
                 );
-                let done = w.run();
                 // The caller leaves the report to this call, as to the thread.
-                if done.held {
-                    let _ = client.send(&ToController::Checkpoint {
-                        epoch,
-                        durable: done.durable,
-                    });
-                }
+                let done = write_and_report(w, &client);
                 for w in self.store.finish(done) {
                     log::warn!("mpistages: warning: {w}");
                 }
@@ -133,4 +118,19 @@ impl Stages {
             Err(_) => log::warn!("mpistages: warning: the parity thread of epoch {epoch} failed"),
         }
     }
+}
+
+/// Writes `w`'s files, then reports its epoch to mpiexec if this rank holds
+/// it (its copy in memory is whole). A failed send means mpiexec is gone:
+/// the application thread learns it at its next call.
+fn write_and_report(w: LevelWrites, client: &Client) -> LevelsWritten {
+    let epoch = w.epoch();
+    let done = w.run();
+    if done.held {
+        let _ = client.send(&ToController::Checkpoint {
+            epoch,
+            durable: done.durable,
+        });
+    }
+    done
 }
