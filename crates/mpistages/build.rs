@@ -32,6 +32,7 @@ fn main() {
         .file("csrc/reinit.c")
         .file("csrc/pcontrol.c")
         .file("csrc/stdout.c")
+        .file("csrc/crash.c")
         .file(&entry)
         .include("../../include")
         .opt_level(2)
