@@ -548,6 +548,10 @@ fn a_rank_that_faults_says_where() {
         &[("MPISTAGES_BACKTRACE", "0")],
         LIMIT,
     );
-    assert!(r.stderr.contains("was killed by signal 11 (SIGSEGV)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("was killed by signal 11 (SIGSEGV)"),
+        "{}",
+        r.stderr
+    );
     assert!(!r.stderr.contains("received SIGSEGV"), "{}", r.stderr);
 }

@@ -792,18 +792,13 @@ fn campaign(o: &Opts) -> Result<bool, String> {
         );
         if matches!(class, Class::Wrong | Class::Hang | Class::Crash) {
             bad.push(format!(
-                "run {run} ({} {} {} ranks, {injects}): {} - {detail}\n    stderr tail:\n{}",
+                "run {run} ({} {} {} ranks, {injects}): {} - {detail}\n    stderr:\n{}",
                 plan.app.name,
                 plan.mode,
                 plan.ranks,
                 class.name(),
-                r.stderr
-                    .lines()
-                    .rev()
-                    .take(8)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
+                stderr_excerpt(&r.stderr)
+                    .iter()
                     .map(|l| format!("      {l}"))
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -870,6 +865,17 @@ fn summarize(
         let _ = writeln!(s, "{b}");
     }
     s
+}
+
+/// What a bad run's summary quotes of its standard error: a rank's fault
+/// report and backtrace when one died of a fault (the lines that say
+/// where), else the last 8 lines.
+fn stderr_excerpt(stderr: &str) -> Vec<&str> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    match lines.iter().position(|l| l.contains(") received SIG")) {
+        Some(at) => lines[at..].iter().take(24).copied().collect(),
+        None => lines[lines.len().saturating_sub(8)..].to_vec(),
+    }
 }
 
 #[cfg(test)]
