@@ -138,14 +138,6 @@ static int proxy_options(int argc, char **argv, const char *name, int *size, int
     return 0;
 }
 static int proxy_back; /* this process is coming back from a failure */
-/* The whole cost of a failure, as a survivor sees it: the furthest
- * iteration it finished, when, and its time per iteration until then
- * (checkpoints included); after a rollback, the iteration to catch up with
- * (the one the failure interrupted), and where it went on from. */
-static int proxy_done = -1;
-static double proxy_done_at, proxy_per_iter_s;
-static int proxy_reached = -1;
-static int proxy_back_from;
 
 /* The ballast of -m MB: state the application does not compute with but
  * must get back, as a larger code's would be. Each iteration writes the
@@ -465,34 +457,6 @@ static void proxy_ulfm(void)
 }
 #endif
 
-/* Iteration *iter is finished; the loop began at iteration *first at unix
- * time *started. Before a failure: how far, when, at what pace. After a
- * rollback, once the iteration the failure interrupted is finished: the
- * failure's whole cost is the time since the last iteration finished
- * before it, less what the iterations since then take at the pace before
- * it — the ones done again and the interrupted one (mpistages-bench reads
- * this line); then the pace is measured anew. Under reinit a failure
- * leaves the loop by a jump, so all is kept at every iteration. */
-static void proxy_progress(int *first, double *started)
-{
-    int done = *proxy_app->iter;
-    double now = proxy_unix_time();
-    if (proxy_reached < 0) {
-        proxy_done = done;
-        proxy_done_at = now;
-        proxy_per_iter_s = (now - *started) / (done - *first);
-    } else if (done == proxy_reached) {
-        fprintf(stderr,
-                "%s: rank %d caught up with iteration %d at unix time %.6f, from iteration %d at %.3f ms per iteration; "
-                "iteration %d was done at unix time %.6f\n",
-                proxy_app->name, proxy_rank(), done, now, proxy_back_from, proxy_per_iter_s * 1e3, proxy_done,
-                proxy_done_at);
-        proxy_reached = -1;
-        *first = done;
-        *started = now;
-    }
-}
-
 /* One attempt from `epoch`: MPI_SUCCESS, or the error of the first MPI
  * call that failed (MPIX_TRY_RELOAD under stages). */
 static int proxy_attempt(int epoch)
@@ -545,12 +509,7 @@ static int proxy_attempt(int epoch)
 #endif
         if (epoch > 0 && !proxy_ballast_ok(proxy_rank(), *p->iter)) proxy_fail("the restored state", MPI_ERR_OTHER);
     }
-    /* A survivor catches up with the iteration the failure interrupted. */
-    if (proxy_back && proxy_done >= *p->iter && proxy_reached < 0) proxy_reached = proxy_done + 1;
     proxy_back = 0;
-    int first = *p->iter;
-    double started = proxy_unix_time();
-    proxy_back_from = first;
     for (int it = *p->iter; it < p->iters; it++) {
         if ((rc = p->step(it)) != MPI_SUCCESS) return rc;
         *p->iter = it + 1;
@@ -567,7 +526,6 @@ static int proxy_attempt(int epoch)
             if (rc != MPI_SUCCESS) return rc;
         }
 #endif
-        proxy_progress(&first, &started);
     }
     return MPI_SUCCESS;
 }

@@ -295,8 +295,6 @@ struct Run {
     back_iter: Option<u64>,
     load_ms: Option<f64>,
     state_bytes: Option<u64>,
-    /// The failure's whole cost (ms), from the survivors' caught-up lines.
-    whole_cost_ms: Option<f64>,
 }
 
 /// Runs mpiexec with `args`; `files` is where the proxies' ULFM driver
@@ -564,7 +562,6 @@ fn parse_run(app: &App, marker: &str, wall: f64, out: &str, err: &str) -> Result
         (Some(f), Some(b)) => Some((b - f) * 1e3),
         _ => None,
     };
-    let whole_cost_ms = whole_cost(err);
     Ok(Run {
         wall,
         app_s,
@@ -575,36 +572,7 @@ fn parse_run(app: &App, marker: &str, wall: f64, out: &str, err: &str) -> Result
         back_iter,
         load_ms,
         state_bytes,
-        whole_cost_ms,
     })
-}
-
-/// The failure's whole cost (ms) from the survivors' lines "NAME: rank R
-/// caught up with iteration I at unix time T, from iteration B at P ms per
-/// iteration; iteration D was done at unix time S": from the end of the
-/// last iteration a survivor finished before the failure (D, at S) to the
-/// end of the one the failure interrupted (I = D + 1, at T), less what the
-/// iterations it did in between (I - B: the interrupted one and those done
-/// again from the checkpoint, B) take at its pace before the failure; the
-/// largest over the survivors. The detection, the recovery and what it
-/// leaves for later (page faults on restored memory, a replacement slow to
-/// start, whom the survivors wait for) all count. None without a survivor
-/// (a whole-job restart).
-fn whole_cost(err: &str) -> Option<f64> {
-    err.lines()
-        .filter_map(|l| {
-            let rest = l.split(" caught up with iteration ").nth(1)?;
-            let (reached, rest) = rest.split_once(" at unix time ")?;
-            let (t, rest) = rest.split_once(", from iteration ")?;
-            let (from, rest) = rest.split_once(" at ")?;
-            let (per_iter, rest) = rest.split_once(" ms per iteration; iteration ")?;
-            let (_, done_at) = rest.split_once(" was done at unix time ")?;
-            let (reached, from): (f64, f64) = (reached.parse().ok()?, from.parse().ok()?);
-            let (t, per_iter): (f64, f64) = (t.parse().ok()?, per_iter.parse().ok()?);
-            let done_at: f64 = done_at.trim().parse().ok()?;
-            Some((t - done_at) * 1e3 - (reached - from) * per_iter)
-        })
-        .reduce(f64::max)
 }
 
 /// Peak memory of a run, as a multiple of the protected state per rank:
@@ -676,8 +644,6 @@ struct Row {
     reexecuted: u64,
     /// One process coming back alone (`floor`), ms.
     floor_ms: f64,
-    /// The failure's whole cost (`whole_cost`), ms; NaN when unknown.
-    whole_cost_ms: f64,
 }
 
 /// The `mpistages-bench` program (its `main`).
@@ -907,7 +873,6 @@ fn bench(o: &Opts) -> Result<(), String> {
                         state_bytes: hurt.state_bytes.unwrap_or(0),
                         reexecuted: kill_it.saturating_sub(hurt.back_iter.unwrap_or(kill_it)),
                         floor_ms,
-                        whole_cost_ms: hurt.whole_cost_ms.unwrap_or(f64::NAN),
                     });
                 }
             }
@@ -1007,29 +972,6 @@ fn summary(rows: &[Row]) -> String {
         for (m, rs) in modes.iter().filter(|(m, _)| **m != "stages") {
             line += &format!("; {:.2} of {m}'s", s / rec(rs));
         }
-        // From the survivors' catching up (NaN where no run said it).
-        let whole = |rs: &[&Row]| {
-            let v: Vec<f64> = rs
-                .iter()
-                .map(|r| r.whole_cost_ms)
-                .filter(|c| !c.is_nan())
-                .collect();
-            if v.is_empty() {
-                f64::NAN
-            } else {
-                median(&v)
-            }
-        };
-        let w = whole(st);
-        if !w.is_nan() {
-            line += &format!("; whole cost with the work redone left out {w:.0} ms");
-            for (m, rs) in modes.iter().filter(|(m, _)| **m != "stages") {
-                let o = whole(rs);
-                if !o.is_nan() {
-                    line += &format!(", {:.2} of {m}'s {o:.0}", w / o);
-                }
-            }
-        }
         if let Some(rs) = modes.get("restart") {
             line += &format!(
                 "; whole cost of the failure {:.0} ms, {:.2} of restart's {:.0} ms",
@@ -1074,7 +1016,7 @@ fn same_numbers(a: &str, b: &str) -> bool {
 /// rank, the iterations done again) and the runs' times.
 fn write_csv(o: &Opts, rows: &[Row]) -> Result<String, String> {
     let mut csv = String::from(
-        "app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,floor_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct,whole_cost_ms\n",
+        "app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,floor_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct\n",
     );
     for r in rows {
         let m = |k: usize| {
@@ -1083,7 +1025,7 @@ fn write_csv(o: &Opts, rows: &[Row]) -> Result<String, String> {
                 .map_or(String::new(), |v| format!("{v:.3}"))
         };
         csv += &format!(
-            "{},{},{},{},{},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.4},{:.4},{:.2},{:.3}\n",
+            "{},{},{},{},{},{:.3},{},{},{},{},{},{:.3},{},{},{:.3},{:.4},{:.4},{:.2}\n",
             r.app,
             r.mode,
             r.ranks,
@@ -1101,8 +1043,7 @@ fn write_csv(o: &Opts, rows: &[Row]) -> Result<String, String> {
             r.floor_ms,
             r.tts,
             r.ff,
-            r.overhead,
-            r.whole_cost_ms
+            r.overhead
         );
     }
     std::fs::write(o.out.join("recovery.csv"), &csv).map_err(|e| e.to_string())?;
@@ -1121,9 +1062,8 @@ fn read_csv(text: &str) -> Result<Vec<Row>, String> {
     for (i, line) in lines.enumerate().filter(|(_, l)| !l.is_empty()) {
         let f: Vec<&str> = line.split(',').collect();
         let bad = |what: &str| format!("line {}: {what}: {line}", i + 2);
-        // Files written before the whole-cost column have 18 fields.
-        if f.len() != 18 && f.len() != 19 {
-            return Err(bad("not 18 or 19 fields"));
+        if f.len() != 18 {
+            return Err(bad("not 18 fields"));
         }
         let num = |k: usize| f[k].parse::<f64>().map_err(|_| bad("not a number"));
         let int = |k: usize| f[k].parse::<u64>().map_err(|_| bad("not a count"));
@@ -1146,7 +1086,6 @@ fn read_csv(text: &str) -> Result<Vec<Row>, String> {
             tts: num(15)?,
             ff: num(16)?,
             overhead: num(17)?,
-            whole_cost_ms: if f.len() > 18 { num(18)? } else { f64::NAN },
             in_ckpt: f64::NAN,
         });
     }
@@ -1239,33 +1178,4 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
         }
     }
     t
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_whole_cost_is_the_slowest_survivors_less_its_work_redone() {
-        let err = "mpiexec: rank 1 (pid 7) was killed by signal 9; failure at unix time 100.000000\n\
-                   md: rank 0 caught up with iteration 40 at unix time 100.500000, from iteration 30 at 20.000 ms per iteration; iteration 39 was done at unix time 99.990000\n\
-                   md: rank 2 caught up with iteration 41 at unix time 100.700000, from iteration 30 at 30.000 ms per iteration; iteration 40 was done at unix time 99.970000\n\
-                   md: rank 3 caught up with iteration 40 at unix t";
-        // rank 0: 510 - 10 x 20 = 310; rank 2: 730 - 11 x 30 = 400.
-        let c = whole_cost(err).unwrap();
-        assert!((c - 400.0).abs() < 1e-6, "{c}");
-        assert_eq!(whole_cost("no such line\n"), None);
-    }
-
-    #[test]
-    fn recovery_csvs_are_read_with_and_without_the_whole_cost() {
-        let head = "app,mode,ranks,state_mb,rep,recovery_ms,detected_ms,propagated_ms,started_ms,mpi_restored_ms,resumed_ms,data_load_ms,state_bytes,reexecuted_iters,floor_ms,time_to_solution_s,failure_free_s,ckpt_overhead_pct";
-        let row = "md,stages,4,0,0,6.000,0.1,1.0,1.0,2.0,3.0,0.500,100,2,4.000,1.0,0.9,3.00";
-        let old = read_csv(&format!("{head}\n{row}\n")).unwrap();
-        assert!(old[0].whole_cost_ms.is_nan());
-        let new = read_csv(&format!("{head},whole_cost_ms\n{row},12.500\n")).unwrap();
-        assert_eq!(new[0].whole_cost_ms, 12.5);
-        assert_eq!(new[0].recovery_ms, 6.0);
-        assert!(read_csv(&format!("{head}\nmd,stages,4\n")).is_err());
-    }
 }
