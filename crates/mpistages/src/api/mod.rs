@@ -372,9 +372,10 @@ pub(crate) fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
     }
 }
 
-/// How long a waiting thread polls before it sleeps (unless
-/// `MPISTAGES_SPIN_US` says), and whether it yields its core between
-/// polling rounds. Polling saves the ~15 us a wake-up from epoll costs per
+/// How long a waiting thread polls before it sleeps at first and at most
+/// (unless `MPISTAGES_SPIN_US` and `MPISTAGES_SPIN_MAX_US` say; see
+/// progress/spin.rs), and whether it yields its core between polling
+/// rounds from the start. Polling saves the ~15 us a wake-up from epoll costs per
 /// message (more on a virtual machine). While every rank has a core of its
 /// own it polls without yielding; on an oversubscribed machine a rank that
 /// polls without yielding takes the core from the rank it waits for, so
@@ -384,8 +385,9 @@ pub(crate) fn env_usize(name: &str, default: usize) -> MpiResult<usize> {
 /// 43 -> 5 us; 4 ranks on 2 cores, 8-byte allreduce 55-63 us sleeping at
 /// once, 108 us polling without yielding, 30-45 us yielding; 256 KiB
 /// 690-910 -> 370-600 us; 8 ranks, 8 bytes 144-170 -> 96-123 us.
-fn default_spin(size: usize) -> (usize, bool) {
+fn default_spin(size: usize) -> (usize, usize, bool) {
     const SPIN_US: usize = 50;
+    const SPIN_MAX_US: usize = 1000;
     const SPIN_YIELDING_US: usize = 200;
     let local = std::env::var(crate::control::env::LOCAL_SIZE)
         .ok()
@@ -393,9 +395,10 @@ fn default_spin(size: usize) -> (usize, bool) {
         .unwrap_or(size);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if local <= cores {
-        (SPIN_US, false)
+        (SPIN_US, SPIN_MAX_US, false)
     } else {
-        (SPIN_YIELDING_US, true)
+        // Idle ranks must sleep: the budget does not grow.
+        (SPIN_YIELDING_US, SPIN_YIELDING_US, true)
     }
 }
 
@@ -502,10 +505,12 @@ fn start() -> MpiResult<Mpi> {
     } else {
         crate::stages::Stages::singleton()
     };
-    let (spin_us, spin_yield) = default_spin(size);
+    let (spin_us, spin_max_us, spin_yield) = default_spin(size);
     let spin = Duration::from_micros(env_usize("MPISTAGES_SPIN_US", spin_us)? as u64);
+    let spin_max = Duration::from_micros(env_usize("MPISTAGES_SPIN_MAX_US", spin_max_us)? as u64);
     let engine = Engine::new(EngineConfig {
         spin,
+        spin_max,
         spin_yield,
         me: rank,
         size,

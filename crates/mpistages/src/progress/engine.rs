@@ -6,6 +6,7 @@
 use super::matcher::{Src, TagSel};
 use super::protocol::{Phase, Req, State};
 use super::request::{Op, ReqId, Status};
+use super::spin::SpinBudget;
 use super::state::{Core, TOKEN_BELL, TOKEN_CONTROL};
 use crate::control::client::{Client, ControlReader};
 use crate::sys::epoll::{self, Epoll};
@@ -27,8 +28,10 @@ pub enum ProgressMode {
 }
 
 pub struct EngineConfig {
-    /// A waiting thread polls this long before it sleeps.
+    /// A waiting thread polls this long before it sleeps, at first ...
     pub spin: Duration,
+    /// ... and up to this long when recent waits needed it (`spin.rs`).
+    pub spin_max: Duration,
     /// A polling thread gives its core away between rounds (`sched_yield`):
     /// on an oversubscribed machine the process it waits for may need it.
     pub spin_yield: bool,
@@ -69,7 +72,7 @@ pub struct Engine {
     /// application has not come back to wait by the time it fires.
     pub(super) handoff: TimerFd,
     /// How long a waiting thread polls without sleeping.
-    pub(super) spin: Duration,
+    pub(super) spin: SpinBudget,
     pub(super) spin_yield: bool,
     pub(super) thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -125,7 +128,7 @@ impl Engine {
             bell,
             wake,
             handoff,
-            spin: cfg.spin,
+            spin: SpinBudget::new(cfg.spin, cfg.spin_max),
             spin_yield: cfg.spin_yield,
             thread: Mutex::new(None),
         });

@@ -1,0 +1,121 @@
+//! How long a waiting thread polls before it sleeps, adapted to what the
+//! recent waits of this process needed (issue 38: waiting that survives
+//! contention). A sleep costs a wake-up — a system call by the peer and a
+//! trip through the scheduler, tens of microseconds with a busy process
+//! beside the job — so a wait that ended soon after its thread went to
+//! sleep says that polling longer would have paid: the budget grows, up to
+//! a cap. A wait far longer than the cap says the peer is busy with other
+//! work, and one that ended well within the budget says less would do: the
+//! budget shrinks back towards its base. Past the base, a poller gives its
+//! core away between rounds (`sched_yield`), so that a process sharing the
+//! core — the peer it waits for, or another job — runs first.
+//!
+//! Where the job's ranks do not fit on the machine's cores the cap is the
+//! base: idle ranks must sleep.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+pub struct SpinBudget {
+    base: Duration,
+    cap: Duration,
+    /// The budget now, in nanoseconds.
+    now: AtomicU64,
+}
+
+impl SpinBudget {
+    pub fn new(base: Duration, cap: Duration) -> SpinBudget {
+        let cap = cap.max(base);
+        SpinBudget {
+            base,
+            cap,
+            now: AtomicU64::new(base.as_nanos() as u64),
+        }
+    }
+
+    /// How long the next wait polls before it sleeps.
+    pub fn budget(&self) -> Duration {
+        Duration::from_nanos(self.now.load(Ordering::Relaxed))
+    }
+
+    /// Polling past this gives the core away between rounds.
+    pub fn base(&self) -> Duration {
+        self.base
+    }
+
+    /// A wait ended `waited` after it began; `slept`: its thread slept.
+    /// Waiting threads of one process may record at once: the last store
+    /// wins, which is as good as any.
+    pub fn record(&self, waited: Duration, slept: bool) {
+        let next = next_budget(self.budget(), self.base, self.cap, waited, slept);
+        self.now.store(next.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The budget after a wait (pure: the policy, tested on its own).
+pub fn next_budget(
+    now: Duration,
+    base: Duration,
+    cap: Duration,
+    waited: Duration,
+    slept: bool,
+) -> Duration {
+    let shrunk = (now - now / 4).max(base);
+    if slept {
+        if waited <= cap {
+            // Polling until then would have saved the wake-up.
+            (now * 2).max(waited + waited / 4).min(cap)
+        } else {
+            shrunk
+        }
+    } else if waited < now / 8 {
+        shrunk
+    } else {
+        now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: Duration = Duration::from_micros(1);
+
+    #[test]
+    fn a_wait_that_slept_briefly_grows_the_budget_up_to_the_cap() {
+        let (base, cap) = (50 * US, 1000 * US);
+        assert_eq!(next_budget(base, base, cap, 80 * US, true), 100 * US);
+        assert_eq!(next_budget(base, base, cap, 400 * US, true), 500 * US);
+        assert_eq!(next_budget(800 * US, base, cap, 900 * US, true), cap);
+    }
+
+    #[test]
+    fn long_waits_and_short_ones_shrink_it_to_the_base() {
+        let (base, cap) = (50 * US, 1000 * US);
+        // Slept far longer than the cap: the peer was busy.
+        assert_eq!(next_budget(800 * US, base, cap, 5000 * US, true), 600 * US);
+        // Done within an eighth of the budget.
+        assert_eq!(next_budget(800 * US, base, cap, 20 * US, false), 600 * US);
+        // Never below the base.
+        assert_eq!(next_budget(60 * US, base, cap, US, false), base);
+        // A spin that used its budget keeps it.
+        assert_eq!(next_budget(400 * US, base, cap, 300 * US, false), 400 * US);
+    }
+
+    #[test]
+    fn where_ranks_do_not_fit_the_cap_is_the_base() {
+        let b = SpinBudget::new(200 * US, 200 * US);
+        b.record(150 * US, true);
+        b.record(250 * US, true);
+        assert_eq!(b.budget(), 200 * US);
+        let b = SpinBudget::new(50 * US, 1000 * US);
+        for _ in 0..10 {
+            b.record(300 * US, true);
+        }
+        assert_eq!(b.budget(), 1000 * US);
+        for _ in 0..20 {
+            b.record(US, false);
+        }
+        assert_eq!(b.budget(), 50 * US);
+    }
+}
