@@ -15,7 +15,7 @@ mod protocol;
 mod protocol_tests;
 pub mod request;
 mod slab;
-pub mod spin;
+mod spin;
 mod state;
 pub mod ulfm;
 mod wait;
