@@ -13,9 +13,11 @@
  * goes to address 0). */
 int *volatile nowhere;
 
-static void *fault(void *unused)
+static void *fault(void *named)
 {
-    (void)unused;
+    /* The thread names itself: named by its creator, it could fault first. */
+    if (named)
+        pthread_setname_np(pthread_self(), "worker");
     *(volatile int *)nowhere = 1;
     return NULL;
 }
@@ -28,8 +30,7 @@ int main(int argc, char **argv)
     if (rank == 1) {
         if (argc > 1 && !strcmp(argv[1], "thread")) {
             pthread_t t;
-            pthread_create(&t, NULL, fault, NULL);
-            pthread_setname_np(t, "worker");
+            pthread_create(&t, NULL, fault, &t);
             pthread_join(t, NULL);
         } else {
             fault(NULL);
