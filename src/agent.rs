@@ -221,10 +221,35 @@ pub struct Plan {
     /// On top of the environment it inherits.
     pub env: Vec<(String, String)>,
     pub wdir: Option<std::path::PathBuf>,
-    pub cpu: Option<usize>,
+    /// The CPUs it may run on; empty: those mpiexec may.
+    pub cpus: Vec<usize>,
 }
 
 impl Launch {
+    /// The CPUs of the `local`-th rank on `host`. `--bind-to core`: one,
+    /// in turn over the cores. By default, where the job is on this machine
+    /// alone and its ranks fit its cores, each rank gets its share: a block
+    /// of cores/ranks consecutive ones, so that no two ranks of the job
+    /// ever take turns on one core while another stays idle or busy with
+    /// someone else's work (unbound, a waiting rank and the rank it waits
+    /// for can share a core while a third process has the other, and each
+    /// message then costs a time slice). Threads of a rank share its block.
+    fn cpus_of(&self, local: usize, host: usize) -> Vec<usize> {
+        let n = self.cpus.len();
+        match self.bind {
+            Bind::Core if n > 0 => vec![self.cpus[local % n]],
+            Bind::Auto if n > 0 && self.rank_host.iter().all(|&h| h == 0) => {
+                let ranks = self.ranks_on(host);
+                if ranks > n {
+                    return Vec::new();
+                }
+                let block = n / ranks;
+                self.cpus[local * block..(local + 1) * block].to_vec()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// Ranks of the job on `host`.
     pub fn ranks_on(&self, host: usize) -> usize {
         self.rank_host.iter().filter(|&&h| h == host).count()
@@ -262,19 +287,20 @@ impl Launch {
                     .to_string(),
             ),
         ];
+        if !self.cpus.is_empty() {
+            env.push((env::LOCAL_CORES.into(), self.cpus.len().to_string()));
+        }
         env.extend(self.env.iter().chain(&app.env).cloned());
-        let mut cpu = None;
+        let mut cpus = Vec::new();
         match rank {
             Some(r) => {
                 for k in [env::RANK, "OMPI_COMM_WORLD_RANK", "PMI_RANK"] {
                     env.push((k.into(), r.to_string()));
                 }
                 env.push((env::GENERATION.into(), generation.to_string()));
-                if self.bind == Bind::Core && !self.cpus.is_empty() {
-                    // In turn over the cores, counting this host's ranks.
-                    let local = self.rank_host[..r].iter().filter(|&&h| h == host).count();
-                    cpu = Some(self.cpus[local % self.cpus.len()]);
-                }
+                // Counting this host's ranks.
+                let local = self.rank_host[..r].iter().filter(|&&h| h == host).count();
+                cpus = self.cpus_of(local, host);
             }
             None => env.push((env::SPARE.into(), "1".into())),
         }
@@ -284,7 +310,7 @@ impl Launch {
             args: app.args.clone(),
             env,
             wdir: app.wdir.clone(),
-            cpu,
+            cpus,
         }
     }
 
@@ -346,7 +372,7 @@ impl Launch {
         plan.program = spawn.program.clone();
         plan.args = spawn.args.clone();
         plan.wdir = (!wdir.is_empty()).then(|| wdir.into());
-        plan.cpu = None;
+        plan.cpus.clear();
         plan
     }
 
@@ -372,8 +398,8 @@ impl Launch {
         if let Some(d) = &p.wdir {
             cmd.current_dir(d);
         }
-        if let Some(cpu) = p.cpu {
-            process::bind_to_cpu(&mut cmd, cpu);
+        if !p.cpus.is_empty() {
+            process::bind_to_cpus(&mut cmd, &p.cpus);
         }
         cmd
     }

@@ -53,7 +53,9 @@ options for the whole job (before the first program):
   --oversubscribe      allow more ranks than slots (they share cores);
                        without it, a job that does not fit is refused
   --bind-to core|none  bind each rank to one core, in turn over the cores
-                       mpiexec may use (default none)
+                       mpiexec may use, or leave ranks to the scheduler;
+                       default: where the ranks are on this machine alone
+                       and fit its cores, each on its share of them
   --timeout SECS       end the job (exit status 124) when it runs longer
                        than SECS; MPIEXEC_TIMEOUT=SECS in the environment
                        does the same (the option wins)
@@ -182,8 +184,11 @@ pub struct App {
 /// `--bind-to`: what each rank's CPU affinity is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Bind {
-    /// The scheduler places ranks (the default).
+    /// Where the job is on this machine alone and its ranks fit the cores
+    /// mpiexec may use, each rank on its share of them; otherwise none.
     #[default]
+    Auto,
+    /// The scheduler places ranks.
     None,
     /// Each rank on one core, in turn over the cores mpiexec may use.
     Core,

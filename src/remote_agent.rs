@@ -115,8 +115,9 @@ fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
         cmd.current_dir(d);
     }
     process::supervise(&mut cmd);
-    if let Some(cpu) = s.cpu {
-        process::bind_to_cpu(&mut cmd, cpu as usize);
+    if !s.cpus.is_empty() {
+        let cpus: Vec<usize> = s.cpus.iter().map(|&c| c as usize).collect();
+        process::bind_to_cpus(&mut cmd, &cpus);
     }
     let mut child = cmd
         .spawn()

@@ -21,7 +21,7 @@ fn sh(id: u64, script: &str) -> ToAgent {
         args: vec!["-c".into(), script.into()],
         env: vec![("AGENT_TEST".into(), "yes".into())],
         wdir: Some("/".into()),
-        cpu: None,
+        cpus: Vec::new(),
         stdin: false,
     })
 }
@@ -113,7 +113,7 @@ fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
         args: vec![],
         env: vec![],
         wdir: None,
-        cpu: None,
+        cpus: Vec::new(),
         stdin: false,
     })))
     .unwrap();

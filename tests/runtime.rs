@@ -406,12 +406,14 @@ fn my_cpus() -> Vec<usize> {
 }
 
 /// `--bind-to core` puts each rank on one core, in turn over the cores
-/// mpiexec may use, as the kernel reports it to the rank.
+/// mpiexec may use, as the kernel reports it to the rank; by default ranks
+/// that fit the cores get a share each.
 #[test]
 fn bind_to_core_is_real_affinity() {
     let exe = build("whoami.c");
     let cpus = my_cpus();
     let n = cpus.len() + 1;
+    let n_s = n.to_string();
     let r = mpiexec(
         &[
             "--bind-to",
@@ -431,17 +433,43 @@ fn bind_to_core_is_real_affinity() {
         let want = format!("cpus={}", cpus[k % cpus.len()]);
         assert!(l.ends_with(&want), "rank {k}: {l}, want {want}");
     }
-    // Without it, a rank may use every CPU mpiexec may.
-    let r = mpiexec(&["-n", "1", exe.to_str().unwrap(), "X", "-"], &[], LIMIT);
-    assert!(r.ok(), "{}", r.stderr);
-    let l = whoami_line(&r.stdout, 0);
     let all = std::fs::read_to_string("/proc/self/status").unwrap();
     let all = all
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .unwrap()
         .trim();
+    // By default, ranks that fit the cores get their share of them: one
+    // rank all of them, as many ranks as cores one each.
+    let r = mpiexec(&["-n", "1", exe.to_str().unwrap(), "X", "-"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.stderr);
+    let l = whoami_line(&r.stdout, 0);
     assert!(l.ends_with(&format!("cpus={all}")), "{l}, want {all}");
+    let fit = cpus.len().to_string();
+    let r = mpiexec(&["-n", &fit, exe.to_str().unwrap(), "X", "-"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.stderr);
+    for (k, cpu) in cpus.iter().enumerate() {
+        let l = whoami_line(&r.stdout, k);
+        assert!(
+            l.ends_with(&format!("cpus={cpu}")),
+            "rank {k}: {l}, want {cpu}"
+        );
+    }
+    // More ranks than cores, or --bind-to none: every CPU mpiexec may use.
+    for args in [
+        vec!["-n", &n_s, "--oversubscribe"],
+        vec!["--bind-to", "none", "-n", &fit],
+    ] {
+        let mut args = args.clone();
+        args.extend([exe.to_str().unwrap(), "X", "-"]);
+        let r = mpiexec(&args, &[], LIMIT);
+        assert!(r.ok(), "{}", r.stderr);
+        let l = whoami_line(&r.stdout, 0);
+        assert!(
+            l.ends_with(&format!("cpus={all}")),
+            "{args:?}: {l}, want {all}"
+        );
+    }
 }
 
 /// Hosts and slots: a job that does not fit is refused unless

@@ -401,7 +401,7 @@ impl Job {
             args: plan.args,
             env: plan.env,
             wdir: plan.wdir.map(|d| d.to_string_lossy().into_owned()),
-            cpu: plan.cpu.map(|c| c as u32),
+            cpus: plan.cpus.iter().map(|&c| c as u32).collect(),
             stdin: rank == 0,
         };
         let link = remote.link.clone();

@@ -25,7 +25,8 @@ pub struct Start {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub wdir: Option<String>,
-    pub cpu: Option<u32>,
+    /// The CPUs it may run on; empty: those the agent may.
+    pub cpus: Vec<u32>,
     /// The process reads what mpiexec forwards of its own stdin (`Input`);
     /// every other process gets an empty stdin.
     pub stdin: bool,
@@ -105,7 +106,7 @@ mod tests {
             args: vec!["x".into()],
             env: vec![("MPISTAGES_RANK".into(), "3".into())],
             wdir: Some("/tmp".into()),
-            cpu: Some(1),
+            cpus: vec![1, 2],
             stdin: false,
         });
         let from = [

@@ -21,6 +21,10 @@ pub mod env {
     pub const SIZE: &str = "MPISTAGES_SIZE";
     /// How many ranks of the job run on this machine (they share its cores).
     pub const LOCAL_SIZE: &str = "MPISTAGES_LOCAL_SIZE";
+    /// How many cores the launcher may use on this machine: a rank bound to
+    /// one of them (`--bind-to core`) sees one core, yet has a core of its
+    /// own while the job's local ranks are at most this many.
+    pub const LOCAL_CORES: &str = "MPISTAGES_LOCAL_CORES";
     pub const CONTROL: &str = "MPISTAGES_CONTROL";
     pub const KEY: &str = "MPISTAGES_JOB_KEY";
     pub const JOB_ID: &str = "MPISTAGES_JOB_ID";

@@ -114,14 +114,19 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Makes a spawned child run on `cpu` only (`--bind-to core`).
-pub fn bind_to_cpu(cmd: &mut Command, cpu: usize) {
+/// Makes a spawned child run on `cpus` only (`--bind-to`).
+pub fn bind_to_cpus(cmd: &mut Command, cpus: &[usize]) {
+    // Built here: the child between fork and exec must not allocate.
+    // SAFETY: cpu_set_t is plain data, CPU_SET writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: c is below CPU_SETSIZE, inside the set.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
     // SAFETY: the closure runs in the forked child before exec and calls
-    // only sched_setaffinity (a system call) on a local cpu_set_t.
+    // only sched_setaffinity (a system call) on its copy of the set.
     unsafe {
         cmd.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
                 return Err(io::Error::last_os_error());
             }

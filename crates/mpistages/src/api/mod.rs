@@ -389,11 +389,11 @@ fn default_spin(size: usize) -> (usize, usize, bool) {
     const SPIN_US: usize = 50;
     const SPIN_MAX_US: usize = 1000;
     const SPIN_YIELDING_US: usize = 200;
-    let local = std::env::var(crate::control::env::LOCAL_SIZE)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(size);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let from_env = |name| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let local = from_env(crate::control::env::LOCAL_SIZE).unwrap_or(size);
+    // Not this process's affinity: bound to a core, it sees one.
+    let cores = from_env(crate::control::env::LOCAL_CORES)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     if local <= cores {
         (SPIN_US, SPIN_MAX_US, false)
     } else {

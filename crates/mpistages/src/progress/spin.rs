@@ -6,12 +6,14 @@
 //! sleep says that polling longer would have paid: the budget grows, up to
 //! a cap. A wait far longer than the cap says the peer is busy with other
 //! work, and one that ended well within the budget says less would do: the
-//! budget shrinks back towards its base. Past the base, a poller gives its
-//! core away between rounds (`sched_yield`), so that a process sharing the
-//! core — the peer it waits for, or another job — runs first.
+//! budget shrinks back towards its base. A poller does not give its core
+//! away between rounds while the job's ranks fit on the cores (mpiexec
+//! binds them each to its own share): a `sched_yield` then hands the rest
+//! of the time slice to whatever else runs there, a busy process beside
+//! the job included.
 //!
 //! Where the job's ranks do not fit on the machine's cores the cap is the
-//! base: idle ranks must sleep.
+//! base, and the poller yields between rounds: idle ranks must sleep.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,11 +38,6 @@ impl SpinBudget {
     /// How long the next wait polls before it sleeps.
     pub fn budget(&self) -> Duration {
         Duration::from_nanos(self.now.load(Ordering::Relaxed))
-    }
-
-    /// Polling past this gives the core away between rounds.
-    pub fn base(&self) -> Duration {
-        self.base
     }
 
     /// A wait ended `waited` after it began; `slept`: its thread slept.

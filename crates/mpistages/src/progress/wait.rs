@@ -130,18 +130,17 @@ impl Engine {
 
     /// Blocks until `f` returns `Some`. One waiting thread at a time polls
     /// the transports (spinning for the budget of `spin` first, giving the
-    /// core away between rounds past its base, then sleeping in epoll);
+    /// core away between rounds where ranks share cores, then sleeping in
+    /// epoll);
     /// others sleep on the condition variable. What the wait took adapts
     /// the budget.
     pub(super) fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
         let mut core = self.lock();
         let mut evs = Vec::new();
-        // When the first round found nothing, and when to give the core
-        // away between rounds and to stop polling.
-        let mut spin_from: Option<(Instant, Instant, Instant)> = None;
+        // When the first round found nothing, and when to stop polling.
+        let mut spin_from: Option<(Instant, Instant)> = None;
         let mut spins: u32 = 0;
         let mut spinning = true;
-        let mut yielding = self.spin_yield;
         let mut slept = false;
         loop {
             let before = core.changes;
@@ -149,25 +148,24 @@ impl Engine {
             self.after(&core, before, true);
             if let Some(v) = v {
                 drop(core);
-                if let Some((began, _, _)) = spin_from {
+                if let Some((began, _)) = spin_from {
                     self.spin.record(began.elapsed(), slept);
                 }
                 self.background();
                 return v;
             }
             if !core.polling {
-                let (_, yield_from, deadline) = *spin_from.get_or_insert_with(|| {
+                let (_, deadline) = *spin_from.get_or_insert_with(|| {
                     let now = Instant::now();
-                    (now, now + self.spin.base(), now + self.spin.budget())
+                    (now, now + self.spin.budget())
                 });
                 // The clock is read every few rounds: a read costs as much
                 // as a round of polling shared memory.
                 if spins.is_multiple_of(CLOCK_EVERY) {
                     let now = Instant::now();
                     spinning = now < deadline;
-                    yielding = self.spin_yield || now >= yield_from;
                 }
-                if spinning && yielding {
+                if spinning && self.spin_yield {
                     MutexGuard::unlocked(&mut core, std::thread::yield_now);
                     if core.polling {
                         continue;
