@@ -125,7 +125,7 @@ pub struct Tables {
     pub types: Vec<Option<Arc<Datatype>>>,
     pub ops: Vec<Option<OpDef>>,
     /// Communicator of each active request (by request slot), for errors.
-    pub req_comm: std::collections::HashMap<u32, i32>,
+    pub req_comm: rustc_hash::FxHashMap<u32, i32>,
     /// Highest context id in use by this process; new ones are agreed above it.
     pub max_context: u32,
     /// Attribute keys and the attributes set on objects.

@@ -170,7 +170,7 @@ impl Core {
     }
 
     pub(super) fn release(&mut self, id: ReqId) {
-        self.requests.remove(id);
+        self.requests.discard(id);
     }
 
     /// Reads the transport's sockets directly (see `Transport::poll_reads`)

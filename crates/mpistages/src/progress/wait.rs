@@ -11,7 +11,7 @@ use parking_lot::MutexGuard;
 use std::time::{Duration, Instant};
 
 /// Spin rounds between two looks at the clock.
-const CLOCK_EVERY: u32 = 8;
+const CLOCK_EVERY: u32 = 32;
 
 impl Engine {
     /// The progress thread drives communication unless user threads are
