@@ -379,11 +379,14 @@ impl Transport for Tcp {
         if p.lost {
             return Err(TransportError::PeerGone(peer));
         }
+        let idle = p.stream.is_some() && !p.want_write && !p.backlog();
         match class {
+            Class::Urgent if idle => self.write_now(peer, frame, out),
             Class::Urgent => p.urgent.push_back(frame),
             Class::Bulk => p.bulk.push_back(frame),
         }
-        if p.stream.is_some() && !p.want_write {
+        let p = &self.peers[peer];
+        if p.stream.is_some() && !p.want_write && p.backlog() {
             self.flush(peer, out);
         }
         self.arm_udp_timer();

@@ -86,6 +86,16 @@ impl Tcp {
                             hdr,
                             payload: Vec::new(),
                         }),
+                        // The whole payload is here already (a small frame
+                        // almost always is): taken without the read state.
+                        _ if p.rtail - p.rhead >= hdr.len as usize => {
+                            let end = p.rhead + hdr.len as usize;
+                            let payload = p.rbuf[p.rhead..end].to_vec();
+                            p.rhead = end;
+                            if !self.frame_complete(peer, hdr, payload, out) {
+                                return false;
+                            }
+                        }
                         _ => {
                             p.rstate = ReadState::Payload {
                                 hdr,
@@ -106,13 +116,9 @@ impl Tcp {
                     let hdr = *hdr;
                     let payload = std::mem::take(buf);
                     p.rstate = ReadState::Header;
-                    if hdr.kind == Kind::DataRef {
-                        if !self.take_reference(peer, hdr, &payload, out) {
-                            return false;
-                        }
-                        continue;
+                    if !self.frame_complete(peer, hdr, payload, out) {
+                        return false;
                     }
-                    out.push(Event::Frame { peer, hdr, payload });
                 }
                 ReadState::Data { key, pos, end, len } => {
                     let n = avail.min((*end - *pos) as usize);
@@ -138,6 +144,22 @@ impl Tcp {
                 }
             }
         }
+    }
+
+    /// A frame with its payload: a DATA_REF is the transport's own, any
+    /// other goes to the engine. False if the peer was dropped.
+    fn frame_complete(
+        &mut self,
+        peer: usize,
+        hdr: Header,
+        payload: Vec<u8>,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        if hdr.kind == Kind::DataRef {
+            return self.take_reference(peer, hdr, &payload, out);
+        }
+        out.push(Event::Frame { peer, hdr, payload });
+        true
     }
 
     /// A DATA_REF: copies the referred bytes from the peer's memory into

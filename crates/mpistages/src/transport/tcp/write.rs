@@ -4,6 +4,40 @@
 use super::*;
 
 impl Tcp {
+    /// An urgent frame for a connection with nothing queued goes out at
+    /// once, without the queues and the wire list (most frames — eager
+    /// messages, CTS, acknowledgements — find nothing before them). What
+    /// does not go whole joins the wire list, for `flush`.
+    pub(super) fn write_now(&mut self, peer: usize, mut f: OutFrame, out: &mut Vec<Event>) {
+        let p = &mut self.peers[peer];
+        let Some(stream) = p.stream.as_mut() else {
+            return p.urgent.push_back(f);
+        };
+        if Header::data_rid(&f.header).is_some() {
+            return p.urgent.push_back(f);
+        }
+        Header::stamp_seq(&mut f.header, p.sent_seq);
+        p.sent_seq += 1;
+        let iov = [IoSlice::new(&f.header), IoSlice::new(f.payload.bytes())];
+        let parts = if f.payload.bytes().is_empty() { 1 } else { 2 };
+        match stream.write_vectored(&iov[..parts]) {
+            Ok(n) if n == f.wire_len() => {
+                if let Some(token) = f.token {
+                    out.push(Event::Sent { token });
+                }
+            }
+            // Partly written, no room, or an error: `flush` goes on from
+            // here (and reports what happened).
+            res => {
+                p.woff = match res {
+                    Ok(n) => n,
+                    Err(_) => 0,
+                };
+                p.wire.push_back((f, Class::Urgent));
+            }
+        }
+    }
+
     /// Writes queued frames until the socket is full, nothing is left, or
     /// the write budget is spent (then write interest brings us back).
     pub(super) fn flush(&mut self, peer: usize, out: &mut Vec<Event>) {
