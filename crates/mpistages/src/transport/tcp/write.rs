@@ -29,10 +29,7 @@ impl Tcp {
             // Partly written, no room, or an error: `flush` goes on from
             // here (and reports what happened).
             res => {
-                p.woff = match res {
-                    Ok(n) => n,
-                    Err(_) => 0,
-                };
+                p.woff = res.unwrap_or_default();
                 p.wire.push_back((f, Class::Urgent));
             }
         }
