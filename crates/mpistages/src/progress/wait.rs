@@ -137,7 +137,7 @@ impl Engine {
     pub(super) fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
         let mut core = self.lock();
         let mut evs = Vec::new();
-        // When the first round found nothing, and when to stop polling.
+        // When the clock was first read, and when to stop polling.
         let mut spin_from: Option<(Instant, Instant)> = None;
         let mut spins: u32 = 0;
         let mut spinning = true;
@@ -155,14 +155,14 @@ impl Engine {
                 return v;
             }
             if !core.polling {
-                let (_, deadline) = *spin_from.get_or_insert_with(|| {
+                // The clock is read every few rounds, from the end of the
+                // first few: a read costs as much as a round of polling
+                // shared memory, and most waits of a ping-pong end sooner
+                // (they are not recorded: the budget matters to none).
+                if spins > 0 && spins.is_multiple_of(CLOCK_EVERY) {
                     let now = Instant::now();
-                    (now, now + self.spin.budget())
-                });
-                // The clock is read every few rounds: a read costs as much
-                // as a round of polling shared memory.
-                if spins.is_multiple_of(CLOCK_EVERY) {
-                    let now = Instant::now();
+                    let (_, deadline) =
+                        *spin_from.get_or_insert_with(|| (now, now + self.spin.budget()));
                     spinning = now < deadline;
                 }
                 if spinning && self.spin_yield {
