@@ -327,6 +327,61 @@ static void shared(int rank) {
     MPI_Comm_free(&node);
 }
 
+/* Accumulates from every rank at once to one element under a shared
+ * lock, with no other synchronization: fetch_and_op's results over all
+ * ranks are 0 .. n-1 each once, and no update is lost (on one host the
+ * origins update a window in shared memory with the CPU's atomics, the
+ * agents with the same compare-and-swaps). */
+static void atomics(int rank, int size) {
+    enum { N = 300 };
+    long *mem;
+    MPI_Win win;
+    CHECK_RC(MPI_Win_allocate(4 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+    for (int i = 0; i < 4; i++) mem[i] = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    long one = 1, *got = malloc(N * sizeof(long));
+    int ione = 1, iold = -1;
+    double half = 0.5;
+    CHECK_RC(MPI_Win_lock_all(0, win));
+    for (int i = 0; i < N; i++) {
+        CHECK_RC(MPI_Fetch_and_op(&one, &got[i], MPI_LONG, 0, 0, MPI_SUM, win));
+        CHECK_RC(MPI_Accumulate(&ione, 1, MPI_INT, 0, 2, 1, MPI_INT, MPI_SUM, win));
+        CHECK_RC(MPI_Get_accumulate(&ione, 1, MPI_INT, &iold, 1, MPI_INT, 0, 2, 1, MPI_INT, MPI_SUM, win));
+        CHECK_RC(MPI_Accumulate(&half, 1, MPI_DOUBLE, 0, 3, 1, MPI_DOUBLE, MPI_SUM, win));
+        CHECK_RC(MPI_Win_flush(0, win));
+    }
+    /* Each rank takes slot 1 from 0 to its rank + 1 once, in turn. */
+    long zero = 0, mine = rank + 1, seen = -1;
+    do {
+        long expect = rank;
+        CHECK_RC(MPI_Compare_and_swap(&mine, &expect, &seen, MPI_LONG, 0, 1, win));
+        CHECK_RC(MPI_Win_flush(0, win));
+    } while (seen != rank);
+    (void)zero;
+    CHECK_RC(MPI_Win_unlock_all(win));
+    long *all = rank == 0 ? malloc((size_t)size * N * sizeof(long)) : NULL;
+    MPI_Gather(got, N, MPI_LONG, all, N, MPI_LONG, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        long total = (long)size * N;
+        char *hit = calloc((size_t)total, 1);
+        for (long i = 0; i < total; i++) {
+            CHECK(all[i] >= 0 && all[i] < total && !hit[all[i]], "fetch_and_op gave %ld twice or out of range", all[i]);
+            hit[all[i]] = 1;
+        }
+        CHECK(mem[0] == total, "counter %ld, want %ld", mem[0], total);
+        int *ints = (int *)&mem[2];
+        CHECK(ints[0] == 2 * total && ints[1] == 0, "int counter %d, want %ld", ints[0], 2 * total);
+        double *d = (double *)&mem[3];
+        CHECK(*d == 0.5 * total, "double sum %g, want %g", *d, 0.5 * total);
+        CHECK(mem[1] == size, "compare-and-swap chain ended at %ld, want %d", mem[1], size);
+        free(hit);
+        free(all);
+    }
+    free(got);
+    CHECK_RC(MPI_Win_free(&win));
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -334,6 +389,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     fence(rank, size);
     passive(rank, size);
+    atomics(rank, size);
     pscw(rank, size);
     dynamic(rank, size);
     shared(rank);

@@ -16,7 +16,9 @@
 //! cross-memory copies into the target process (`_create`, once a read of
 //! a value each member published checks that its PID names it).
 //! Accumulates go to the agent, which makes them atomic, but under an
-//! exclusive lock, when the origin combines itself.
+//! exclusive lock, when the origin combines itself; accumulates of 4- and
+//! 8-byte elements are compare-and-swaps (`atomic.rs`), done by the
+//! origin itself in a window in shared memory.
 //!
 //! Files of this module: `win.rs` (objects and table), `lock.rs` (the
 //! passive-target lock at the agent, a pure state machine), `hostlock.rs`
@@ -28,6 +30,7 @@
 //! post/start/complete/wait).
 
 pub mod agent;
+pub mod atomic;
 pub mod gate;
 pub mod hostlock;
 pub mod lock;

@@ -147,6 +147,9 @@ pub fn accumulate(
     }
     let elem = element(&origin.dtype, &place.dtype, o)?;
     let data = origin.pack();
+    if atomic_here(w, rank, &place, &elem, o, &data)?.is_some() {
+        return Ok(None);
+    }
     if let Some(d) = w.direct_exclusive(rank, &place) {
         if combine_direct(w, &d, &elem, o, &data, data.len())?.is_some() {
             return Ok(None);
@@ -159,6 +162,28 @@ pub fn accumulate(
     };
     let id = send(m, w, rank, req, &data)?;
     Ok(Some(w.sent(rank, id, user)))
+}
+
+/// An accumulate done by the origin itself with the CPU's atomics, in a
+/// window in shared memory whose elements allow it (`atomic.rs`); the
+/// target's packed values before, or `None` when it goes another way.
+fn atomic_here(
+    w: &Win,
+    rank: usize,
+    place: &Place,
+    elem: &Datatype,
+    o: i32,
+    data: &[u8],
+) -> MpiResult<Option<Vec<u8>>> {
+    let Some(t) = w.shared_place(rank, place) else {
+        return Ok(None);
+    };
+    let Some(runs) = atomic::runs(&t, elem) else {
+        return Ok(None);
+    };
+    // SAFETY: the target's segment is mapped here while the window lives
+    // (`shared_place`), and `runs` checked the elements.
+    unsafe { atomic::combine(&runs, elem, o, data) }.map(Some)
 }
 
 /// `MPI_Get_accumulate` (`origin` is `None` for `MPI_NO_OP`), also
@@ -189,6 +214,10 @@ pub fn get_accumulate(
     };
     let elem = element(&result.dtype, &place.dtype, o)?;
     let bytes = result.bytes();
+    if let Some(old) = atomic_here(w, rank, &place, &elem, o, &data)? {
+        result.unpack(&old);
+        return Ok(None);
+    }
     if let Some(d) = w.direct_exclusive(rank, &place) {
         if let Some(old) = combine_direct(w, &d, &elem, o, &data, bytes)? {
             result.unpack(&old);
@@ -226,6 +255,16 @@ pub fn compare_and_swap(
     let mut data = new.pack();
     data.extend_from_slice(&compare.pack());
     let bytes = result.bytes();
+    if let Some(t) = w.shared_place(rank, &place) {
+        if let Some(&[(addr, 1)]) = atomic::runs(&t, &place.dtype).as_deref() {
+            let n = place.dtype.size;
+            // SAFETY: `runs` checked the element, in the target's segment
+            // that this process maps while the window lives.
+            let old = unsafe { atomic::compare_and_swap(addr, n, &data[..n], &data[n..]) };
+            result.unpack(&old);
+            return Ok(());
+        }
+    }
     let reply = w.reply_tag();
     let id = expect(m, w, rank, reply, Box::new(result));
     let sent = send(

@@ -1,9 +1,10 @@
 //! A window's memory at its owner and what a request does to it: the
 //! range checked against the window (or, for a dynamic window, against
 //! the regions attached), data unpacked into it, packed out of it, or
-//! combined with it element by element. Used by the agent; tested on
-//! plain vectors.
+//! combined with it element by element (atomically where the elements
+//! allow, `atomic.rs`). Used by the agent; tested on plain vectors.
 
+use super::atomic;
 use super::wire::{Place, Request};
 use crate::api::consts::{err, op};
 use crate::api::datatype::Datatype;
@@ -98,6 +99,13 @@ impl Target {
                     return fail(err::RMA_RANGE, "compare-and-swap needs two values");
                 }
                 let Some(t) = t else { return Ok(Vec::new()) };
+                if let Some(&[(addr, 1)]) = atomic::runs(&t, &at.dtype).as_deref() {
+                    // SAFETY: `runs` checked the element; the window's
+                    // memory stays valid (see `typed`).
+                    return Ok(unsafe {
+                        atomic::compare_and_swap(addr, n, &data[..n], &data[n..])
+                    });
+                }
                 let old = t.pack();
                 if old == data[n..] {
                     t.unpack(&data[..n]);
@@ -115,6 +123,10 @@ impl Target {
             check_len(t.as_ref(), data.len())?;
         }
         let Some(t) = t else { return Ok(Vec::new()) };
+        if let Some(runs) = atomic::runs(&t, elem) {
+            // SAFETY: the window's memory stays valid (see `typed`).
+            return unsafe { atomic::combine(&runs, elem, o, data) };
+        }
         let old = t.pack();
         if let Some(new) = combine(elem, o, &old, data)? {
             t.unpack(&new);
