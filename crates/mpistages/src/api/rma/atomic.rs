@@ -11,12 +11,12 @@
 //! Which way an element goes depends only on its type and its address,
 //! so every process decides alike for the same element.
 
-use super::target;
 use crate::api::consts::{err, op};
-use crate::api::datatype::Datatype;
+use crate::api::datatype::{Basic, Datatype};
 use crate::api::error::{fail, MpiResult};
+use crate::api::op::{reduce, OpDef};
 use crate::api::usermem::TypedBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// The elements `t` names as runs of (address, elements), if every one
 /// can be updated atomically: elements of `elem`, 4 or 8 bytes without
@@ -40,7 +40,9 @@ pub fn runs(t: &TypedBuf, elem: &Datatype) -> Option<Vec<(usize, usize)>> {
 
 /// `target = target o data` on the elements at `runs` (`data` packed, one
 /// element per element there; empty for `MPI_NO_OP`); returns their
-/// packed values before.
+/// packed values before. Sums, bitwise operations, maxima and minima of
+/// integers are single atomic instructions, replace a swap, no-op a load;
+/// the rest a compare-and-swap per element around the reduction.
 ///
 /// # Safety
 /// `runs` must come from `runs()` on memory valid for reads and writes
@@ -60,24 +62,113 @@ pub unsafe fn combine(
             format!("{} bytes for a target of {}", data.len(), n * size),
         );
     }
+    let basic = elem.uniform_basic();
     let mut old = Vec::with_capacity(n * size);
     let mut i = 0;
     for &(addr, count) in runs {
         for k in 0..count {
             let at = addr + k * size;
             let theirs = data.get(i * size..(i + 1) * size).unwrap_or(&[]);
-            let next = |mine: &[u8]| target::combine(elem, o, mine, theirs);
-            match size {
-                // SAFETY: `at` is aligned to `size` and inside memory valid
-                // for the call (this function's contract).
-                4 => old.extend(unsafe { update4(at, next)? }),
-                // SAFETY: as above.
-                _ => old.extend(unsafe { update8(at, next)? }),
-            }
+            // SAFETY: `at` is aligned to `size` (4 or 8) and inside memory
+            // valid for the call (this function's contract).
+            let before = unsafe { update(at, elem, basic, o, theirs) };
+            old.extend_from_slice(&before[..size]);
             i += 1;
         }
     }
     Ok(old)
+}
+
+/// One element's update (see `combine`); its bytes before (the first
+/// `elem.size` of the eight).
+///
+/// # Safety
+/// `at` aligned to `elem.size` (4 or 8) and valid for reads and writes.
+unsafe fn update(
+    at: usize,
+    elem: &Datatype,
+    basic: Option<Basic>,
+    o: i32,
+    theirs: &[u8],
+) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    macro_rules! int_ops {
+        ($atomic:ty, $t:ty) => {{
+            // SAFETY: the caller's contract.
+            let a = unsafe { <$atomic>::from_ptr(at as *mut $t) };
+            let v = |b: &[u8]| <$t>::from_ne_bytes(b.try_into().expect("one element"));
+            let before = match o {
+                op::NO_OP => Some(a.load(Ordering::Acquire)),
+                op::REPLACE => Some(a.swap(v(theirs), Ordering::AcqRel)),
+                op::SUM => Some(a.fetch_add(v(theirs), Ordering::AcqRel)),
+                op::BAND => Some(a.fetch_and(v(theirs), Ordering::AcqRel)),
+                op::BOR => Some(a.fetch_or(v(theirs), Ordering::AcqRel)),
+                op::BXOR => Some(a.fetch_xor(v(theirs), Ordering::AcqRel)),
+                op::MAX => Some(a.fetch_max(v(theirs), Ordering::AcqRel)),
+                op::MIN => Some(a.fetch_min(v(theirs), Ordering::AcqRel)),
+                _ => None,
+            };
+            if let Some(b) = before {
+                let b = b.to_ne_bytes();
+                out[..b.len()].copy_from_slice(&b);
+                return out;
+            }
+        }};
+    }
+    match basic {
+        Some(Basic::I32) => int_ops!(AtomicI32, i32),
+        Some(Basic::U32) => int_ops!(AtomicU32, u32),
+        Some(Basic::I64) => int_ops!(AtomicI64, i64),
+        Some(Basic::U64) => int_ops!(AtomicU64, u64),
+        _ => {}
+    }
+    // Any other element of 4 or 8 bytes: the reduction between a load and
+    // a compare-and-swap, again if another update came between. The
+    // element's bytes are the first `size` of eight.
+    let size = elem.size;
+    let w4 = |b: &[u8; 8]| u32::from_ne_bytes(b[..4].try_into().expect("4 bytes"));
+    let w8 = |b: &[u8; 8]| u64::from_ne_bytes(*b);
+    let bytes4 = |v: u32| {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&v.to_ne_bytes());
+        b
+    };
+    // SAFETY: the caller's contract (AtomicU32 or AtomicU64 by `size`).
+    let (a4, a8) = unsafe {
+        (
+            AtomicU32::from_ptr(at as *mut u32),
+            AtomicU64::from_ptr(at as *mut u64),
+        )
+    };
+    let mut cur = match size {
+        4 => bytes4(a4.load(Ordering::Acquire)),
+        _ => a8.load(Ordering::Acquire).to_ne_bytes(),
+    };
+    loop {
+        if o == op::NO_OP {
+            return cur;
+        }
+        let mut new = cur;
+        if o == op::REPLACE {
+            new[..size].copy_from_slice(theirs);
+        } else {
+            reduce(&OpDef::Predefined(o), elem, 0, 1, theirs, &mut new[..size]);
+        }
+        let swapped = match size {
+            4 => a4
+                .compare_exchange_weak(w4(&cur), w4(&new), Ordering::AcqRel, Ordering::Acquire)
+                .map(|_| ())
+                .map_err(bytes4),
+            _ => a8
+                .compare_exchange_weak(w8(&cur), w8(&new), Ordering::AcqRel, Ordering::Acquire)
+                .map(|_| ())
+                .map_err(u64::to_ne_bytes),
+        };
+        match swapped {
+            Ok(_) => return cur,
+            Err(seen) => cur = seen,
+        }
+    }
 }
 
 /// `MPI_Compare_and_swap` of the element at `addr` (checked by `runs`):
@@ -86,86 +177,21 @@ pub unsafe fn combine(
 /// # Safety
 /// As for `combine`.
 pub unsafe fn compare_and_swap(addr: usize, size: usize, new: &[u8], compare: &[u8]) -> Vec<u8> {
+    let ord = (Ordering::AcqRel, Ordering::Acquire);
     match size {
         4 => {
             let word = |b: &[u8]| u32::from_ne_bytes(b.try_into().expect("4 bytes"));
             // SAFETY: aligned, valid (the contract).
             let a = unsafe { AtomicU32::from_ptr(addr as *mut u32) };
-            let old = match a.compare_exchange(
-                word(compare),
-                word(new),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(v) | Err(v) => v,
-            };
+            let (Ok(old) | Err(old)) = a.compare_exchange(word(compare), word(new), ord.0, ord.1);
             old.to_ne_bytes().to_vec()
         }
         _ => {
             let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
             // SAFETY: aligned, valid (the contract).
             let a = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
-            let old = match a.compare_exchange(
-                word(compare),
-                word(new),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(v) | Err(v) => v,
-            };
+            let (Ok(old) | Err(old)) = a.compare_exchange(word(compare), word(new), ord.0, ord.1);
             old.to_ne_bytes().to_vec()
-        }
-    }
-}
-
-type Next<'a> = &'a dyn Fn(&[u8]) -> MpiResult<Option<Vec<u8>>>;
-
-/// Replaces the 4-byte element at `at` by `next(it)` in one
-/// compare-and-swap (again if another update came between); its bytes
-/// before.
-///
-/// # Safety
-/// `at` aligned to 4 and valid for reads and writes.
-unsafe fn update4(
-    at: usize,
-    next: impl Fn(&[u8]) -> MpiResult<Option<Vec<u8>>>,
-) -> MpiResult<[u8; 4]> {
-    // SAFETY: the caller's contract.
-    let a = unsafe { AtomicU32::from_ptr(at as *mut u32) };
-    let next: Next = &next;
-    let mut cur = a.load(Ordering::Acquire);
-    loop {
-        let Some(new) = next(&cur.to_ne_bytes())? else {
-            return Ok(cur.to_ne_bytes());
-        };
-        let new = u32::from_ne_bytes(new[..4].try_into().expect("one element"));
-        match a.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Ok(cur.to_ne_bytes()),
-            Err(seen) => cur = seen,
-        }
-    }
-}
-
-/// As `update4`, for 8 bytes.
-///
-/// # Safety
-/// `at` aligned to 8 and valid for reads and writes.
-unsafe fn update8(
-    at: usize,
-    next: impl Fn(&[u8]) -> MpiResult<Option<Vec<u8>>>,
-) -> MpiResult<[u8; 8]> {
-    // SAFETY: the caller's contract.
-    let a = unsafe { AtomicU64::from_ptr(at as *mut u64) };
-    let next: Next = &next;
-    let mut cur = a.load(Ordering::Acquire);
-    loop {
-        let Some(new) = next(&cur.to_ne_bytes())? else {
-            return Ok(cur.to_ne_bytes());
-        };
-        let new = u64::from_ne_bytes(new[..8].try_into().expect("one element"));
-        match a.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return Ok(cur.to_ne_bytes()),
-            Err(seen) => cur = seen,
         }
     }
 }
@@ -204,6 +230,42 @@ mod tests {
             }
         });
         assert_eq!(counters, vec![40_000, 80_000, 120_000, 160_000]);
+    }
+
+    #[test]
+    fn doubles_and_pairs_go_by_compare_and_swap() {
+        let sums = [0f64; 2];
+        let base = sums.as_ptr() as usize;
+        let elem = ty(dt::DOUBLE);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let elem = elem.clone();
+                s.spawn(move || {
+                    // SAFETY: the array outlives the scope; f64s are aligned.
+                    let t = unsafe { TypedBuf::new(base as *mut u8, 2, elem.clone()) };
+                    let r = runs(&t, &elem).expect("aligned 8-byte elements");
+                    let add: Vec<u8> = [0.5f64, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+                    for _ in 0..5_000 {
+                        // SAFETY: as above.
+                        unsafe { combine(&r, &elem, op::SUM, &add).unwrap() };
+                    }
+                });
+            }
+        });
+        assert_eq!(sums, [10_000.0, 40_000.0]);
+        // MPI_2INT under MINLOC: value and index swap together.
+        #[repr(align(8))]
+        struct Pair([i32; 2]);
+        let mut pair = Pair([7, 3]);
+        let elem = ty(dt::TWO_INT);
+        // SAFETY: `pair` lives through the test, aligned to 8.
+        let t = unsafe { TypedBuf::new(pair.0.as_mut_ptr() as *mut u8, 1, elem.clone()) };
+        let r = runs(&t, &elem).expect("an aligned 8-byte pair");
+        let theirs: Vec<u8> = [5i32, 9].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        // SAFETY: as above.
+        let old = unsafe { combine(&r, &elem, op::MINLOC, &theirs).unwrap() };
+        assert_eq!(old, [7i32, 3].iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<_>>());
+        assert_eq!(pair.0, [5, 9]);
     }
 
     #[test]
