@@ -264,7 +264,13 @@ mod tests {
         let theirs: Vec<u8> = [5i32, 9].iter().flat_map(|v| v.to_ne_bytes()).collect();
         // SAFETY: as above.
         let old = unsafe { combine(&r, &elem, op::MINLOC, &theirs).unwrap() };
-        assert_eq!(old, [7i32, 3].iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<_>>());
+        assert_eq!(
+            old,
+            [7i32, 3]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<_>>()
+        );
         assert_eq!(pair.0, [5, 9]);
     }
 

@@ -248,9 +248,10 @@ pub fn create(
         target::Target {
             memory: target::Memory::Dynamic(Mutex::new(Vec::new())),
             disp_unit: 1,
+            atomic: false,
         }
     } else {
-        win::fixed(base, size, disp_unit)
+        win::fixed(base, size, disp_unit, shared.is_some())
     });
     let unit = if flavor == win::flavor::DYNAMIC {
         1

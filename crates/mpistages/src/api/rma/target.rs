@@ -25,6 +25,12 @@ pub enum Memory {
 pub struct Target {
     pub memory: Memory,
     pub disp_unit: usize,
+    /// The window is in shared memory that origins of this host update
+    /// themselves with the CPU's atomics (`atomic.rs`): the agent must
+    /// update such elements the same way. Otherwise the agent alone
+    /// combines (an origin only under an exclusive lock), and a plain
+    /// reduction is atomic enough and faster.
+    pub atomic: bool,
 }
 
 impl Target {
@@ -99,7 +105,8 @@ impl Target {
                     return fail(err::RMA_RANGE, "compare-and-swap needs two values");
                 }
                 let Some(t) = t else { return Ok(Vec::new()) };
-                if let Some(&[(addr, 1)]) = atomic::runs(&t, &at.dtype).as_deref() {
+                let runs = self.atomic.then(|| atomic::runs(&t, &at.dtype)).flatten();
+                if let Some(&[(addr, 1)]) = runs.as_deref() {
                     // SAFETY: `runs` checked the element; the window's
                     // memory stays valid (see `typed`).
                     return Ok(unsafe {
@@ -123,7 +130,7 @@ impl Target {
             check_len(t.as_ref(), data.len())?;
         }
         let Some(t) = t else { return Ok(Vec::new()) };
-        if let Some(runs) = atomic::runs(&t, elem) {
+        if let Some(runs) = self.atomic.then(|| atomic::runs(&t, elem)).flatten() {
             // SAFETY: the window's memory stays valid (see `typed`).
             return unsafe { atomic::combine(&runs, elem, o, data) };
         }
@@ -235,6 +242,7 @@ mod tests {
                 size: v.len(),
             },
             disp_unit,
+            atomic: false,
         }
     }
 
@@ -274,6 +282,45 @@ mod tests {
         assert_eq!(e.unwrap_err().class, err::RMA_RANGE, "too few bytes");
         drop(t);
         assert_eq!(mem, ints(&[0, 7, 8, 0]));
+    }
+
+    /// The agent's atomic updates (a window in shared memory) give what
+    /// its plain reductions give.
+    #[test]
+    fn atomic_and_plain_accumulates_agree() {
+        let ops = [
+            (op::SUM, dt::INT),
+            (op::MAX, dt::LONG_LONG),
+            (op::BXOR, dt::UNSIGNED),
+            (op::PROD, dt::DOUBLE),
+            (op::REPLACE, dt::FLOAT),
+            (op::NO_OP, dt::INT),
+        ];
+        let mut results = Vec::new();
+        for atomic in [false, true] {
+            let mut mem = vec![0u64; 4];
+            let bytes = mem.as_mut_ptr() as *mut u8;
+            // SAFETY: `mem` outlives `t` and these 32 bytes.
+            let view = unsafe { std::slice::from_raw_parts_mut(bytes, 32) };
+            view.copy_from_slice(&[3u8; 32]);
+            let mut t = over(view, 8);
+            t.atomic = atomic;
+            let mut got = Vec::new();
+            for (o, h) in ops {
+                let elem = ty(h);
+                let n = 8 / elem.size;
+                let req = Request::GetAccumulate {
+                    at: place(1, n as u64, h),
+                    elem,
+                    op: o,
+                    reply: 0,
+                };
+                got.push(t.apply(&req, &[5u8; 8]).unwrap());
+            }
+            got.push(view.to_vec());
+            results.push(got);
+        }
+        assert_eq!(results[0], results[1]);
     }
 
     #[test]
@@ -339,6 +386,7 @@ mod tests {
         let t = Target {
             memory: Memory::Dynamic(Mutex::new(vec![(base, 8)])),
             disp_unit: 1,
+            atomic: false,
         };
         t.apply(
             &Request::Put(place(base as u64 + 4, 1, dt::INT)),

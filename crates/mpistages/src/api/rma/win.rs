@@ -283,10 +283,12 @@ pub fn merge_info(info: &mut Info, given: &Info) {
     }
 }
 
-/// A fixed window's memory.
-pub fn fixed(base: usize, size: usize, disp_unit: usize) -> Target {
+/// A fixed window's memory; `atomic`: in shared memory origins update
+/// (see `Target::atomic`).
+pub fn fixed(base: usize, size: usize, disp_unit: usize, atomic: bool) -> Target {
     Target {
         memory: Memory::Fixed { base, size },
         disp_unit,
+        atomic,
     }
 }
