@@ -392,9 +392,18 @@ fn default_spin(size: usize) -> (usize, usize, bool) {
     let from_env = |name| std::env::var(name).ok().and_then(|v| v.parse().ok());
     let local = from_env(crate::control::env::LOCAL_SIZE).unwrap_or(size);
     // Not this process's affinity: bound to a core, it sees one.
-    let cores = from_env(crate::control::env::LOCAL_CORES)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if local <= cores {
+    let mine = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = from_env(crate::control::env::LOCAL_CORES).unwrap_or(mine);
+    if local <= cores && mine < cores {
+        // Bound to a share of the cores (mpiexec's default where ranks
+        // fit): polling longer buys nothing (no other rank of the job can
+        // take this core), and this process's own threads — a window's
+        // agent, a collective's worker — need the core while it polls
+        // (MPICH's rma_contig: 33 s with the budget kept at its base, 80 s
+        // grown to 1 ms; 8-byte ping-pong beside a busy process 0.78 us
+        // either way).
+        (SPIN_US, SPIN_US, false)
+    } else if local <= cores {
         (SPIN_US, SPIN_MAX_US, false)
     } else {
         // Idle ranks must sleep: the budget does not grow.

@@ -13,7 +13,9 @@
 //! the job included.
 //!
 //! Where the job's ranks do not fit on the machine's cores the cap is the
-//! base, and the poller yields between rounds: idle ranks must sleep.
+//! base, and the poller yields between rounds: idle ranks must sleep. A
+//! rank bound to its share of the cores keeps the base too (see
+//! `api::default_spin`): its own threads need the core it polls on.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
