@@ -115,11 +115,12 @@ unsafe fn update(
             }
         }};
     }
-    match basic {
-        Some(Basic::I32) => int_ops!(AtomicI32, i32),
-        Some(Basic::U32) => int_ops!(AtomicU32, u32),
-        Some(Basic::I64) => int_ops!(AtomicI64, i64),
-        Some(Basic::U64) => int_ops!(AtomicU64, u64),
+    // (A pair such as MPI_2INT is made of I32s, yet its element is both.)
+    match (basic, elem.size) {
+        (Some(Basic::I32), 4) => int_ops!(AtomicI32, i32),
+        (Some(Basic::U32), 4) => int_ops!(AtomicU32, u32),
+        (Some(Basic::I64), 8) => int_ops!(AtomicI64, i64),
+        (Some(Basic::U64), 8) => int_ops!(AtomicU64, u64),
         _ => {}
     }
     // Any other element of 4 or 8 bytes: the reduction between a load and
@@ -272,6 +273,14 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         assert_eq!(pair.0, [5, 9]);
+        // ... and under REPLACE (MPICH's acc_ordering), and NO_OP.
+        let theirs: Vec<u8> = [1i32, 2].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        // SAFETY: as above.
+        unsafe { combine(&r, &elem, op::REPLACE, &theirs).unwrap() };
+        assert_eq!(pair.0, [1, 2]);
+        // SAFETY: as above.
+        let old = unsafe { combine(&r, &elem, op::NO_OP, &[]).unwrap() };
+        assert_eq!(old.len(), 8);
     }
 
     #[test]
