@@ -22,4 +22,5 @@ pub mod remote_agent;
 pub mod restart;
 pub mod slurm;
 pub mod spares;
+pub mod usage;
 pub mod wrapper;

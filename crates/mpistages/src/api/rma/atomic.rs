@@ -172,29 +172,33 @@ unsafe fn update(
     }
 }
 
-/// `MPI_Compare_and_swap` of the element at `addr` (checked by `runs`):
-/// `new` replaces it if it equals `compare`; returns its value before.
+/// `MPI_Compare_and_swap` on the one element `t` names, when it can be
+/// updated atomically (see `runs`): `data` is the new value, then the one
+/// to compare with; the element's value before, or `None` when it must go
+/// another way.
 ///
 /// # Safety
-/// As for `combine`.
-pub unsafe fn compare_and_swap(addr: usize, size: usize, new: &[u8], compare: &[u8]) -> Vec<u8> {
-    let ord = (Ordering::AcqRel, Ordering::Acquire);
-    match size {
-        4 => {
-            let word = |b: &[u8]| u32::from_ne_bytes(b.try_into().expect("4 bytes"));
-            // SAFETY: aligned, valid (the contract).
-            let a = unsafe { AtomicU32::from_ptr(addr as *mut u32) };
-            let (Ok(old) | Err(old)) = a.compare_exchange(word(compare), word(new), ord.0, ord.1);
+/// As for `combine`: `t`'s memory valid for reads and writes.
+pub unsafe fn compare_and_swap(t: &TypedBuf, data: &[u8]) -> Option<Vec<u8>> {
+    let &[(addr, 1)] = runs(t, &t.dtype)?.as_slice() else {
+        return None;
+    };
+    let n = t.dtype.size;
+    let (new, compare) = (data.get(..n)?, data.get(n..2 * n)?);
+    let (s, f) = (Ordering::AcqRel, Ordering::Acquire);
+    macro_rules! swap {
+        ($atomic:ty, $t:ty) => {{
+            let v = |b: &[u8]| <$t>::from_ne_bytes(b.try_into().expect("one element"));
+            // SAFETY: `runs` checked the alignment; valid (the contract).
+            let a = unsafe { <$atomic>::from_ptr(addr as *mut $t) };
+            let (Ok(old) | Err(old)) = a.compare_exchange(v(compare), v(new), s, f);
             old.to_ne_bytes().to_vec()
-        }
-        _ => {
-            let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
-            // SAFETY: aligned, valid (the contract).
-            let a = unsafe { AtomicU64::from_ptr(addr as *mut u64) };
-            let (Ok(old) | Err(old)) = a.compare_exchange(word(compare), word(new), ord.0, ord.1);
-            old.to_ne_bytes().to_vec()
-        }
+        }};
     }
+    Some(match n {
+        4 => swap!(AtomicU32, u32),
+        _ => swap!(AtomicU64, u64),
+    })
 }
 
 #[cfg(test)]
@@ -305,8 +309,10 @@ mod tests {
         let old = unsafe { combine(&r, &elem, op::NO_OP, &[]).unwrap() };
         assert_eq!(old.len(), 8);
         assert_eq!(v, [5, 9]);
+        let swap: Vec<u8> = [1i32, 5].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let one = t.slice(0, 1);
         // SAFETY: as above.
-        let was = unsafe { compare_and_swap(r[0].0, 4, &1i32.to_ne_bytes(), &5i32.to_ne_bytes()) };
+        let was = unsafe { compare_and_swap(&one, &swap) }.unwrap();
         assert_eq!((was, v), (5i32.to_ne_bytes().to_vec(), [1, 9]));
     }
 

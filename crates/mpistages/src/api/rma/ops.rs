@@ -256,11 +256,9 @@ pub fn compare_and_swap(
     data.extend_from_slice(&compare.pack());
     let bytes = result.bytes();
     if let Some(t) = w.shared_place(rank, &place) {
-        if let Some(&[(addr, 1)]) = atomic::runs(&t, &place.dtype).as_deref() {
-            let n = place.dtype.size;
-            // SAFETY: `runs` checked the element, in the target's segment
-            // that this process maps while the window lives.
-            let old = unsafe { atomic::compare_and_swap(addr, n, &data[..n], &data[n..]) };
+        // SAFETY: in the target's segment, which this process maps while
+        // the window lives.
+        if let Some(old) = unsafe { atomic::compare_and_swap(&t, &data) } {
             result.unpack(&old);
             return Ok(());
         }

@@ -105,13 +105,11 @@ impl Target {
                     return fail(err::RMA_RANGE, "compare-and-swap needs two values");
                 }
                 let Some(t) = t else { return Ok(Vec::new()) };
-                let runs = self.atomic.then(|| atomic::runs(&t, &at.dtype)).flatten();
-                if let Some(&[(addr, 1)]) = runs.as_deref() {
-                    // SAFETY: `runs` checked the element; the window's
-                    // memory stays valid (see `typed`).
-                    return Ok(unsafe {
-                        atomic::compare_and_swap(addr, n, &data[..n], &data[n..])
-                    });
+                if self.atomic {
+                    // SAFETY: the window's memory stays valid (see `typed`).
+                    if let Some(old) = unsafe { atomic::compare_and_swap(&t, data) } {
+                        return Ok(old);
+                    }
                 }
                 let old = t.pack();
                 if old == data[n..] {
