@@ -65,6 +65,31 @@ impl Write for NoSignal {
     }
 }
 
+/// Receives one datagram on a connected socket into two pieces, `head`
+/// first, then `body`, without waiting. Returns the bytes received and
+/// whether the datagram was longer than both pieces (the rest is lost).
+pub fn recv_parts(fd: RawFd, head: &mut [u8], body: &mut [u8]) -> io::Result<(usize, bool)> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: head.as_mut_ptr() as *mut libc::c_void,
+            iov_len: head.len(),
+        },
+        libc::iovec {
+            iov_base: body.as_mut_ptr() as *mut libc::c_void,
+            iov_len: body.len(),
+        },
+    ];
+    // SAFETY: the header points at `iov`, which describes the two buffers
+    // (valid for writes of their lengths, borrowed mutably for the call),
+    // and names no address or control data; all else is zero.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: see above; `recvmsg` writes at most each iovec's length.
+    let n = cvt_size(unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) })?;
+    Ok((n, msg.msg_flags & libc::MSG_TRUNC != 0))
+}
+
 /// For tests of code that writes to sockets: Rust programs ignore
 /// SIGPIPE, C programs (our users) do not. Called at the start of test
 /// `path`, it runs that test again in a child process of the test binary

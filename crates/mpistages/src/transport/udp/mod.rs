@@ -10,10 +10,12 @@
 //! the sender, and answers from it; the connecting side then connects its
 //! socket to that address. From there on each side reads only its peer.
 
+mod inbox;
 pub mod reliable;
 
-use reliable::{Config, Reliable, StreamError};
-use std::io::{self, IoSlice};
+use crate::sys::socket::NoSignal;
+use reliable::{Config, Reliable, StreamError, HEADER};
+use std::io::{self, IoSlice, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
@@ -21,12 +23,13 @@ use std::time::Instant;
 /// Packets larger than any frame slice we send, for receiving.
 const MAX_PACKET: usize = 65_536;
 /// Data bytes per packet: large on loopback (fewer system calls), within
-/// an Ethernet MTU elsewhere.
+/// an Ethernet MTU elsewhere (1500 bytes, less the IPv4 and UDP headers
+/// and ours).
 fn mss_for(peer: &SocketAddr) -> usize {
     if peer.ip().is_loopback() {
         60_000
     } else {
-        1400
+        1500 - 28 - HEADER
     }
 }
 
@@ -111,8 +114,6 @@ pub struct UdpConn {
     /// A packet held back to be sent after the next one (reordering).
     held: Option<Vec<u8>>,
     failed: Option<String>,
-    /// Where packets are received (one buffer for the connection's life).
-    rbuf: Box<[u8]>,
 }
 
 /// How long a peer may stay silent (no packet, not even a keepalive)
@@ -150,7 +151,6 @@ impl UdpConn {
             faults,
             held: None,
             failed: None,
-            rbuf: vec![0u8; MAX_PACKET].into_boxed_slice(),
         })
     }
 
@@ -235,42 +235,35 @@ impl UdpConn {
     /// overtake each other in flight, they do not wait for more traffic.
     fn transmit(&mut self) {
         let now = Instant::now();
-        while let Some(p) = self.stream.poll_transmit(now) {
-            self.send_packet(p);
+        while let Some(p) = self.stream.next_packet(now) {
+            if self.connected && !self.faults.any() {
+                // Header and data go as they lie: no packet is assembled.
+                // A full socket buffer loses the packet, as the network
+                // may: the stream sends it again.
+                let _ = NoSignal::new(&self.sock).write_vectored(&self.stream.slices(&p));
+            } else {
+                let bytes = self.stream.bytes(&p);
+                self.send_packet(bytes);
+            }
         }
         if let Some(h) = self.held.take() {
             self.send_raw(&h);
         }
     }
 
-    /// Reads every waiting packet into the stream.
-    fn receive(&mut self) {
-        let mut buf = std::mem::take(&mut self.rbuf);
-        self.receive_into(&mut buf);
-        self.rbuf = buf;
-    }
-
-    fn receive_into(&mut self, buf: &mut [u8]) {
-        loop {
+    /// Reads waiting packets into the stream: all of them, or (`enough`)
+    /// until the reader has bytes — a reader that comes back while bytes
+    /// wait makes no system call, and one that finds none makes the one
+    /// that says so.
+    fn receive(&mut self, enough: bool) {
+        while self.failed.is_none() && !(enough && self.stream.readable()) {
             let got = if self.connected {
-                self.sock.recv(buf).map(|n| (n, self.to))
+                self.receive_in_place()
             } else {
-                self.sock.recv_from(buf)
+                self.receive_from_anyone()
             };
             match got {
-                Ok((n, from)) => {
-                    if Reliable::conn_of(&buf[..n]) != Some(self.stream.conn()) {
-                        continue; // a stranger's, or an earlier process's
-                    }
-                    if !self.connected && self.sock.connect(from).is_ok() {
-                        self.to = from;
-                        self.connected = true;
-                    }
-                    if let Err(e) = self.stream.on_packet(&buf[..n], Instant::now()) {
-                        self.failed = Some(format!("{e:?}"));
-                        return;
-                    }
-                }
+                Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // WouldBlock; or ECONNREFUSED: the peer's socket is gone,
                 // which its silence will confirm.
@@ -279,8 +272,43 @@ impl UdpConn {
         }
     }
 
+    /// One packet from the peer: its header apart, its data straight into
+    /// the stream's receiving buffer.
+    fn receive_in_place(&mut self) -> io::Result<()> {
+        let mut head = [0u8; HEADER];
+        let (n, truncated) = crate::sys::socket::recv_parts(
+            self.sock.as_raw_fd(),
+            &mut head,
+            self.stream.rx_space(),
+        )?;
+        if n < HEADER || truncated || Reliable::conn_of(&head) != Some(self.stream.conn()) {
+            return Ok(()); // a stranger's, or an earlier process's
+        }
+        if let Err(e) = self.stream.on_received(&head, n - HEADER, Instant::now()) {
+            self.failed = Some(format!("{e:?}"));
+        }
+        Ok(())
+    }
+
+    /// One packet before the peer's address is known (the opening).
+    fn receive_from_anyone(&mut self) -> io::Result<()> {
+        let mut buf = vec![0u8; MAX_PACKET];
+        let (n, from) = self.sock.recv_from(&mut buf)?;
+        if Reliable::conn_of(&buf[..n]) != Some(self.stream.conn()) {
+            return Ok(()); // a stranger's, or an earlier process's
+        }
+        if self.sock.connect(from).is_ok() {
+            self.to = from;
+            self.connected = true;
+        }
+        if let Err(e) = self.stream.on_packet(&buf[..n], Instant::now()) {
+            self.failed = Some(format!("{e:?}"));
+        }
+        Ok(())
+    }
+
     pub fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
-        self.receive();
+        self.receive(true);
         self.transmit();
         if let Some(why) = &self.failed {
             return Err(io::Error::new(io::ErrorKind::InvalidData, why.clone()));
@@ -332,7 +360,7 @@ impl UdpConn {
         let limit = Instant::now() + std::time::Duration::from_secs(2);
         self.stream.close();
         while !self.stream.all_acked() && Instant::now() < limit && self.failed.is_none() {
-            self.receive();
+            self.receive(false);
             if self.stream.on_timeout(Instant::now()).is_err() {
                 break;
             }

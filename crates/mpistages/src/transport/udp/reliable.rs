@@ -33,19 +33,37 @@
 //!
 //! ```text
 //! 0 magic u16 "MU"  2 kind u8  3 n_sack u8  4 conn u64  12 seq u64
-//! 20 ack u64  28 room u32  32 len u32  36 sack [start u64, end u64] x n
-//! then len bytes of data (DATA only)
+//! 20 ack u64  28 room u32  32 len u32  36 sack [start u64, end u64] x 4
+//! 100 len bytes of data (DATA only)
 //! ```
+//! The header has room for four selective ranges whether or not they are
+//! used (`n_sack` says how many are), so that data always begins at the
+//! same offset: a packet is received into two pieces, its header and the
+//! receiving buffer's free room (`inbox.rs`), and sent from two or three,
+//! its header and the send buffer's bytes, without being assembled.
 //! `conn` names the connection (chosen by the side that opened it): packets
 //! of another connection — an earlier process of the peer — are dropped.
 
+use super::inbox::Inbox;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 const MAGIC: u16 = 0x554D;
-const HEADER: usize = 36;
 const MAX_SACK: usize = 4;
+/// Bytes before a packet's data.
+pub const HEADER: usize = 36 + 16 * MAX_SACK;
+/// The most data bytes a packet may carry (what fits in a datagram).
+pub const MAX_DATA: usize = 65_507 - HEADER;
+
+/// A packet to send: its header, then `len` bytes of the stream from
+/// offset `seq` (`Reliable::slices` gives them, until the next packet
+/// from the peer is taken in).
+pub struct Packet {
+    pub head: [u8; HEADER],
+    seq: u64,
+    len: usize,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -169,7 +187,8 @@ pub struct Reliable {
     fin_sent: bool,
     // Receiving.
     rcv_nxt: u64,
-    ready: VecDeque<u8>,
+    /// Bytes in order, waiting for the reader.
+    inbox: Inbox,
     ooo: BTreeMap<u64, Vec<u8>>,
     ooo_bytes: usize,
     peer_fin: Option<u64>,
@@ -225,7 +244,7 @@ impl Reliable {
             fin_queued: false,
             fin_sent: false,
             rcv_nxt: 0,
-            ready: VecDeque::new(),
+            inbox: Inbox::new(),
             ooo: BTreeMap::new(),
             ooo_bytes: 0,
             peer_fin: None,
@@ -283,16 +302,11 @@ impl Reliable {
     /// Bytes that arrived in order; `None` once the peer closed and all
     /// were read (end of stream), `Some(0)` when none are there yet.
     pub fn read(&mut self, out: &mut [u8]) -> Option<usize> {
-        let n = out.len().min(self.ready.len());
-        if n == 0 && self.peer_fin == Some(self.rcv_nxt) && !out.is_empty() {
+        if self.inbox.is_empty() && self.peer_fin == Some(self.rcv_nxt) && !out.is_empty() {
             return None;
         }
         let had_room = self.room();
-        let (a, b) = self.ready.as_slices();
-        let k = n.min(a.len());
-        out[..k].copy_from_slice(&a[..k]);
-        out[k..n].copy_from_slice(&b[..n - k]);
-        self.ready.drain(..n);
+        let n = self.inbox.read(out);
         // A reader that frees much room tells the sender at once.
         if had_room < self.cfg.recv_buffer / 2 && self.room() >= self.cfg.recv_buffer / 2 {
             self.ack_due = true;
@@ -302,7 +316,7 @@ impl Reliable {
 
     /// Bytes (or the end of the stream) wait for the reader.
     pub fn readable(&self) -> bool {
-        !self.ready.is_empty() || self.peer_fin == Some(self.rcv_nxt)
+        !self.inbox.is_empty() || self.peer_fin == Some(self.rcv_nxt)
     }
 
     /// Everything written has been acknowledged.
@@ -319,27 +333,47 @@ impl Reliable {
     fn room(&self) -> usize {
         self.cfg
             .recv_buffer
-            .saturating_sub(self.ready.len() + self.ooo_bytes)
+            .saturating_sub(self.inbox.len() + self.ooo_bytes)
     }
 
-    fn header(&self, kind: PacketKind, seq: u64, len: usize, sack: &[(u64, u64)]) -> Vec<u8> {
-        let mut p = Vec::with_capacity(HEADER + 16 * sack.len() + len);
-        p.extend_from_slice(&MAGIC.to_le_bytes());
-        p.push(kind as u8);
-        p.push(sack.len() as u8);
-        p.extend_from_slice(&self.conn.to_le_bytes());
-        p.extend_from_slice(&seq.to_le_bytes());
-        p.extend_from_slice(&self.rcv_nxt.to_le_bytes());
-        p.extend_from_slice(&(self.room().min(u32::MAX as usize) as u32).to_le_bytes());
-        p.extend_from_slice(&(len as u32).to_le_bytes());
-        for (s, e) in sack {
-            p.extend_from_slice(&s.to_le_bytes());
-            p.extend_from_slice(&e.to_le_bytes());
+    fn packet(&self, kind: PacketKind, seq: u64, len: usize, sack: &[(u64, u64)]) -> Packet {
+        let mut head = [0u8; HEADER];
+        head[0..2].copy_from_slice(&MAGIC.to_le_bytes());
+        head[2] = kind as u8;
+        head[3] = sack.len() as u8;
+        head[4..12].copy_from_slice(&self.conn.to_le_bytes());
+        head[12..20].copy_from_slice(&seq.to_le_bytes());
+        head[20..28].copy_from_slice(&self.rcv_nxt.to_le_bytes());
+        head[28..32].copy_from_slice(&(self.room().min(u32::MAX as usize) as u32).to_le_bytes());
+        head[32..36].copy_from_slice(&(len as u32).to_le_bytes());
+        for (i, (s, e)) in sack.iter().enumerate() {
+            head[36 + 16 * i..44 + 16 * i].copy_from_slice(&s.to_le_bytes());
+            head[44 + 16 * i..52 + 16 * i].copy_from_slice(&e.to_le_bytes());
         }
-        p
+        Packet { head, seq, len }
+    }
+
+    /// The pieces of `p` to send: its header and its data (in one or two
+    /// slices of the send buffer).
+    pub fn slices<'a>(&'a self, p: &'a Packet) -> [IoSlice<'a>; 3] {
+        let empty = IoSlice::new(&[]);
+        if p.len == 0 {
+            return [IoSlice::new(&p.head), empty, empty];
+        }
+        let off = (p.seq - self.snd_una) as usize;
+        let end = off + p.len;
+        let (a, b) = self.sbuf.as_slices();
+        let first = &a[off.min(a.len())..end.min(a.len())];
+        let second = &b[off.saturating_sub(a.len())..end.saturating_sub(a.len())];
+        [
+            IoSlice::new(&p.head),
+            IoSlice::new(first),
+            IoSlice::new(second),
+        ]
     }
 
     /// Ranges that arrived beyond `rcv_nxt`, merged, lowest first.
+    /// (No allocation while nothing arrived out of order.)
     fn sack_ranges(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         for (&s, d) in &self.ooo {
@@ -358,28 +392,15 @@ impl Reliable {
         out
     }
 
-    fn data_packet(&self, seq: u64, len: usize) -> Vec<u8> {
-        let sack = self.sack_ranges();
-        let mut p = self.header(PacketKind::Data, seq, len, &sack);
-        let (off, end) = (
-            (seq - self.snd_una) as usize,
-            (seq - self.snd_una) as usize + len,
-        );
-        let (a, b) = self.sbuf.as_slices();
-        if off < a.len() {
-            p.extend_from_slice(&a[off..end.min(a.len())]);
-        }
-        if end > a.len() {
-            p.extend_from_slice(&b[off.saturating_sub(a.len())..end - a.len()]);
-        }
-        p
+    fn data_packet(&self, seq: u64, len: usize) -> Packet {
+        self.packet(PacketKind::Data, seq, len, &self.sack_ranges())
     }
 
     /// The next packet to send now, if any: retransmissions first, then
     /// new data within the windows, then a pending acknowledgement, the
     /// end of the stream, or a keepalive.
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
-        let p = self.next_packet(now)?;
+    pub fn next_packet(&mut self, now: Instant) -> Option<Packet> {
+        let p = self.choose_packet(now)?;
         self.last_sent = now;
         // Every packet carries the acknowledgement.
         self.ack_due = false;
@@ -387,7 +408,22 @@ impl Reliable {
         Some(p)
     }
 
-    fn next_packet(&mut self, now: Instant) -> Option<Vec<u8>> {
+    /// `next_packet`, as one piece of memory.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let p = self.next_packet(now)?;
+        Some(self.bytes(&p))
+    }
+
+    /// Packet `p` in one piece of memory.
+    pub fn bytes(&self, p: &Packet) -> Vec<u8> {
+        let mut v = Vec::with_capacity(HEADER + p.len);
+        for s in self.slices(p) {
+            v.extend_from_slice(&s);
+        }
+        v
+    }
+
+    fn choose_packet(&mut self, now: Instant) -> Option<Packet> {
         let mss = self.cfg.mss as u64;
         let outstanding = self.snd_nxt - self.snd_una;
         let pipe = outstanding - self.sacked_bytes - self.lost_bytes;
@@ -431,36 +467,57 @@ impl Reliable {
         }
         if self.fin_queued && !self.fin_sent && self.all_acked() {
             self.fin_sent = true;
-            return Some(self.header(PacketKind::Fin, self.snd_nxt, 0, &[]));
+            return Some(self.packet(PacketKind::Fin, self.snd_nxt, 0, &[]));
         }
         if self.ack_due || self.ack_by.is_some_and(|t| now >= t) {
             let sack = self.sack_ranges();
-            return Some(self.header(PacketKind::Ack, self.snd_nxt, 0, &sack));
+            return Some(self.packet(PacketKind::Ack, self.snd_nxt, 0, &sack));
         }
         if now.duration_since(self.last_sent) >= self.cfg.keepalive {
-            return Some(self.header(PacketKind::Ping, self.snd_nxt, 0, &[]));
+            return Some(self.packet(PacketKind::Ping, self.snd_nxt, 0, &[]));
         }
         None
     }
 
     /// A packet from the peer (of any connection: others are dropped).
     pub fn on_packet(&mut self, p: &[u8], now: Instant) -> Result<(), StreamError> {
+        let (Some(head), Some(body)) = (p.first_chunk::<HEADER>(), p.get(HEADER..)) else {
+            return Err(StreamError::Malformed("not a packet of ours".into()));
+        };
+        if body.len() > MAX_DATA {
+            return Err(StreamError::Malformed("packet length".into()));
+        }
+        self.rx_space()[..body.len()].copy_from_slice(body);
+        self.on_received(head, body.len(), now)
+    }
+
+    /// Where the data of the next packet from the peer is to be received
+    /// (`MAX_DATA` bytes; then `on_received` says how many came).
+    pub fn rx_space(&mut self) -> &mut [u8] {
+        self.inbox.space(MAX_DATA)
+    }
+
+    /// A packet arrived whose header is `head` and whose `got` bytes of
+    /// data are at the start of `rx_space`.
+    pub fn on_received(
+        &mut self,
+        head: &[u8; HEADER],
+        got: usize,
+        now: Instant,
+    ) -> Result<(), StreamError> {
         let bad = |why: &str| Err(StreamError::Malformed(why.to_string()));
-        let Some(conn) = Reliable::conn_of(p) else {
+        let Some(conn) = Reliable::conn_of(head) else {
             return bad("not a packet of ours");
         };
         if conn != self.conn {
             return Ok(());
         }
-        let n_sack = p[3] as usize;
-        let len = u32::from_le_bytes(p[32..36].try_into().expect("4 bytes")) as usize;
-        if n_sack > MAX_SACK
-            || p.len() != HEADER + 16 * n_sack + len
-            || len > self.cfg.mss.max(65536)
-        {
+        let n_sack = head[3] as usize;
+        let len = u32::from_le_bytes(head[32..36].try_into().expect("4 bytes")) as usize;
+        if n_sack > MAX_SACK || got != len || len > self.cfg.mss.max(65536) {
             return bad("packet length");
         }
-        let kind = match p[2] {
+        let kind = match head[2] {
             1 => PacketKind::Data,
             2 => PacketKind::Ack,
             3 => PacketKind::Ping,
@@ -471,14 +528,15 @@ impl Reliable {
             return bad("data in a control packet");
         }
         self.heard = now;
-        let (seq, ack) = (word(p, 12), word(p, 20));
-        let room = u32::from_le_bytes(p[28..32].try_into().expect("4 bytes")) as u64;
-        let sack: Vec<(u64, u64)> = (0..n_sack)
-            .map(|i| (word(p, HEADER + 16 * i), word(p, HEADER + 16 * i + 8)))
-            .collect();
-        self.on_ack(ack, room, &sack, now)?;
+        let (seq, ack) = (word(head, 12), word(head, 20));
+        let room = u32::from_le_bytes(head[28..32].try_into().expect("4 bytes")) as u64;
+        let mut sack = [(0, 0); MAX_SACK];
+        for (i, r) in sack.iter_mut().enumerate().take(n_sack) {
+            *r = (word(head, 36 + 16 * i), word(head, 44 + 16 * i));
+        }
+        self.on_ack(ack, room, &sack[..n_sack], now)?;
         match kind {
-            PacketKind::Data => self.on_data(seq, &p[HEADER + 16 * n_sack..], now),
+            PacketKind::Data => self.on_data(seq, len, now),
             PacketKind::Fin => {
                 if self.peer_fin.is_none_or(|f| f == seq) {
                     self.peer_fin = Some(seq);
@@ -494,8 +552,9 @@ impl Reliable {
         Ok(())
     }
 
-    fn on_data(&mut self, seq: u64, data: &[u8], now: Instant) {
-        let end = seq + data.len() as u64;
+    /// `len` bytes of the stream from offset `seq` landed in `rx_space`.
+    fn on_data(&mut self, seq: u64, len: usize, now: Instant) {
+        let end = seq + len as u64;
         // A second unacknowledged packet, or anything but the next bytes,
         // is acknowledged at once; a lone in-order one may wait.
         if self.ack_by.is_some() || seq != self.rcv_nxt {
@@ -503,22 +562,23 @@ impl Reliable {
         } else {
             self.ack_by = Some(now + self.cfg.ack_delay);
         }
-        if end <= self.rcv_nxt || data.is_empty() {
+        if end <= self.rcv_nxt || len == 0 {
             return; // a duplicate
         }
         if seq > self.rcv_nxt {
             // Beyond the hole: kept if there is room (else the sender sends
             // it again later).
-            if !self.ooo.contains_key(&seq) && data.len() <= self.room() {
-                self.ooo_bytes += data.len();
-                self.ooo.insert(seq, data.to_vec());
+            if !self.ooo.contains_key(&seq) && len <= self.room() {
+                self.ooo_bytes += len;
+                self.ooo.insert(seq, self.inbox.landed(len).to_vec());
             }
             return;
         }
-        if self.ready.len() >= self.cfg.recv_buffer {
+        if self.inbox.len() >= self.cfg.recv_buffer {
             return; // no room: the sender tries again after its timeout
         }
-        self.ready.extend(&data[(self.rcv_nxt - seq) as usize..]);
+        // In order: the bytes stay where they landed.
+        self.inbox.commit((self.rcv_nxt - seq) as usize, len);
         self.rcv_nxt = end;
         // What waited beyond the hole follows, if it is contiguous now.
         while let Some((&s, _)) = self.ooo.first_key_value() {
@@ -529,7 +589,7 @@ impl Reliable {
             self.ooo_bytes -= d.len();
             let e = s + d.len() as u64;
             if e > self.rcv_nxt {
-                self.ready.extend(&d[(self.rcv_nxt - s) as usize..]);
+                self.inbox.push(&d[(self.rcv_nxt - s) as usize..]);
                 self.rcv_nxt = e;
             }
         }

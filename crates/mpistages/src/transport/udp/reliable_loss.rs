@@ -12,7 +12,7 @@ impl Reliable {
     }
 
     /// Sends segment `seq` again (a new transmission).
-    pub(super) fn resend_segment(&mut self, seq: u64, now: Instant) -> Vec<u8> {
+    pub(super) fn resend_segment(&mut self, seq: u64, now: Instant) -> Packet {
         let xmit = self.next_xmit();
         self.stats.resent += 1;
         let seg = self.flight.get_mut(&seq).expect("a segment in flight");

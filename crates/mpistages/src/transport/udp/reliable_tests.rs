@@ -280,9 +280,9 @@ fn a_reader_that_does_not_read_holds_the_sender_back() {
         t += Duration::from_millis(1);
     }
     assert!(
-        b.ready.len() <= (64 << 10) + cfg.mss,
+        b.inbox.len() <= (64 << 10) + cfg.mss,
         "{} held",
-        b.ready.len()
+        b.inbox.len()
     );
     assert!(a.sbuf.len() <= 2 * cfg.window);
 }
