@@ -606,9 +606,11 @@ fn shared_memory_within_a_host_and_udp_between_hosts() {
     let mut args = on_hosts(&h, &list, "ip netns exec", &more);
     args.extend([exe.to_str().unwrap(), "X", "-"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let r = mpiexec(&args, &[("MPISTAGES_LOG", "debug")], LIMIT);
+    let env = [("MPISTAGES_LOG", "debug"), ("MPISTAGES_CONNECT", "eager")];
+    let r = mpiexec(&args, &env, LIMIT);
     assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
-    // The higher rank of each pair connects and says so in MPI_Init.
+    // Told to connect at start, the higher rank of each pair connects and
+    // says so in MPI_Init.
     for (me, peer, kind) in [
         (1, 0, "shm"),
         (3, 2, "shm"),

@@ -46,7 +46,7 @@ fn ranks_of_one_host_connect_through_shared_memory_unless_told_otherwise() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = build("whoami.c");
     let exe = exe.to_str().unwrap();
-    let debug = [("MPISTAGES_LOG", "debug")];
+    let eager = [("MPISTAGES_LOG", "debug"), ("MPISTAGES_CONNECT", "eager")];
     // What a user gets without saying: unless this run of the suite was
     // told otherwise (MPISTAGES_TRANSPORT=udp cargo test ...).
     let default = std::env::var_os("MPISTAGES_TRANSPORT").is_none();
@@ -61,10 +61,11 @@ fn ranks_of_one_host_connect_through_shared_memory_unless_told_otherwise() {
         }
         let mut args = opts.to_vec();
         args.extend(["-n", "3", exe, "X", "-"]);
-        let r = mpiexec(&args, &debug, LIMIT);
+        let r = mpiexec(&args, &eager, LIMIT);
         assert!(r.ok(), "{opts:?}: {}", r.stderr);
-        // The higher rank of each pair connects (and says so) in MPI_Init;
-        // the lower one may finish before it looks at the connection.
+        // Told to connect at start, the higher rank of each pair connects
+        // (and says so) in MPI_Init; the lower one may finish before it
+        // looks at the connection.
         for (me, peer) in [(1, 0), (2, 0), (2, 1)] {
             let line = format!("rank {me}: connected to rank {peer} over {kind} ");
             assert!(
@@ -87,6 +88,89 @@ fn ranks_of_one_host_connect_through_shared_memory_unless_told_otherwise() {
     );
     assert!(
         !r.ok() && r.stderr.contains("--transport takes"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// The pairs a debug log says connected (either end's line), lowest first.
+fn connected_pairs(stderr: &str) -> std::collections::BTreeSet<(usize, usize)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("mpistages: rank ").nth(1)?;
+            let (me, rest) = rest.split_once(": connected to rank ")?;
+            let peer = rest.split_whitespace().next()?;
+            let (a, b) = (me.parse::<usize>().ok()?, peer.parse::<usize>().ok()?);
+            Some((a.min(b), a.max(b)))
+        })
+        .collect()
+}
+
+/// Pairs connect at their first message: in a ring whose ranks send to
+/// both neighbours at once, both ends of each pair open its connection at
+/// the same moment; the messages, small and large, arrive whole and in
+/// order over every transport, and the job makes fewer connections than
+/// there are pairs. `MPISTAGES_CONNECT=eager` makes them all at start; a
+/// wrong value is an error that says which values there are.
+#[test]
+fn pairs_connect_at_their_first_message() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let exe = build("pairs.c");
+    let exe = exe.to_str().unwrap();
+    let (n, rounds) = (8usize, 30usize);
+    // What pairs.c sums: from each neighbour, round i, n_i elements.
+    let expected = |rank: usize| -> i64 {
+        let (left, right) = ((rank + n - 1) % n, (rank + 1) % n);
+        (0..rounds)
+            .map(|i| {
+                let len = if i % 5 == 4 { 1 << 18 } else { 1 + i };
+                (0..len)
+                    .map(|k| ((left + right) * 1000 + 2 * (i + k)) as i64)
+                    .sum::<i64>()
+            })
+            .sum()
+    };
+    let ring: std::collections::BTreeSet<(usize, usize)> = (0..n)
+        .map(|r| (r.min((r + 1) % n), r.max((r + 1) % n)))
+        .collect();
+    let all = n * (n - 1) / 2;
+    for (transport, connect) in [
+        ("auto", "lazy"),
+        ("tcp", "lazy"),
+        ("udp", "lazy"),
+        ("auto", "eager"),
+    ] {
+        let what = format!("{transport}, {connect}");
+        let env = [("MPISTAGES_LOG", "debug"), ("MPISTAGES_CONNECT", connect)];
+        let args = ["--transport", transport, "-n", "8", exe, "30"];
+        let r = mpiexec(&args, &env, LIMIT);
+        assert!(r.ok(), "{what}: {}\n{}", r.stdout, r.stderr);
+        for rank in 0..n {
+            let line = format!("rank {rank}: ok {}", expected(rank));
+            assert!(
+                r.stdout.contains(&line),
+                "{what}: {line} missing: {}",
+                r.stdout
+            );
+        }
+        let pairs = connected_pairs(&r.stderr);
+        assert!(pairs.is_superset(&ring), "{what}: {pairs:?}");
+        if connect == "eager" {
+            assert_eq!(pairs.len(), all, "{what}: {pairs:?}");
+        } else {
+            assert!(pairs.len() < all, "{what}: all {all} pairs connected");
+        }
+    }
+    let r = mpiexec(
+        &["-n", "2", exe, "1"],
+        &[("MPISTAGES_CONNECT", "early")],
+        LIMIT,
+    );
+    assert!(!r.ok(), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("MPISTAGES_CONNECT='early': expected lazy or eager"),
         "{}",
         r.stderr
     );

@@ -76,6 +76,24 @@ fn links_from_env() -> MpiResult<Links> {
     })
 }
 
+/// `MPISTAGES_CONNECT`: `lazy` (the default: a pair connects at its first
+/// message) or `eager` (every pair at `MPI_Init`, as Open MPI's
+/// `mpi_preconnect_mpi`: start-up pays for all of them, the first message
+/// of each pair for none).
+fn connect_eagerly() -> MpiResult<bool> {
+    match std::env::var("MPISTAGES_CONNECT")
+        .unwrap_or_default()
+        .as_str()
+    {
+        "" | "lazy" => Ok(false),
+        "eager" => Ok(true),
+        v => fail(
+            err::ARG,
+            format!("MPISTAGES_CONNECT='{v}': expected lazy or eager"),
+        ),
+    }
+}
+
 /// `MPISTAGES_SHM_RING`: bytes of each shared-memory ring (a power of two);
 /// by default from the number of ranks on this host.
 fn shm_ring_from_env() -> MpiResult<usize> {
@@ -152,8 +170,12 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
     tcp.set_generation(welcome.generation);
     let spawned = std::env::var_os(crate::control::env::WORLD).is_some();
     let parents = super::spawn::parents_from_env();
+    // The processes of a job that start together connect as they need;
+    // one that joins a running job (a replacement, a spawned process)
+    // connects to everyone at once (its peers do not know its address).
+    let lazy = !spawned && welcome.fresh.len() == job.size && !connect_eagerly()?;
     for (peer, a) in welcome.addrs.iter().enumerate() {
-        if !welcome.connects_to(job.rank, peer) {
+        if !(welcome.connects_to(job.rank, peer) || lazy && peer != job.rank) {
             continue;
         }
         // No address: that process has ended, mpiexec says.
@@ -164,6 +186,10 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
         let sa = a.parse().map_err(|_| {
             MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}"))
         })?;
+        if lazy {
+            tcp.set_address(peer, sa);
+            continue;
+        }
         match tcp.connect(peer, sa) {
             Ok(()) => {}
             // That rank failed meanwhile: mpiexec announces it and

@@ -229,7 +229,20 @@ impl ShmConn {
         self.sock.set_nonblocking(false)?;
         let sent = fdpass::send_with_fd(self.sock.as_raw_fd(), b"R", file.as_raw_fd());
         self.sock.set_nonblocking(true)?;
-        sent?;
+        match sent {
+            // The peer has closed its end already: it connected at its
+            // first message, sent what it had and finished (or died)
+            // before this side came to its hello. What it wrote is read
+            // all the same, then its end.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                ) => {}
+            r => {
+                r?;
+            }
+        }
         self.tx = Some(tx);
         self.handshaking = false;
         Ok(())

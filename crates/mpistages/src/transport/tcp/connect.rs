@@ -22,6 +22,15 @@ impl Tcp {
         }
     }
 
+    /// Where `peer` listens: the connection is made at the first frame
+    /// for it (unless the peer connects first).
+    pub fn set_address(&mut self, peer: usize, addr: SocketAddr) {
+        if peer < MAX_PROCESSES as usize && peer != self.cfg.me {
+            self.grow_to(peer + 1);
+            self.peers[peer].addr = Some(addr);
+        }
+    }
+
     /// Connects to `peer` (through shared memory when it is on this host
     /// and that is allowed, else over TCP at `addr`) and introduces this
     /// process.
@@ -52,7 +61,9 @@ impl Tcp {
                 Conn::Tcp(stream)
             }
         };
-        self.attach(peer, conn, self.cfg.generation)
+        self.attach(peer, conn, self.cfg.generation)?;
+        self.peers[peer].initiated = true;
+        Ok(())
     }
 
     /// A shared-memory connection to `peer`, if it listens on this host
@@ -93,6 +104,8 @@ impl Tcp {
         let p = &mut self.peers[peer];
         self.epoll.add(stream.fd(), epoll::READABLE, peer as u64)?;
         p.stream = Some(stream);
+        p.initiated = false;
+        p.addr = None;
         if !self.live.contains(&peer) {
             self.live.push(peer);
         }
@@ -110,13 +123,59 @@ impl Tcp {
         Ok(())
     }
 
+    /// The peer opened its connection to this process while this one's to
+    /// it was open already (both connected at once): its frames come on
+    /// `stream`, which is only read; ours keep going on ours.
+    pub(super) fn attach_inbound(&mut self, peer: usize, stream: Conn) -> io::Result<()> {
+        log::debug!(
+            "mpistages: rank {}: connected to rank {peer} over {} (its connection, beside ours)",
+            self.cfg.me,
+            stream.kind()
+        );
+        self.epoll.add(stream.fd(), epoll::READABLE, peer as u64)?;
+        self.peers[peer].inbound = Some(stream);
+        Ok(())
+    }
+
+    /// One of the two connections of a pair ended (`inbound`: the peer's).
+    /// The peer ends both when it ends, but the end of the one it sends
+    /// nothing on can come before frames still to be read on the other:
+    /// the other stays (and carries this side's frames from now on, if it
+    /// was the peer's), until it ends too.
+    pub(super) fn close_one(&mut self, peer: usize, inbound: bool, out: &mut Vec<Event>) {
+        let p = &mut self.peers[peer];
+        if !inbound && p.woff > 0 {
+            // A frame was half written on the connection that ended.
+            self.lose(peer, "connection closed by peer".into(), out);
+            return;
+        }
+        let gone = if inbound {
+            p.inbound.take()
+        } else {
+            p.initiated = false;
+            p.want_write = false;
+            std::mem::replace(&mut p.stream, p.inbound.take())
+        };
+        if let Some(s) = gone {
+            let _ = self.epoll.delete(s.fd());
+        }
+        log::debug!(
+            "mpistages: rank {}: rank {peer} closed one of the pair's two connections",
+            self.cfg.me
+        );
+        if self.peers[peer].backlog() {
+            self.flush(peer, out);
+        }
+    }
+
     /// Closes the connection to `peer` and drops everything queued for it
     /// or expected from it.
     pub(super) fn disconnect(&mut self, peer: usize) {
         let p = &mut self.peers[peer];
-        if let Some(s) = p.stream.take() {
+        for s in [p.stream.take(), p.inbound.take()].into_iter().flatten() {
             let _ = self.epoll.delete(s.fd());
         }
+        p.initiated = false;
         self.live.retain(|&q| q != peer);
         p.want_write = false;
         p.urgent.clear();

@@ -154,9 +154,20 @@ impl Tcp {
         let _ = self.epoll.delete(hs.stream.fd());
         // One connection per peer: a second one claiming a connected rank
         // is refused unless it comes from a newer process of that rank (a
-        // replacement, whose hello may arrive before the failure notice).
+        // replacement, whose hello may arrive before the failure notice),
+        // or the peer connected while this process was connecting to it.
+        let mut inbound = false;
         let peer = peer.and_then(|(peer, generation)| match self.peers.get(peer) {
             Some(p) if generation < p.min_generation => Err("a dead process".to_string()),
+            Some(p)
+                if p.stream.is_some()
+                    && generation == p.conn_generation
+                    && p.initiated
+                    && p.inbound.is_none() =>
+            {
+                inbound = true;
+                Ok((peer, generation))
+            }
             Some(p) if p.stream.is_some() && generation <= p.conn_generation => {
                 log::warn!(
                     "mpistages: rank {}: refused a second connection claiming to be rank {peer}, which is connected",
@@ -175,6 +186,12 @@ impl Tcp {
             Conn::Tcp(_) | Conn::Udp(_) => Ok(x),
         });
         match peer {
+            Ok((peer, _)) if inbound => {
+                if self.attach_inbound(peer, hs.stream).is_ok() {
+                    // Its frames may have come with the hello.
+                    self.on_readable(peer, out);
+                }
+            }
             Ok((peer, generation)) => {
                 if self.attach(peer, hs.stream, generation).is_ok() {
                     self.flush(peer, out);
@@ -182,7 +199,10 @@ impl Tcp {
             }
             Err(reason) => {
                 // An unauthenticated or malformed connection is simply dropped.
-                let _ = reason;
+                log::debug!(
+                    "mpistages: rank {}: a connection refused: {reason}",
+                    self.cfg.me
+                );
             }
         }
     }

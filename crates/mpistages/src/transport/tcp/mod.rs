@@ -1,8 +1,14 @@
 //! The stream transport: one connection per pair of processes, over TCP or,
-//! with a peer on this host, over shared memory (`conn.rs`). The higher
-//! rank connects to the lower one, so a pair never ends up with two
-//! connections; a process that joins later (a replacement) connects to
-//! everyone, and its connection replaces the old one. A connection tries
+//! with a peer on this host, over shared memory (`conn.rs`). A pair
+//! connects at its first message (`Tcp::set_address`), so a job makes
+//! only the connections its communication needs; or, where the processes
+//! are told to connect at start (`Tcp::connect`), the higher rank connects
+//! to the lower one. Two processes that open their connection to each
+//! other at the same moment keep both: each sends on the one it opened
+//! and reads both (`Peer::inbound`), so no frame is ever in flight on a
+//! connection that is dropped. A process that joins later (a replacement)
+//! connects to everyone, and its connection replaces the old one. A
+//! connection tries
 //! shared memory first (when allowed), which succeeds exactly when the
 //! peer is on this host, and TCP otherwise. Connections are non-blocking
 //! (TCP with `TCP_NODELAY`); frames leave in vectored writes (many frames
@@ -140,7 +146,16 @@ enum ReadState {
 }
 
 struct Peer {
+    /// The connection frames to the peer go on (and its frames come on,
+    /// unless it opened `inbound`).
     stream: Option<Conn>,
+    /// This process opened `stream` itself.
+    initiated: bool,
+    /// The peer's own connection, opened while ours was (both sides
+    /// connected at once): the peer's frames come on it; it is only read.
+    inbound: Option<Conn>,
+    /// Where to connect at the first frame for the peer (lazy connection).
+    addr: Option<SocketAddr>,
     /// Generation at which the connection was made (a replacement's
     /// connection is newer than the failure that replaced it).
     conn_generation: u32,
@@ -178,6 +193,9 @@ impl Peer {
     fn new() -> Peer {
         Peer {
             stream: None,
+            initiated: false,
+            inbound: None,
+            addr: None,
             conn_generation: 0,
             min_generation: 0,
             lost: false,
@@ -379,6 +397,15 @@ impl Transport for Tcp {
         if p.lost {
             return Err(TransportError::PeerGone(peer));
         }
+        if p.stream.is_none() {
+            if let Some(addr) = p.addr.take() {
+                if let Err(e) = self.connect(peer, addr) {
+                    self.lose(peer, format!("connecting to it at {addr}: {e}"), out);
+                    return Err(TransportError::PeerGone(peer));
+                }
+            }
+        }
+        let p = &mut self.peers[peer];
         let idle = p.stream.is_some() && !p.want_write && !p.backlog();
         match class {
             Class::Urgent if idle => self.write_now(peer, frame, out),
@@ -425,7 +452,10 @@ impl Transport for Tcp {
             t if (t as usize) < self.peers.len() => {
                 let peer = t as usize;
                 let p = &mut self.peers[peer];
-                if let Some(s) = p.stream.as_mut() {
+                for s in [p.stream.as_mut(), p.inbound.as_mut()]
+                    .into_iter()
+                    .flatten()
+                {
                     s.on_event();
                 }
                 if ev.events & (epoll::READABLE | epoll::HANGUP) != 0 {
@@ -457,11 +487,15 @@ impl Transport for Tcp {
         // Shared memory costs a few loads to look at: always. Sockets cost
         // a system call each: only a few (else epoll, every few rounds).
         self.poll_memory(out);
-        let socket = |c: &Option<Conn>| matches!(c, Some(Conn::Tcp(_) | Conn::Udp(_)));
+        let socket = |p: &Peer| {
+            [&p.stream, &p.inbound]
+                .into_iter()
+                .any(|c| matches!(c, Some(Conn::Tcp(_) | Conn::Udp(_))))
+        };
         let n_socks = self
             .live
             .iter()
-            .filter(|&&p| socket(&self.peers[p].stream))
+            .filter(|&&p| socket(&self.peers[p]))
             .count();
         if n_socks > POLL_READS_MAX_PEERS {
             return false;
@@ -469,7 +503,7 @@ impl Transport for Tcp {
         let mut socks = [0; POLL_READS_MAX_PEERS];
         let mut n = 0;
         for &p in &self.live {
-            if socket(&self.peers[p].stream) {
+            if socket(&self.peers[p]) {
                 socks[n] = p;
                 n += 1;
             }
@@ -484,7 +518,11 @@ impl Transport for Tcp {
         let mut i = 0;
         while i < self.live.len() {
             let peer = self.live[i];
-            if self.peers[peer].stream.as_ref().is_some_and(Conn::polled) {
+            let p = &self.peers[peer];
+            if [&p.stream, &p.inbound]
+                .into_iter()
+                .any(|c| c.as_ref().is_some_and(Conn::polled))
+            {
                 self.on_readable(peer, out);
                 // Frames left by a spent write budget go on (no epoll event
                 // says there is room in a ring), after the read, which may
@@ -510,13 +548,16 @@ impl Transport for Tcp {
             if let Some(s) = p.stream.as_mut() {
                 sleep &= s.may_sleep(backlog);
             }
+            if let Some(s) = p.inbound.as_mut() {
+                sleep &= s.may_sleep(false);
+            }
         }
         sleep
     }
 
     fn halt(&mut self, generation: u32) {
         for p in self.peers.iter_mut() {
-            if let Some(s) = &p.stream {
+            for s in [&p.stream, &p.inbound].into_iter().flatten() {
                 s.set_halted(generation);
             }
             p.urgent.clear();
@@ -556,6 +597,8 @@ impl Transport for Tcp {
             if p.stream.is_some() && p.conn_generation >= generation {
                 continue;
             }
+            // Its address was the dead process's: the replacement connects.
+            p.addr = None;
             self.disconnect(r);
             self.peers[r].lost = false;
         }
@@ -572,7 +615,7 @@ impl Transport for Tcp {
 
     fn close_all(&mut self) {
         for p in self.peers.iter_mut() {
-            if let Some(mut s) = p.stream.take() {
+            for mut s in [p.stream.take(), p.inbound.take()].into_iter().flatten() {
                 let _ = self.epoll.delete(s.fd());
                 s.shutdown_write();
             }

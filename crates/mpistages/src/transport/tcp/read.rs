@@ -202,9 +202,12 @@ impl Tcp {
                 // alone until its data is complete, and no other slice of
                 // it is alive during this copy.
                 let into = unsafe { dst.as_mut_slice() };
+                // (The frame came on the peer's own connection if it has
+                // one; both lead to the same process.)
                 let copied = p
-                    .stream
+                    .inbound
                     .as_ref()
+                    .or(p.stream.as_ref())
                     .map(|s| s.read_referenced(addr, into, hdr.generation));
                 if let Some(Err(e)) = copied {
                     // The sender keeps referred memory until REF_DONE unless
@@ -257,7 +260,14 @@ impl Tcp {
     }
 
     pub(super) fn on_readable(&mut self, peer: usize, out: &mut Vec<Event>) {
-        self.read_some(peer, out);
+        // Both connections of a pair that opened two are read into the one
+        // parser: the peer sends on one of them only (the other brings
+        // acknowledgements and doorbells, read inside the connection, or
+        // its end).
+        self.read_some(peer, false, out);
+        if self.peers[peer].inbound.is_some() {
+            self.read_some(peer, true, out);
+        }
         // Parse what the last read brought in.
         self.consume(peer, out);
     }
@@ -267,7 +277,7 @@ impl Tcp {
     /// system call); a payload of at least `DIRECT_READ_MIN` bytes still to
     /// come is read straight into where it belongs — the eager message's
     /// buffer or the receiver's memory — so it is copied only once.
-    pub(super) fn read_some(&mut self, peer: usize, out: &mut Vec<Event>) {
+    pub(super) fn read_some(&mut self, peer: usize, inbound: bool, out: &mut Vec<Event>) {
         enum Into {
             Staging,
             Payload,
@@ -289,14 +299,15 @@ impl Tcp {
             }
             let staged_empty = p.rhead == p.rtail;
             let Peer {
-                stream: Some(stream),
+                stream,
+                inbound: second,
                 rstate,
                 rbuf,
                 rtail,
                 targets,
                 ..
-            } = p
-            else {
+            } = p;
+            let Some(stream) = (if inbound { second } else { stream }).as_mut() else {
                 return;
             };
             let (res, into, offered) = match rstate {
@@ -334,6 +345,10 @@ impl Tcp {
                 }
             };
             match res {
+                Ok(0) if self.peers[peer].inbound.is_some() => {
+                    self.close_one(peer, inbound, out);
+                    return;
+                }
                 Ok(0) => {
                     self.lose(peer, "connection closed by peer".into(), out);
                     return;

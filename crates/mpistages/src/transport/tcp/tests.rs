@@ -559,3 +559,98 @@ fn the_udp_socket_takes_the_listeners_port_or_the_pair_moves() {
     let (_, none) = bind_listeners(any, false).unwrap();
     assert!(none.is_none());
 }
+
+fn transport_as(me: usize, links: Links) -> (Tcp, Arc<Epoll>) {
+    let ep = Arc::new(Epoll::new().unwrap());
+    let cfg = TcpConfig {
+        me,
+        ranks: 2,
+        key: KEY.to_vec(),
+        generation: 0,
+        eager_limit: 1024,
+        fragment_size: 8192,
+        bind: "127.0.0.1:0".parse().unwrap(),
+        congestion: String::new(),
+        links,
+        shm_ring: crate::transport::shm::DEFAULT_RING,
+    };
+    (Tcp::new(cfg, ep.clone()).unwrap(), ep)
+}
+
+fn send_eager(t: &mut Tcp, peer: usize, tag: i32, out: &mut Vec<Event>) {
+    let mut h = Header::new(Kind::Eager);
+    h.src = t.cfg.me as u32;
+    h.tag = tag;
+    h.len = 4;
+    let frame = OutFrame::new(&h, Payload::Owned(tag.to_le_bytes().to_vec()), None);
+    t.send(peer, frame, Class::Urgent, out).unwrap();
+}
+
+/// The tags of the frames among `events`, in order.
+fn tags(events: &[Event]) -> Vec<i32> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Frame { hdr, payload, .. } => {
+                assert_eq!(payload, &hdr.tag.to_le_bytes());
+                Some(hdr.tag)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Both ends of a pair open its connection at their first frame, at the
+/// same moment: each keeps sending on its own and reads both, so every
+/// frame arrives, in order, over TCP and over shared memory; and when one
+/// side ends, the end of the connection it sent nothing on does not cut
+/// off the frames still to be read on the other.
+#[test]
+fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
+    for shm in [false, true] {
+        let links = Links {
+            tcp: true,
+            shm,
+            udp: false,
+        };
+        let (mut a, ea) = transport_as(0, links);
+        let (mut b, eb) = transport_as(1, links);
+        a.set_address(1, b.local_addr().unwrap());
+        b.set_address(0, a.local_addr().unwrap());
+        let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+        // Both send before either looks at its listener.
+        for tag in 0..3 {
+            send_eager(&mut a, 1, tag, &mut got_a);
+            send_eager(&mut b, 0, tag, &mut got_b);
+        }
+        assert!(a.peers[1].initiated && b.peers[0].initiated);
+        let turn = |t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>| {
+            pump(t, ep, out, 2);
+            t.poll_memory(out);
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tags(&got_a).len() < 3 || tags(&got_b).len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "{got_a:?} {got_b:?}");
+            turn(&mut a, &ea, &mut got_a);
+            turn(&mut b, &eb, &mut got_b);
+        }
+        assert!(a.peers[1].inbound.is_some() && b.peers[0].inbound.is_some());
+        // More frames both ways, then b ends: a reads all of them before
+        // it hears of the end.
+        for tag in 3..6 {
+            send_eager(&mut a, 1, tag, &mut got_a);
+            send_eager(&mut b, 0, tag, &mut got_b);
+        }
+        b.close_all();
+        while !got_a.iter().any(|e| matches!(e, Event::PeerLost { .. })) {
+            assert!(std::time::Instant::now() < deadline, "shm {shm}: {got_a:?}");
+            turn(&mut a, &ea, &mut got_a);
+        }
+        assert_eq!(tags(&got_a), (0..6).collect::<Vec<_>>(), "shm {shm}");
+        assert!(
+            matches!(got_a.last(), Some(Event::PeerLost { peer: 1, .. })),
+            "shm {shm}: {got_a:?}"
+        );
+        assert_eq!(tags(&got_b)[..3], [0, 1, 2], "shm {shm}");
+    }
+}

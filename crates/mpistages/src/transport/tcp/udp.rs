@@ -59,13 +59,21 @@ impl Tcp {
             let Some(&peer) = self.live.get(i) else {
                 break;
             };
-            let Some(c) = self.peers[peer].stream.as_mut().and_then(Conn::udp) else {
-                continue;
-            };
-            if c.next_timeout() > now {
+            let p = &mut self.peers[peer];
+            let mut fired = false;
+            let ticked = [p.stream.as_mut(), p.inbound.as_mut()]
+                .into_iter()
+                .flatten()
+                .filter_map(Conn::udp)
+                .filter(|c| c.next_timeout() <= now)
+                .try_for_each(|c| {
+                    fired = true;
+                    c.on_timer()
+                });
+            if !fired {
                 continue;
             }
-            if let Err(e) = c.on_timer() {
+            if let Err(e) = ticked {
                 // Its process may be alive (stopped, say): reported as
                 // broken, mpiexec ends it for good, so that it cannot come
                 // back to a job that went on without it, and every rank
@@ -101,7 +109,8 @@ impl Tcp {
             }
         };
         for &peer in &self.live {
-            if let Some(c) = &self.peers[peer].stream {
+            let p = &self.peers[peer];
+            for c in [&p.stream, &p.inbound].into_iter().flatten() {
                 consider(c);
             }
         }
