@@ -439,6 +439,26 @@ unsafe fn alltoall_impl(
 ) -> MpiResult<()> {
     let cm = comm(m, c)?;
     let n = cm.size();
+    // Blocks back to back in one dense run on both sides (MPI_Alltoall of a
+    // contiguous type, not in place) go from and to the caller's memory as
+    // they lie: no packing, no staging buffer (at 8 ranks and 64 KiB
+    // blocks, a third of the call's time).
+    if !is_in_place(sbuf) {
+        // SAFETY: forwarded.
+        let runs = unsafe {
+            (
+                dense_run(m, sbuf, sc, sd, st)?,
+                dense_run(m, rbuf, rc, rd, rt)?,
+            )
+        };
+        if let (Some((sraw, slens)), Some((rraw, rlens))) = runs {
+            if slens[cm.rank] != rlens[cm.rank] {
+                return self_mismatch(cm.rank, slens[cm.rank], rlens[cm.rank]);
+            }
+            let (soffs, roffs) = (offsets(&slens), offsets(&rlens));
+            return coll::alltoallv(m, &cm, sraw, rraw, &soffs, &slens, &roffs, &rlens);
+        }
+    }
     // SAFETY: forwarded.
     let rall = unsafe { typed(m, rbuf, 0, rt)? };
     let rblocks: Vec<TypedBuf> = (0..n).map(|r| rall.slice(rd[r], rc[r])).collect();
@@ -452,6 +472,39 @@ unsafe fn alltoall_impl(
     exchange_blocks(m, &cm, &sblocks, &rblocks)
 }
 
+/// The blocks of `counts` elements at `displs` of `buf`, when they lie
+/// back to back (each displacement the sum of the counts before it) and
+/// their elements make one dense run: that run, and each block's bytes.
+///
+/// # Safety
+/// `buf` is the caller's buffer of the blocks (MPI's rule for a blocking
+/// collective).
+unsafe fn dense_run(
+    m: &Mpi,
+    buf: *const c_void,
+    counts: &[usize],
+    displs: &[usize],
+    dt: c_int,
+) -> MpiResult<Option<(RawBuf, Vec<usize>)>> {
+    if offsets(counts) != displs {
+        return Ok(None);
+    }
+    let total: usize = counts.iter().sum();
+    // SAFETY: forwarded: the blocks together are these `total` elements.
+    let all = unsafe { typed(m, buf, total as i64, dt)? };
+    let size = all.dtype.size;
+    Ok(all
+        .contiguous()
+        .map(|run| (run, counts.iter().map(|c| c * size).collect())))
+}
+
+fn self_mismatch(rank: usize, sends: usize, receives: usize) -> MpiResult<()> {
+    fail(
+        err::TRUNCATE,
+        format!("rank {rank} sends {sends} bytes to itself but receives {receives}"),
+    )
+}
+
 /// Sends block r of `sblocks` to rank r and receives block r of `rblocks`
 /// from it (the all-to-all family, whatever the types).
 pub(super) fn exchange_blocks(
@@ -460,7 +513,6 @@ pub(super) fn exchange_blocks(
     sblocks: &[TypedBuf],
     rblocks: &[TypedBuf],
 ) -> MpiResult<()> {
-    let n = cm.size();
     let mut stemp = Vec::new();
     let mut slens = Vec::new();
     for b in sblocks {
@@ -471,14 +523,8 @@ pub(super) fn exchange_blocks(
     let soffs = offsets(&slens);
     let rlens: Vec<usize> = rblocks.iter().map(|b| b.bytes()).collect();
     let roffs = offsets(&rlens);
-    if let Some(r) = (0..n).find(|&r| r == cm.rank && slens[r] != rlens[r]) {
-        return fail(
-            err::TRUNCATE,
-            format!(
-                "rank {r} sends {} bytes to itself but receives {}",
-                slens[r], rlens[r]
-            ),
-        );
+    if slens[cm.rank] != rlens[cm.rank] {
+        return self_mismatch(cm.rank, slens[cm.rank], rlens[cm.rank]);
     }
     let mut rtemp = vec![0u8; rlens.iter().sum()];
     let (sraw, rraw) = (raw_of(&mut stemp), raw_of(&mut rtemp));

@@ -111,7 +111,13 @@ pub fn run(
     };
     for round in &s.rounds {
         let mut reqs = Vec::new();
-        for st in round {
+        // Receives are posted before sends: a message then finds its
+        // receive waiting (no copy through the unexpected queue), here and
+        // at the peer, which runs the same schedule. Each kind keeps its
+        // order, so matching is as the schedule says.
+        let recvs = round.iter().filter(|st| matches!(st, Step::Recv { .. }));
+        let sends = round.iter().filter(|st| matches!(st, Step::Send { .. }));
+        for st in recvs.chain(sends) {
             let op = match *st {
                 Step::Send { to, from, len } => Op::Send {
                     dest: Some(t.members[to]),

@@ -466,9 +466,16 @@ pub fn allgatherv(me: usize, n: usize, offs: &[usize], lens: &[usize]) -> Schedu
     s
 }
 
-/// Pairwise-exchange all-to-all: in step k, send to me+k and receive from
-/// me-k. `soffs/slens` index `Send` by destination, `roffs/rlens` index
-/// `Recv` by source.
+/// Blocks up to this size go all at once in an all-to-all (every receive
+/// and send posted together: one round of latency, as Open MPI's linear
+/// algorithm for small blocks); larger ones pairwise, one peer per round,
+/// so that the transfers of many peers do not compete.
+const ALLTOALL_LINEAR_MAX: usize = 64 << 10;
+
+/// All-to-all: for blocks up to `ALLTOALL_LINEAR_MAX` one round with every
+/// exchange; otherwise pairwise, in step k sending to me+k and receiving
+/// from me-k. `soffs/slens` index `Send` by destination, `roffs/rlens`
+/// index `Recv` by source.
 pub fn alltoallv(
     me: usize,
     n: usize,
@@ -483,13 +490,23 @@ pub fn alltoallv(
         at(Buf::Recv, roffs[me]),
         slens[me].min(rlens[me]),
     )]);
+    let linear = slens.iter().chain(rlens).all(|&l| l <= ALLTOALL_LINEAR_MAX);
+    let mut all = Vec::new();
     for k in 1..n {
         let to = (me + k) % n;
         let from = (me + n - k) % n;
-        s.round(vec![
+        let pair = [
             send(to, at(Buf::Send, soffs[to]), slens[to]),
             recv(from, at(Buf::Recv, roffs[from]), rlens[from]),
-        ]);
+        ];
+        if linear {
+            all.extend(pair);
+        } else {
+            s.round(pair.to_vec());
+        }
+    }
+    if !all.is_empty() {
+        s.round(all);
     }
     s
 }

@@ -222,6 +222,27 @@ fn data_movement() {
             let want: Vec<u8> = (0..n).map(|s| (s * 16 + me) as u8).collect();
             assert_eq!(rk.recv, want, "alltoall n={n}");
         }
+        // Blocks past the linear limit go pairwise, one peer per round.
+        let big = super::ALLTOALL_LINEAR_MAX + 1;
+        let offs: Vec<usize> = (0..n).map(|d| d * big).collect();
+        let lens = vec![big; n];
+        let mut ranks: Vec<Rank> = (0..n)
+            .map(|r| Rank {
+                send: (0..n * big).map(|i| (r * 16 + i / big + i) as u8).collect(),
+                recv: vec![0; n * big],
+            })
+            .collect();
+        let sc: Vec<_> = (0..n)
+            .map(|me| alltoallv(me, n, &offs, &lens, &offs, &lens))
+            .collect();
+        assert!(sc.iter().all(|s| s.rounds.len() == n), "pairwise n={n}");
+        run(&sc, &mut ranks, &ordered);
+        for (me, rk) in ranks.iter().enumerate() {
+            let want: Vec<u8> = (0..n * big)
+                .map(|i| (i / big * 16 + me + me * big + i % big) as u8)
+                .collect();
+            assert_eq!(rk.recv, want, "pairwise alltoall n={n}");
+        }
         let mut ranks: Vec<Rank> = (0..n)
             .map(|_| Rank {
                 send: vec![],

@@ -7,10 +7,20 @@ use std::io::Read;
 
 const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
+/// Rank 0 of `ranks`, over TCP only.
 fn transport(ranks: usize) -> (Tcp, Arc<Epoll>) {
+    let tcp = Links {
+        tcp: true,
+        shm: false,
+        udp: false,
+    };
+    transport_as(0, ranks, tcp)
+}
+
+fn transport_as(me: usize, ranks: usize, links: Links) -> (Tcp, Arc<Epoll>) {
     let ep = Arc::new(Epoll::new().unwrap());
     let cfg = TcpConfig {
-        me: 0,
+        me,
         ranks,
         key: KEY.to_vec(),
         generation: 0,
@@ -18,11 +28,7 @@ fn transport(ranks: usize) -> (Tcp, Arc<Epoll>) {
         fragment_size: 8192,
         bind: "127.0.0.1:0".parse().unwrap(),
         congestion: String::new(),
-        links: Links {
-            tcp: true,
-            shm: false,
-            udp: false,
-        },
+        links,
         shm_ring: crate::transport::shm::DEFAULT_RING,
     };
     (Tcp::new(cfg, ep.clone()).unwrap(), ep)
@@ -560,23 +566,6 @@ fn the_udp_socket_takes_the_listeners_port_or_the_pair_moves() {
     assert!(none.is_none());
 }
 
-fn transport_as(me: usize, links: Links) -> (Tcp, Arc<Epoll>) {
-    let ep = Arc::new(Epoll::new().unwrap());
-    let cfg = TcpConfig {
-        me,
-        ranks: 2,
-        key: KEY.to_vec(),
-        generation: 0,
-        eager_limit: 1024,
-        fragment_size: 8192,
-        bind: "127.0.0.1:0".parse().unwrap(),
-        congestion: String::new(),
-        links,
-        shm_ring: crate::transport::shm::DEFAULT_RING,
-    };
-    (Tcp::new(cfg, ep.clone()).unwrap(), ep)
-}
-
 fn send_eager(t: &mut Tcp, peer: usize, tag: i32, out: &mut Vec<Event>) {
     let mut h = Header::new(Kind::Eager);
     h.src = t.cfg.me as u32;
@@ -613,8 +602,8 @@ fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
             shm,
             udp: false,
         };
-        let (mut a, ea) = transport_as(0, links);
-        let (mut b, eb) = transport_as(1, links);
+        let (mut a, ea) = transport_as(0, 2, links);
+        let (mut b, eb) = transport_as(1, 2, links);
         a.set_address(1, b.local_addr().unwrap());
         b.set_address(0, a.local_addr().unwrap());
         let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
