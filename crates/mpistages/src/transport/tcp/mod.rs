@@ -215,6 +215,16 @@ impl Peer {
         }
     }
 
+    /// Its connections: the one frames go on, and the peer's own when
+    /// both opened one.
+    fn conns(&self) -> impl Iterator<Item = &Conn> {
+        self.stream.iter().chain(&self.inbound)
+    }
+
+    fn conns_mut(&mut self) -> impl Iterator<Item = &mut Conn> {
+        self.stream.iter_mut().chain(self.inbound.iter_mut())
+    }
+
     fn backlog(&self) -> bool {
         !(self.urgent.is_empty() && self.bulk.is_empty() && self.wire.is_empty())
     }
@@ -451,13 +461,7 @@ impl Transport for Tcp {
             t if t >= TOKEN_HANDSHAKE => self.on_handshake((t - TOKEN_HANDSHAKE) as usize, out),
             t if (t as usize) < self.peers.len() => {
                 let peer = t as usize;
-                let p = &mut self.peers[peer];
-                for s in [p.stream.as_mut(), p.inbound.as_mut()]
-                    .into_iter()
-                    .flatten()
-                {
-                    s.on_event();
-                }
+                self.peers[peer].conns_mut().for_each(Conn::on_event);
                 if ev.events & (epoll::READABLE | epoll::HANGUP) != 0 {
                     self.on_readable(peer, out);
                 }
@@ -487,11 +491,7 @@ impl Transport for Tcp {
         // Shared memory costs a few loads to look at: always. Sockets cost
         // a system call each: only a few (else epoll, every few rounds).
         self.poll_memory(out);
-        let socket = |p: &Peer| {
-            [&p.stream, &p.inbound]
-                .into_iter()
-                .any(|c| matches!(c, Some(Conn::Tcp(_) | Conn::Udp(_))))
-        };
+        let socket = |p: &Peer| p.conns().any(|c| matches!(c, Conn::Tcp(_) | Conn::Udp(_)));
         let n_socks = self
             .live
             .iter()
@@ -518,11 +518,7 @@ impl Transport for Tcp {
         let mut i = 0;
         while i < self.live.len() {
             let peer = self.live[i];
-            let p = &self.peers[peer];
-            if [&p.stream, &p.inbound]
-                .into_iter()
-                .any(|c| c.as_ref().is_some_and(Conn::polled))
-            {
+            if self.peers[peer].conns().any(Conn::polled) {
                 self.on_readable(peer, out);
                 // Frames left by a spent write budget go on (no epoll event
                 // says there is room in a ring), after the read, which may
@@ -557,9 +553,7 @@ impl Transport for Tcp {
 
     fn halt(&mut self, generation: u32) {
         for p in self.peers.iter_mut() {
-            for s in [&p.stream, &p.inbound].into_iter().flatten() {
-                s.set_halted(generation);
-            }
+            p.conns().for_each(|s| s.set_halted(generation));
             p.urgent.clear();
             p.bulk.clear();
             // Frames on the wire list have their sequence numbers: those

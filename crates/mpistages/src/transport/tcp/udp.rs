@@ -61,9 +61,8 @@ impl Tcp {
             };
             let p = &mut self.peers[peer];
             let mut fired = false;
-            let ticked = [p.stream.as_mut(), p.inbound.as_mut()]
-                .into_iter()
-                .flatten()
+            let ticked = p
+                .conns_mut()
                 .filter_map(Conn::udp)
                 .filter(|c| c.next_timeout() <= now)
                 .try_for_each(|c| {
@@ -109,10 +108,7 @@ impl Tcp {
             }
         };
         for &peer in &self.live {
-            let p = &self.peers[peer];
-            for c in [&p.stream, &p.inbound].into_iter().flatten() {
-                consider(c);
-            }
+            self.peers[peer].conns().for_each(&mut consider);
         }
         for hs in self.handshakes.iter().flatten() {
             consider(&hs.stream);
