@@ -5,6 +5,8 @@
  * sequence. */
 #include "check.h"
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define N 200
 
@@ -75,6 +77,63 @@ int main(int argc, char **argv) {
             }
             MPI_Recv(NULL, 0, MPI_INT, 1, 99, MPI_COMM_WORLD, &st);
         }
+    }
+    /* 4: a stream larger than a shared-memory ring, to a receiver that
+     * is not there yet: blocking sends that find room go straight into
+     * the ring, the rest queue behind them, with nonblocking sends and
+     * rendezvous messages mixed in; all must match in send order. */
+    if (rank != 0) {
+        enum { M = 6000, BIG = 300 * 1024 };
+        char *big = malloc((M / 1000) * BIG);
+        int small[16];
+        MPI_Request rq[16], bigrq[M / 1000];
+        int nrq = 0;
+        for (int i = 0; i < M; i++) {
+            if (i % 1000 == 999) {
+                char *b = big + (i / 1000) * BIG;
+                memset(b, (char)(i + rank), BIG);
+                MPI_Isend(b, BIG, MPI_CHAR, 0, 7, MPI_COMM_WORLD, &bigrq[i / 1000]);
+            } else if (i % 100 == 50) {
+                small[i / 100 % 16] = i;
+                MPI_Isend(&small[i / 100 % 16], 1, MPI_INT, 0, 7, MPI_COMM_WORLD, &rq[nrq++]);
+            } else {
+                int msg[8] = {rank, i, i, i, i, i, i, i};
+                MPI_Send(msg, 8, MPI_INT, 0, 7, MPI_COMM_WORLD);
+            }
+            if (nrq == 16) {
+                MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE);
+                nrq = 0;
+            }
+        }
+        MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE);
+        MPI_Waitall(M / 1000, bigrq, MPI_STATUSES_IGNORE);
+        free(big);
+    } else {
+        enum { M = 6000, BIG = 300 * 1024 };
+        usleep(200000); /* the senders fill their rings meanwhile */
+        char *big = malloc(BIG);
+        for (int s = 1; s < size; s++) {
+            for (int i = 0; i < M; i++) {
+                MPI_Status st;
+                int count;
+                if (i % 1000 == 999) {
+                    MPI_Recv(big, BIG, MPI_CHAR, s, 7, MPI_COMM_WORLD, &st);
+                    CHECK(big[0] == (char)(i + s) && big[BIG - 1] == (char)(i + s),
+                          "from %d: message %d (rendezvous) out of order", s, i);
+                } else if (i % 100 == 50) {
+                    int v = -1;
+                    MPI_Recv(&v, 1, MPI_INT, s, 7, MPI_COMM_WORLD, &st);
+                    CHECK(v == i, "from %d: message %d (nonblocking) got %d", s, i, v);
+                } else {
+                    int msg[8] = {0};
+                    MPI_Recv(msg, 8, MPI_INT, s, 7, MPI_COMM_WORLD, &st);
+                    MPI_Get_count(&st, MPI_INT, &count);
+                    CHECK(count == 8 && msg[0] == s && msg[1] == i && msg[7] == i,
+                          "from %d: message %d got #%d (count %d)", s, i, msg[1], count);
+                }
+            }
+        }
+        free(big);
     }
     pass("ordering");
     MPI_Finalize();

@@ -36,6 +36,35 @@ unsafe fn start_send(
     ))
 }
 
+/// `start_send` for a blocking send, which may complete at once without a
+/// request (`Engine::send_now`): then `None`.
+///
+/// # Safety
+/// MPI buffer rule for `buf` (until the request completes).
+#[allow(clippy::too_many_arguments)]
+unsafe fn start_blocking_send(
+    m: &Mpi,
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: SendMode,
+) -> MpiResult<Option<ReqId>> {
+    if dest == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
+        // SAFETY: forwarded.
+        return unsafe { start_send(m, buf, n, dt, dest, tag, comm, mode) }.map(Some);
+    }
+    // SAFETY: forwarded.
+    let tb = unsafe { typed(m, buf, n, dt)? };
+    let op = p2p::send_op(m, tb, dest, tag, comm, mode)?;
+    Ok(match m.engine.send_now(op) {
+        Ok(()) => None,
+        Err(op) => Some(p2p::post(m, op, comm)),
+    })
+}
+
 /// # Safety
 /// MPI buffer rule for `buf`.
 unsafe fn start_recv(
@@ -188,8 +217,11 @@ macro_rules! blocking_send {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the caller's buffer stays valid for this blocking call.
-                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
-                finish(m, id).map(|_| ())
+                let id = unsafe { start_blocking_send(m, buf, n, dt, dest, tag, comm, $mode)? };
+                match id {
+                    Some(id) => finish(m, id).map(|_| ()),
+                    None => Ok(()),
+                }
             });
             ret($label, comm, r)
         });

@@ -170,6 +170,13 @@ impl Engine {
         })
     }
 
+    /// A blocking standard send that shared memory takes whole at once
+    /// completes here, with no request (`Core::send_now`); otherwise the
+    /// operation comes back, to be posted.
+    pub fn send_now(&self, op: Op) -> Result<(), Op> {
+        self.lock().send_now(op)
+    }
+
     /// As `post`, for a request of the library's own threads (a window
     /// agent's reply), which the application does not hold: a checkpoint
     /// does not count it as pending (`Core::pending_requests`).

@@ -51,6 +51,11 @@ impl<R, M> Default for Context<R, M> {
     }
 }
 
+/// A source's emptied posted-receive queue is kept (not freed and made
+/// again at its next receive: an allocation per message of a ping-pong)
+/// unless a burst grew it beyond this many entries.
+const KEEP_EMPTY: usize = 8;
+
 fn tag_matches(sel: TagSel, tag: i32) -> bool {
     sel.is_none_or(|t| t == tag)
 }
@@ -116,7 +121,7 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         let posted = if from_src {
             let q = c.posted_src.get_mut(&src).expect("list seen above");
             let p = q.remove(by_src.expect("index seen above"));
-            if q.is_empty() {
+            if q.is_empty() && q.capacity() > KEEP_EMPTY {
                 c.posted_src.remove(&src);
             }
             p
@@ -179,7 +184,7 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
             if let Some(i) = q.iter().position(|p| p.req == req) {
                 q.remove(i);
                 found = true;
-                if q.is_empty() {
+                if q.is_empty() && q.capacity() > KEEP_EMPTY {
                     emptied = Some(*s);
                 }
                 break;

@@ -335,6 +335,50 @@ impl Core {
         }
     }
 
+    /// A standard send of contiguous data small enough to go eagerly,
+    /// written whole into the peer's connection at once (shared memory
+    /// with room): it is complete with no request at all. Gives the
+    /// operation back when it does not qualify or the connection cannot
+    /// take the frame now (then it goes as a request, the ordinary way).
+    /// Nothing to do with failures here: any failure, lost peer or revoked
+    /// communicator known sends it the ordinary way, which reports it.
+    pub(super) fn send_now(&mut self, op: Op) -> Result<(), Op> {
+        let Op::Send {
+            dest: Some(dest),
+            src,
+            context,
+            tag,
+            mode: SendMode::Standard,
+            layout,
+        } = &op
+        else {
+            return Err(op);
+        };
+        let quiet = !self.halted() && self.failure_free();
+        let Some(t) = self.transport.as_mut() else {
+            return Err(op);
+        };
+        let data = match layout.contiguous() {
+            Some(b) if quiet && *dest != self.me && b.len() <= t.eager_limit() => b,
+            _ => return Err(op),
+        };
+        let mut hdr = Header::new(Kind::Eager);
+        hdr.generation = self.generation;
+        hdr.context = *context;
+        hdr.src = *src;
+        hdr.tag = *tag;
+        hdr.len = data.len() as u32;
+        let payload = if data.is_empty() {
+            Payload::None
+        } else {
+            Payload::Borrowed(data)
+        };
+        match t.send_now(*dest, OutFrame::new(&hdr, payload, None)) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(op),
+        }
+    }
+
     /// A frame could not be handed to a lost peer. With recovery on, the
     /// request stays pending: mpiexec announces the failure and the halt
     /// fails it with `Halted`, which the application can roll back from.

@@ -159,11 +159,16 @@ impl Core {
         self.changes += 1;
     }
 
+    /// No failure, lost peer or revoked communicator is known here.
+    pub(super) fn failure_free(&self) -> bool {
+        self.ulfm.revoked.is_empty() && self.lost.is_empty() && self.ulfm.dead.is_empty()
+    }
+
     /// Why `op` cannot start, if a revocation or a failure forbids it
     /// whatever has arrived: a revoked communicator, a send to a dead
     /// process, a collective's message on a communicator with one.
     pub(super) fn refused(&self, op: &Op) -> Option<ReqError> {
-        if self.ulfm.revoked.is_empty() && self.lost.is_empty() && self.ulfm.dead.is_empty() {
+        if self.failure_free() {
             return None;
         }
         let (ctx, dest) = match op {

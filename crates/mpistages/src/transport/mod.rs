@@ -216,6 +216,13 @@ pub trait Transport: Send {
         class: Class,
         out: &mut Vec<Event>,
     ) -> Result<(), TransportError>;
+    /// Writes `frame` whole at once if that needs no queue (a connection
+    /// idle and with room for all of it); otherwise writes nothing and
+    /// gives the frame back (then `send` it). The caller may reuse the
+    /// payload's memory as soon as this returns `Ok`.
+    fn send_now(&mut self, _peer: usize, frame: OutFrame) -> Result<(), OutFrame> {
+        Err(frame)
+    }
     /// Declares where the DATA frames of transfer `rid` from `peer` land.
     /// Bytes past `target.len()` (up to `total`) are read and dropped.
     fn expect_data(&mut self, peer: usize, rid: u64, target: RawBuf, total: u64);

@@ -413,6 +413,23 @@ impl ShmConn {
         Err(io::ErrorKind::WouldBlock.into())
     }
 
+    /// Copies all of `bufs` into the ring if it has room for them now;
+    /// false (nothing written) otherwise.
+    pub fn write_whole(&mut self, bufs: &[IoSlice]) -> io::Result<bool> {
+        let Some(tx) = &self.tx else {
+            return Ok(false);
+        };
+        match tx.ring.write_whole(bufs).map_err(broken)? {
+            Some(bell) => {
+                if bell {
+                    self.ring_bell();
+                }
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     /// About to sleep: asks the peer for a doorbell when bytes come.
     /// False when bytes are there already.
     pub fn want_data(&mut self) -> bool {

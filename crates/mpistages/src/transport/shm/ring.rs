@@ -119,15 +119,41 @@ impl Ring {
     /// (0 when the ring is full) and whether the consumer asked for its
     /// doorbell.
     pub fn write(&self, bufs: &[IoSlice]) -> Result<(usize, bool), Broken> {
-        let head = self.word(HEAD).load(Ordering::Relaxed);
         let want: usize = bufs.iter().map(|b| b.len()).sum();
+        let (head, room) = self.room_for(want)?;
+        self.write_at(head, room, bufs)
+    }
+
+    /// Producer: copies all of `bufs` if the ring has room for all of it
+    /// now, else nothing (`None`); with whether a doorbell is owed.
+    pub fn write_whole(&self, bufs: &[IoSlice]) -> Result<Option<bool>, Broken> {
+        let want: usize = bufs.iter().map(|b| b.len()).sum();
+        let (head, room) = self.room_for(want)?;
+        if room < want {
+            return Ok(None);
+        }
+        Ok(Some(self.write_at(head, room, bufs)?.1))
+    }
+
+    /// The producer's position and the room after it, the consumer's
+    /// `tail` loaded only when the room last seen is less than `want`.
+    fn room_for(&self, want: usize) -> Result<(u64, usize), Broken> {
+        let head = self.word(HEAD).load(Ordering::Relaxed);
         let mut tail = self.seen_tail.get();
         let cached_used = head.wrapping_sub(tail);
         if cached_used > self.cap as u64 || self.cap - (cached_used as usize) < want {
             tail = self.word(TAIL).load(Ordering::Acquire);
             self.seen_tail.set(tail);
         }
-        let mut room = self.cap - self.used(head, tail)?;
+        Ok((head, self.cap - self.used(head, tail)?))
+    }
+
+    fn write_at(
+        &self,
+        head: u64,
+        mut room: usize,
+        bufs: &[IoSlice],
+    ) -> Result<(usize, bool), Broken> {
         let mut pos = head;
         for b in bufs {
             if room == 0 {

@@ -50,6 +50,16 @@ impl Conn {
         }
     }
 
+    /// Writes all of `bufs` at once or nothing (false): only shared memory
+    /// can promise that without writing (its room is known); a socket
+    /// says false.
+    pub fn write_whole(&mut self, bufs: &[IoSlice]) -> io::Result<bool> {
+        match self {
+            Conn::Shm(c) => c.write_whole(bufs),
+            Conn::Tcp(_) | Conn::Udp(_) => Ok(false),
+        }
+    }
+
     /// What to ask epoll for while frames wait for room: writability of
     /// the socket; for shared memory nothing more (the peer's doorbell
     /// makes the socket readable once it took bytes).

@@ -430,6 +430,10 @@ impl Transport for Tcp {
         Ok(())
     }
 
+    fn send_now(&mut self, peer: usize, frame: OutFrame) -> Result<(), OutFrame> {
+        self.write_whole(peer, frame)
+    }
+
     fn connected(&self, peer: usize) -> bool {
         self.peers
             .get(peer)

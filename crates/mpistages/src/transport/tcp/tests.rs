@@ -643,3 +643,68 @@ fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
         assert_eq!(tags(&got_b)[..3], [0, 1, 2], "shm {shm}");
     }
 }
+
+/// `send_now` writes a frame whole into an idle shared-memory ring, or
+/// gives it back: when the ring is full, and while frames queued before
+/// it wait, even once the reader has made room (it would overtake them).
+#[test]
+fn a_frame_sent_now_never_overtakes_queued_ones() {
+    let links = Links {
+        tcp: true,
+        shm: true,
+        udp: false,
+    };
+    let (mut a, ea) = transport_as(0, 2, links);
+    let (mut b, eb) = transport_as(1, 2, links);
+    a.set_address(1, b.local_addr().unwrap());
+    b.set_address(0, a.local_addr().unwrap());
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    let frame = |tag: i32| {
+        let mut h = Header::new(Kind::Eager);
+        h.tag = tag;
+        h.len = 4;
+        OutFrame::new(&h, Payload::Owned(tag.to_le_bytes().to_vec()), None)
+    };
+    let turn = |t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>| {
+        pump(t, ep, out, 2);
+        t.poll_memory(out);
+    };
+    // No connection yet: given back.
+    assert!(a.send_now(1, frame(0)).is_err());
+    send_eager(&mut a, 1, 0, &mut got_a);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tags(&got_b).is_empty() || a.peers[1].stream.as_ref().is_none_or(|c| c.kind() != "shm") {
+        assert!(std::time::Instant::now() < deadline, "{got_b:?}");
+        turn(&mut b, &eb, &mut got_b);
+        turn(&mut a, &ea, &mut got_a);
+    }
+    // Straight into the ring until it is full.
+    let mut tag = 1;
+    while a.send_now(1, frame(tag)).is_ok() {
+        tag += 1;
+        assert!(tag < 1 << 20, "the ring never filled");
+    }
+    // That one and the next wait in the queue; the reader makes room.
+    a.send(1, frame(tag), Class::Urgent, &mut got_a).unwrap();
+    a.send(1, frame(tag + 1), Class::Urgent, &mut got_a)
+        .unwrap();
+    assert!(a.has_backlog());
+    turn(&mut b, &eb, &mut got_b);
+    assert!(
+        a.send_now(1, frame(tag + 2)).is_err(),
+        "overtook queued frames"
+    );
+    a.send(1, frame(tag + 2), Class::Urgent, &mut got_a)
+        .unwrap();
+    while tags(&got_b).len() < (tag + 3) as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {}",
+            tags(&got_b).len(),
+            tag + 3
+        );
+        turn(&mut a, &ea, &mut got_a);
+        turn(&mut b, &eb, &mut got_b);
+    }
+    assert_eq!(tags(&got_b), (0..tag + 3).collect::<Vec<_>>());
+}

@@ -35,6 +35,33 @@ impl Tcp {
         }
     }
 
+    /// `Transport::send_now`: an idle shared-memory connection with room
+    /// takes the frame whole; anything else gives it back untouched (a
+    /// frame must not overtake those queued before it).
+    pub(super) fn write_whole(&mut self, peer: usize, mut f: OutFrame) -> Result<(), OutFrame> {
+        let Some(p) = self.peers.get_mut(peer) else {
+            return Err(f);
+        };
+        if p.lost || p.want_write || p.backlog() || Header::data_rid(&f.header).is_some() {
+            return Err(f);
+        }
+        let Some(stream) = p.stream.as_mut() else {
+            return Err(f);
+        };
+        Header::stamp_seq(&mut f.header, p.sent_seq);
+        let iov = [IoSlice::new(&f.header), IoSlice::new(f.payload.bytes())];
+        let parts = if f.payload.bytes().is_empty() { 1 } else { 2 };
+        match stream.write_whole(&iov[..parts]) {
+            Ok(true) => {
+                p.sent_seq += 1;
+                Ok(())
+            }
+            // No room, a socket, or a broken ring: the ordinary path
+            // queues it (and reports the error).
+            _ => Err(f),
+        }
+    }
+
     /// Writes queued frames until the socket is full, nothing is left, or
     /// the write budget is spent (then write interest brings us back).
     pub(super) fn flush(&mut self, peer: usize, out: &mut Vec<Event>) {
