@@ -103,6 +103,16 @@ impl std::fmt::Display for ProtocolError {
     }
 }
 
+/// An EAGER header of `generation` for a message of (context, source, tag).
+fn message_header(generation: u32, context: u32, src: u32, tag: i32) -> Header {
+    let mut h = Header::new(Kind::Eager);
+    h.generation = generation;
+    h.context = context;
+    h.src = src;
+    h.tag = tag;
+    h
+}
+
 impl Req {
     /// A request for `op`, not started.
     pub(super) fn new(op: Op, persistent: bool) -> Req {
@@ -275,7 +285,7 @@ impl Core {
             .transport
             .as_ref()
             .map_or(usize::MAX, |t| t.eager_limit());
-        let mut hdr = self.header(Kind::Eager);
+        let generation = self.generation;
         let r = self.req_mut(id).expect("caller checked");
         let Op::Send {
             dest: Some(dest),
@@ -288,6 +298,7 @@ impl Core {
         else {
             return;
         };
+        let mut hdr = message_header(generation, *context, *src, *tag);
         let dest = *dest;
         let len = layout.packed_len();
         let data = match layout.contiguous() {
@@ -300,9 +311,6 @@ impl Core {
             }
         };
         let sync = *mode == SendMode::Sync;
-        hdr.context = *context;
-        hdr.src = *src;
-        hdr.tag = *tag;
         hdr.rdv = id.to_wire();
         if sync {
             hdr.flags |= flags::SYNC;
@@ -362,11 +370,7 @@ impl Core {
             Some(b) if quiet && *dest != self.me && b.len() <= t.eager_limit() => b,
             _ => return Err(op),
         };
-        let mut hdr = Header::new(Kind::Eager);
-        hdr.generation = self.generation;
-        hdr.context = *context;
-        hdr.src = *src;
-        hdr.tag = *tag;
+        let mut hdr = message_header(self.generation, *context, *src, *tag);
         hdr.len = data.len() as u32;
         let payload = if data.is_empty() {
             Payload::None
