@@ -135,17 +135,19 @@ pub fn run(
                 },
                 _ => continue,
             };
+            // A send that shared memory takes at once needs no request.
+            let op = match op {
+                Op::Send { .. } => match t.engine.send_now(op) {
+                    Ok(()) => continue,
+                    Err(op) => op,
+                },
+                op => op,
+            };
             reqs.push(t.engine.post(op));
         }
-        let mut first_err = None;
-        for id in reqs {
-            let st = t.engine.wait(id);
-            if let (Some(e), None) = (&st.error, &first_err) {
-                first_err = Some(CollError::Request(e.clone()));
-            }
-        }
-        if let Some(e) = first_err {
-            return Err(e);
+        let statuses = t.engine.wait_all(&reqs);
+        if let Some(e) = statuses.iter().find_map(|st| st.error.as_ref()) {
+            return Err(CollError::Request(e.clone()));
         }
         for st in round {
             match *st {

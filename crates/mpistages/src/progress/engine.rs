@@ -259,6 +259,21 @@ impl Engine {
         })
     }
 
+    /// Waits for all of `ids` and takes their statuses, in order (one
+    /// wait for a collective's round, not one per request).
+    pub fn wait_all(&self, ids: &[ReqId]) -> Vec<Status> {
+        self.wait_until(|c| {
+            if ids.iter().any(|&id| c.is_running(id)) {
+                return None;
+            }
+            Some(
+                ids.iter()
+                    .map(|&id| c.take(id).unwrap_or_else(Status::empty))
+                    .collect(),
+            )
+        })
+    }
+
     /// `wait`, except that a wildcard receive blocked by a failure not
     /// acknowledged (ULFM) comes back as `None` and stays posted.
     pub fn wait_unless_blocked(&self, id: ReqId) -> Option<Status> {

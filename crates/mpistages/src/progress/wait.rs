@@ -93,7 +93,11 @@ impl Engine {
     /// in flight must be advanced by the progress thread from now on (after
     /// `HANDOFF_DELAY`, in case the application comes right back to wait).
     pub fn background(&self) {
-        let mut core = self.lock();
+        self.hand_off(&mut self.lock());
+    }
+
+    /// `background` under the engine lock already held.
+    fn hand_off(&self, core: &mut Core) {
         if core.progress_parked && !core.polling && core.bulk_active > 0 {
             core.handoff_polls = core.user_polls;
             if !core.handoff_armed {
@@ -147,11 +151,11 @@ impl Engine {
             let v = f(&mut core);
             self.after(&core, before, true);
             if let Some(v) = v {
+                self.hand_off(&mut core);
                 drop(core);
                 if let Some((began, _)) = spin_from {
                     self.spin.record(began.elapsed(), slept);
                 }
-                self.background();
                 return v;
             }
             if !core.polling {
