@@ -4,15 +4,19 @@ use super::request::handle;
 use super::{get, mpi, mpi_fn, put, put_status, ret, typed, CStatus};
 use crate::api::consts::{err, BSEND_OVERHEAD, UNDEFINED};
 use crate::api::error::request_error as req_error;
-use crate::api::error::{fail, MpiResult};
+use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::p2p;
 use crate::api::Mpi;
 use crate::api::Owned;
 use crate::api::{Layout, Op, ReqId, SendMode, Status};
 use std::os::raw::{c_int, c_void};
 
+/// Starts a send. A blocking one (`now`) first tries `Engine::send_now`,
+/// which may complete it at once with no request: then `None`.
+///
 /// # Safety
-/// MPI buffer rule for `buf`.
+/// MPI buffer rule for `buf` (until the request completes).
+#[allow(clippy::too_many_arguments)]
 unsafe fn start_send(
     m: &Mpi,
     buf: *const c_void,
@@ -22,47 +26,17 @@ unsafe fn start_send(
     tag: c_int,
     comm: c_int,
     mode: SendMode,
-) -> MpiResult<ReqId> {
-    if dest == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
-        m.tables().comm(comm)?;
-        return Ok(p2p::completed(m, comm));
-    }
-    // SAFETY: forwarded.
-    let tb = unsafe { typed(m, buf, n, dt)? };
-    Ok(p2p::post(
-        m,
-        p2p::send_op(m, tb, dest, tag, comm, mode)?,
-        comm,
-    ))
-}
-
-/// `start_send` for a blocking send, which may complete at once without a
-/// request (`Engine::send_now`): then `None`.
-///
-/// # Safety
-/// MPI buffer rule for `buf` (until the request completes).
-#[allow(clippy::too_many_arguments)]
-unsafe fn start_blocking_send(
-    m: &Mpi,
-    buf: *const c_void,
-    n: impl Into<i64>,
-    dt: c_int,
-    dest: c_int,
-    tag: c_int,
-    comm: c_int,
-    mode: SendMode,
+    now: bool,
 ) -> MpiResult<Option<ReqId>> {
     if dest == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
-        // SAFETY: forwarded.
-        return unsafe { start_send(m, buf, n, dt, dest, tag, comm, mode) }.map(Some);
+        m.tables().comm(comm)?;
+        return Ok(Some(p2p::completed(m, comm)));
     }
     // SAFETY: forwarded.
     let tb = unsafe { typed(m, buf, n, dt)? };
     let op = p2p::send_op(m, tb, dest, tag, comm, mode)?;
-    Ok(match m.engine.send_now(op) {
-        Ok(()) => None,
-        Err(op) => Some(p2p::post(m, op, comm)),
-    })
+    let op = if now { m.engine.send_now(op) } else { Err(op) };
+    Ok(op.err().map(|op| p2p::post(m, op, comm)))
 }
 
 /// # Safety
@@ -217,7 +191,7 @@ macro_rules! blocking_send {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the caller's buffer stays valid for this blocking call.
-                let id = unsafe { start_blocking_send(m, buf, n, dt, dest, tag, comm, $mode)? };
+                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode, true)? };
                 match id {
                     Some(id) => finish(m, id).map(|_| ()),
                     None => Ok(()),
@@ -239,7 +213,8 @@ macro_rules! nonblocking_send {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the MPI buffer rule holds until the request completes.
-                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
+                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode, false)? }
+                    .ok_or_else(|| MpiError::new(err::INTERN, "a nonblocking send without a request"))?;
                 m.engine.background();
                 // SAFETY: caller's out-pointer.
                 unsafe { put(req, handle(id)) }

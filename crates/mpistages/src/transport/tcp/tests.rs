@@ -566,6 +566,21 @@ fn the_udp_socket_takes_the_listeners_port_or_the_pair_moves() {
     assert!(none.is_none());
 }
 
+/// Ranks 0 and 1 of a job of two (TCP, and shared memory if `shm`), each
+/// knowing the other's address, not yet connected.
+fn addressed_pair(shm: bool) -> ((Tcp, Arc<Epoll>), (Tcp, Arc<Epoll>)) {
+    let links = Links {
+        tcp: true,
+        shm,
+        udp: false,
+    };
+    let (mut a, ea) = transport_as(0, 2, links);
+    let (mut b, eb) = transport_as(1, 2, links);
+    a.set_address(1, b.local_addr().unwrap());
+    b.set_address(0, a.local_addr().unwrap());
+    ((a, ea), (b, eb))
+}
+
 fn send_eager(t: &mut Tcp, peer: usize, tag: i32, out: &mut Vec<Event>) {
     let mut h = Header::new(Kind::Eager);
     h.src = t.cfg.me as u32;
@@ -597,15 +612,7 @@ fn tags(events: &[Event]) -> Vec<i32> {
 #[test]
 fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
     for shm in [false, true] {
-        let links = Links {
-            tcp: true,
-            shm,
-            udp: false,
-        };
-        let (mut a, ea) = transport_as(0, 2, links);
-        let (mut b, eb) = transport_as(1, 2, links);
-        a.set_address(1, b.local_addr().unwrap());
-        b.set_address(0, a.local_addr().unwrap());
+        let ((mut a, ea), (mut b, eb)) = addressed_pair(shm);
         let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
         // Both send before either looks at its listener.
         for tag in 0..3 {
@@ -649,15 +656,7 @@ fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
 /// it wait, even once the reader has made room (it would overtake them).
 #[test]
 fn a_frame_sent_now_never_overtakes_queued_ones() {
-    let links = Links {
-        tcp: true,
-        shm: true,
-        udp: false,
-    };
-    let (mut a, ea) = transport_as(0, 2, links);
-    let (mut b, eb) = transport_as(1, 2, links);
-    a.set_address(1, b.local_addr().unwrap());
-    b.set_address(0, a.local_addr().unwrap());
+    let ((mut a, ea), (mut b, eb)) = addressed_pair(true);
     let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
     let frame = |tag: i32| {
         let mut h = Header::new(Kind::Eager);
