@@ -4,7 +4,7 @@
 //! protocol is `protocol.rs`, the wait policy `wait.rs`.
 
 use super::matcher::{Src, TagSel};
-use super::protocol::{Phase, Req, State};
+use super::req::{Phase, Req, State};
 use super::request::{Op, ReqId, Status};
 use super::spin::SpinBudget;
 use super::state::{Core, TOKEN_BELL, TOKEN_CONTROL};

@@ -13,6 +13,7 @@ pub mod matcher;
 mod protocol;
 #[cfg(test)]
 mod protocol_tests;
+mod req;
 pub mod request;
 mod slab;
 mod spin;

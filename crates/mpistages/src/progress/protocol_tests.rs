@@ -2,7 +2,7 @@
 //! transport that the test drives frame by frame, so every interleaving of
 //! a failure notice with the frames of a message in flight can be tried.
 
-use super::protocol::Req;
+use super::req::Req;
 use super::request::{Bytes, Op, ReqError, ReqId, SendMode, Status};
 use super::state::Core;
 use super::Src;

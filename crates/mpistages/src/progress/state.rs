@@ -4,7 +4,7 @@
 //! holds the lock and who waits is `engine.rs` and `wait.rs`.
 
 use super::matcher::{Matcher, Src, TagSel};
-use super::protocol::{Msg, Req, State};
+use super::req::{Msg, Req, State};
 use super::request::{Op, ReqError, ReqId, Status};
 use super::slab::Slab;
 use crate::control::client::{Client, ControlReader};

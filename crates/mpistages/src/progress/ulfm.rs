@@ -19,7 +19,7 @@
 //! tell which receives a lost connection ends).
 
 use super::matcher::Src;
-use super::protocol::{Phase, Req, State};
+use super::req::{Phase, Req, State};
 use super::request::{Op, ReqError, ReqId};
 use super::state::Core;
 use std::collections::{HashMap, HashSet};

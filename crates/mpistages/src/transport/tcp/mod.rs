@@ -629,6 +629,8 @@ impl Transport for Tcp {
 mod conn;
 mod connect;
 mod handshake;
+#[cfg(test)]
+mod pair_tests;
 mod read;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,149 @@
+//! Tests of a pair of ranks that connect at their first frame: both ends
+//! at once, and frames written at once into shared memory beside queued
+//! ones.
+
+use super::tests::{pump, transport_as};
+use super::*;
+use crate::transport::Payload;
+
+/// Ranks 0 and 1 of a job of two (TCP, and shared memory if `shm`), each
+/// knowing the other's address, not yet connected.
+fn addressed_pair(shm: bool) -> ((Tcp, Arc<Epoll>), (Tcp, Arc<Epoll>)) {
+    let links = Links {
+        tcp: true,
+        shm,
+        udp: false,
+    };
+    let (mut a, ea) = transport_as(0, 2, links);
+    let (mut b, eb) = transport_as(1, 2, links);
+    a.set_address(1, b.local_addr().unwrap());
+    b.set_address(0, a.local_addr().unwrap());
+    ((a, ea), (b, eb))
+}
+
+fn send_eager(t: &mut Tcp, peer: usize, tag: i32, out: &mut Vec<Event>) {
+    let mut h = Header::new(Kind::Eager);
+    h.src = t.cfg.me as u32;
+    h.tag = tag;
+    h.len = 4;
+    let frame = OutFrame::new(&h, Payload::Owned(tag.to_le_bytes().to_vec()), None);
+    t.send(peer, frame, Class::Urgent, out).unwrap();
+}
+
+/// The tags of the frames among `events`, in order.
+fn tags(events: &[Event]) -> Vec<i32> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Frame { hdr, payload, .. } => {
+                assert_eq!(payload, &hdr.tag.to_le_bytes());
+                Some(hdr.tag)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Both ends of a pair open its connection at their first frame, at the
+/// same moment: each keeps sending on its own and reads both, so every
+/// frame arrives, in order, over TCP and over shared memory; and when one
+/// side ends, the end of the connection it sent nothing on does not cut
+/// off the frames still to be read on the other.
+#[test]
+fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
+    for shm in [false, true] {
+        let ((mut a, ea), (mut b, eb)) = addressed_pair(shm);
+        let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+        // Both send before either looks at its listener.
+        for tag in 0..3 {
+            send_eager(&mut a, 1, tag, &mut got_a);
+            send_eager(&mut b, 0, tag, &mut got_b);
+        }
+        assert!(a.peers[1].initiated && b.peers[0].initiated);
+        let turn = |t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>| {
+            pump(t, ep, out, 2);
+            t.poll_memory(out);
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tags(&got_a).len() < 3 || tags(&got_b).len() < 3 {
+            assert!(std::time::Instant::now() < deadline, "{got_a:?} {got_b:?}");
+            turn(&mut a, &ea, &mut got_a);
+            turn(&mut b, &eb, &mut got_b);
+        }
+        assert!(a.peers[1].inbound.is_some() && b.peers[0].inbound.is_some());
+        // More frames both ways, then b ends: a reads all of them before
+        // it hears of the end.
+        for tag in 3..6 {
+            send_eager(&mut a, 1, tag, &mut got_a);
+            send_eager(&mut b, 0, tag, &mut got_b);
+        }
+        b.close_all();
+        while !got_a.iter().any(|e| matches!(e, Event::PeerLost { .. })) {
+            assert!(std::time::Instant::now() < deadline, "shm {shm}: {got_a:?}");
+            turn(&mut a, &ea, &mut got_a);
+        }
+        assert_eq!(tags(&got_a), (0..6).collect::<Vec<_>>(), "shm {shm}");
+        assert!(
+            matches!(got_a.last(), Some(Event::PeerLost { peer: 1, .. })),
+            "shm {shm}: {got_a:?}"
+        );
+        assert_eq!(tags(&got_b)[..3], [0, 1, 2], "shm {shm}");
+    }
+}
+
+/// `send_now` writes a frame whole into an idle shared-memory ring, or
+/// gives it back: when the ring is full, and while frames queued before
+/// it wait, even once the reader has made room (it would overtake them).
+#[test]
+fn a_frame_sent_now_never_overtakes_queued_ones() {
+    let ((mut a, ea), (mut b, eb)) = addressed_pair(true);
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    let frame = |tag: i32| {
+        let mut h = Header::new(Kind::Eager);
+        h.tag = tag;
+        h.len = 4;
+        OutFrame::new(&h, Payload::Owned(tag.to_le_bytes().to_vec()), None)
+    };
+    let turn = |t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>| {
+        pump(t, ep, out, 2);
+        t.poll_memory(out);
+    };
+    // No connection yet: given back.
+    assert!(a.send_now(1, frame(0)).is_err());
+    send_eager(&mut a, 1, 0, &mut got_a);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tags(&got_b).is_empty() || a.peers[1].stream.as_ref().is_none_or(|c| c.kind() != "shm") {
+        assert!(std::time::Instant::now() < deadline, "{got_b:?}");
+        turn(&mut b, &eb, &mut got_b);
+        turn(&mut a, &ea, &mut got_a);
+    }
+    // Straight into the ring until it is full.
+    let mut tag = 1;
+    while a.send_now(1, frame(tag)).is_ok() {
+        tag += 1;
+        assert!(tag < 1 << 20, "the ring never filled");
+    }
+    // That one and the next wait in the queue; the reader makes room.
+    a.send(1, frame(tag), Class::Urgent, &mut got_a).unwrap();
+    a.send(1, frame(tag + 1), Class::Urgent, &mut got_a)
+        .unwrap();
+    assert!(a.has_backlog());
+    turn(&mut b, &eb, &mut got_b);
+    assert!(
+        a.send_now(1, frame(tag + 2)).is_err(),
+        "overtook queued frames"
+    );
+    a.send(1, frame(tag + 2), Class::Urgent, &mut got_a)
+        .unwrap();
+    while tags(&got_b).len() < (tag + 3) as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {}",
+            tags(&got_b).len(),
+            tag + 3
+        );
+        turn(&mut a, &ea, &mut got_a);
+        turn(&mut b, &eb, &mut got_b);
+    }
+    assert_eq!(tags(&got_b), (0..tag + 3).collect::<Vec<_>>());
+}
