@@ -228,8 +228,23 @@ pub unsafe fn typed(
     n: impl Into<i64>,
     dt: i32,
 ) -> MpiResult<TypedBuf> {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { typed_in(&m.tables(), buf, n, dt) }
+}
+
+/// `typed` with the tables already held (one lock for the datatype and
+/// the communicator of a point-to-point call).
+///
+/// # Safety
+/// As for `typed`.
+pub unsafe fn typed_in(
+    tables: &api::Tables,
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: i32,
+) -> MpiResult<TypedBuf> {
     let n = large_count(n.into())?;
-    let t = m.tables().dtype(dt)?;
+    let t = tables.dtype(dt)?;
     if buf.is_null() && n > 0 && t.size > 0 && t.true_lb == 0 {
         return fail(err::BUFFER, "the buffer is NULL but the count is not 0");
     }

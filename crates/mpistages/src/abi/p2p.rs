@@ -1,18 +1,49 @@
 //! Point-to-point entry points.
 
 use super::request::handle;
-use super::{get, mpi, mpi_fn, put, put_status, ret, typed, CStatus};
+use super::{get, mpi, mpi_fn, put, put_status, ret, typed, typed_in, CStatus};
 use crate::api::consts::{err, BSEND_OVERHEAD, UNDEFINED};
 use crate::api::error::request_error as req_error;
-use crate::api::error::{fail, MpiError, MpiResult};
+use crate::api::error::{fail, MpiResult};
 use crate::api::p2p;
 use crate::api::Mpi;
 use crate::api::Owned;
 use crate::api::{Layout, Op, ReqId, SendMode, Status};
 use std::os::raw::{c_int, c_void};
 
-/// Starts a send. A blocking one (`now`) first tries `Engine::send_now`,
-/// which may complete it at once with no request: then `None`.
+/// A send's operation, from one look at the tables; `None` for a send of
+/// `MPI_DATATYPE_NULL` to `MPI_PROC_NULL` (nothing to do).
+///
+/// # Safety
+/// MPI buffer rule for `buf` (until the operation completes).
+#[allow(clippy::too_many_arguments)]
+unsafe fn send_op(
+    m: &Mpi,
+    buf: *const c_void,
+    n: impl Into<i64>,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+    mode: SendMode,
+) -> MpiResult<Option<Op>> {
+    let t = m.tables();
+    if dest == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
+        t.comm_ref(comm)?;
+        return Ok(None);
+    }
+    // SAFETY: forwarded.
+    let tb = unsafe { typed_in(&t, buf, n, dt)? };
+    Ok(Some(p2p::send_op_in(
+        t.comm_ref(comm)?,
+        tb,
+        dest,
+        tag,
+        mode,
+    )?))
+}
+
+/// Starts a nonblocking send.
 ///
 /// # Safety
 /// MPI buffer rule for `buf` (until the request completes).
@@ -26,21 +57,45 @@ unsafe fn start_send(
     tag: c_int,
     comm: c_int,
     mode: SendMode,
-    now: bool,
-) -> MpiResult<Option<ReqId>> {
-    if dest == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
-        m.tables().comm(comm)?;
-        return Ok(Some(p2p::completed(m, comm)));
-    }
+) -> MpiResult<ReqId> {
     // SAFETY: forwarded.
-    let tb = unsafe { typed(m, buf, n, dt)? };
-    let op = p2p::send_op(m, tb, dest, tag, comm, mode)?;
-    let op = if now { m.engine.send_now(op) } else { Err(op) };
-    Ok(op.err().map(|op| p2p::post(m, op, comm)))
+    Ok(
+        match unsafe { send_op(m, buf, n, dt, dest, tag, comm, mode)? } {
+            Some(op) => p2p::post(m, op, comm),
+            None => p2p::completed(m, comm),
+        },
+    )
 }
 
+/// A receive's operation, from one look at the tables. A receive from
+/// `MPI_PROC_NULL` completes at once whatever its buffer says
+/// (`MPI_DATATYPE_NULL` included, as MPICH and Open MPI allow).
+///
 /// # Safety
-/// MPI buffer rule for `buf`.
+/// MPI buffer rule for `buf` (until the operation completes).
+unsafe fn recv_op(
+    m: &Mpi,
+    buf: *mut c_void,
+    n: impl Into<i64>,
+    dt: c_int,
+    src: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> MpiResult<Op> {
+    let t = m.tables();
+    if src == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
+        t.comm_ref(comm)?;
+        return Ok(p2p::null_recv_op());
+    }
+    // SAFETY: forwarded.
+    let tb = unsafe { typed_in(&t, buf, n, dt)? };
+    p2p::recv_op_in(t.comm_ref(comm)?, tb, src, tag)
+}
+
+/// Starts a nonblocking receive.
+///
+/// # Safety
+/// MPI buffer rule for `buf` (until the request completes).
 unsafe fn start_recv(
     m: &Mpi,
     buf: *mut c_void,
@@ -50,15 +105,12 @@ unsafe fn start_recv(
     tag: c_int,
     comm: c_int,
 ) -> MpiResult<ReqId> {
-    // A receive from MPI_PROC_NULL completes at once whatever its buffer
-    // says (MPI_DATATYPE_NULL included, as MPICH and Open MPI allow).
-    if src == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
-        m.tables().comm(comm)?;
-        return Ok(p2p::completed(m, comm));
-    }
     // SAFETY: forwarded.
-    let tb = unsafe { typed(m, buf, n, dt)? };
-    Ok(p2p::post(m, p2p::recv_op(m, tb, src, tag, comm)?, comm))
+    Ok(p2p::post(
+        m,
+        unsafe { recv_op(m, buf, n, dt, src, tag, comm)? },
+        comm,
+    ))
 }
 
 /// Waits for a receive, writes its status, and turns its error into ours.
@@ -100,9 +152,15 @@ fn from_copy(op: Op, data: Vec<u8>) -> Op {
 /// failure not acknowledged blocks (ULFM) is cancelled and fails with
 /// MPIX_ERR_PROC_FAILED, as the blocking receive's error.
 fn wait_blocking(m: &Mpi, id: ReqId) -> Status {
-    if let Some(st) = m.engine.wait_unless_blocked(id) {
-        return st;
+    match m.engine.wait_unless_blocked(id) {
+        Some(st) => st,
+        None => cancel_blocked(m, id),
     }
+}
+
+/// Ends a blocking wildcard receive that a failure not acknowledged blocks
+/// (ULFM): cancelled, and failed with MPIX_ERR_PROC_FAILED.
+fn cancel_blocked(m: &Mpi, id: ReqId) -> Status {
     m.engine.cancel(id);
     let mut st = m.engine.wait(id);
     if st.cancelled {
@@ -191,11 +249,11 @@ macro_rules! blocking_send {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the caller's buffer stays valid for this blocking call.
-                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode, true)? };
-                match id {
-                    Some(id) => finish(m, id).map(|_| ()),
-                    None => Ok(()),
-                }
+                let Some(op) = (unsafe { send_op(m, buf, n, dt, dest, tag, comm, $mode)? }) else {
+                    return Ok(());
+                };
+                let st = m.engine.send_blocking(op);
+                st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
             });
             ret($label, comm, r)
         });
@@ -213,8 +271,7 @@ macro_rules! nonblocking_send {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int, req: *mut c_int) {
             let r = mpi().and_then(|m| {
                 // SAFETY: the MPI buffer rule holds until the request completes.
-                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode, false)? }
-                    .ok_or_else(|| MpiError::new(err::INTERN, "a nonblocking send without a request"))?;
+                let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
                 m.engine.background();
                 // SAFETY: caller's out-pointer.
                 unsafe { put(req, handle(id)) }
@@ -321,9 +378,11 @@ mpi_fn!(fn MPI_Buffer_detach / PMPI_Buffer_detach(buf: *mut c_void, size: *mut c
 mpi_fn!(fn MPI_Recv / PMPI_Recv(buf: *mut c_void, n: c_int, dt: c_int, src: c_int, tag: c_int, comm: c_int, status: *mut CStatus) {
     let r = mpi().and_then(|m| {
         // SAFETY: the caller's buffer stays valid for this blocking call.
-        let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
+        let op = unsafe { recv_op(m, buf, n, dt, src, tag, comm)? };
+        let st = m.engine.recv_blocking(op).unwrap_or_else(|id| cancel_blocked(m, id));
         // SAFETY: caller's status pointer or NULL.
-        unsafe { finish_recv(m, id, status) }
+        unsafe { put_status(status, &st) };
+        st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
     });
     ret("MPI_Recv", comm, r)
 });

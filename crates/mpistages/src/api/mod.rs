@@ -221,12 +221,16 @@ impl Tables {
     }
 
     pub fn comm(&self, h: i32) -> MpiResult<Arc<Comm>> {
+        self.comm_ref(h).cloned()
+    }
+    /// A communicator, borrowed for as long as the tables are held.
+    pub fn comm_ref(&self, h: i32) -> MpiResult<&Arc<Comm>> {
         match usize::try_from(h)
             .ok()
             .and_then(|i| self.comms.get(i))
             .and_then(Option::as_ref)
         {
-            Some(e) => Ok(e.comm.clone()),
+            Some(e) => Ok(&e.comm),
             None => fail(err::COMM, format!("invalid communicator handle {h}")),
         }
     }

@@ -21,7 +21,17 @@ pub fn send_op(
     comm: i32,
     mode: SendMode,
 ) -> MpiResult<Op> {
-    let c = m.tables().comm(comm)?;
+    send_op_in(m.tables().comm_ref(comm)?, buf, dest, tag, mode)
+}
+
+/// `send_op` on a communicator in hand.
+pub fn send_op_in(
+    c: &super::Comm,
+    buf: TypedBuf,
+    dest: i32,
+    tag: i32,
+    mode: SendMode,
+) -> MpiResult<Op> {
     check_tag_send(tag)?;
     let dest = match dest {
         PROC_NULL => None,
@@ -77,9 +87,13 @@ fn source_sel(c: &super::Comm, src: i32) -> MpiResult<Option<Src>> {
 }
 
 pub fn recv_op(m: &Mpi, buf: TypedBuf, src: i32, tag: i32, comm: i32) -> MpiResult<Op> {
-    let c = m.tables().comm(comm)?;
+    recv_op_in(m.tables().comm_ref(comm)?, buf, src, tag)
+}
+
+/// `recv_op` on a communicator in hand.
+pub fn recv_op_in(c: &super::Comm, buf: TypedBuf, src: i32, tag: i32) -> MpiResult<Op> {
     let tag = tag_sel(tag)?;
-    let src = source_sel(&c, src)?;
+    let src = source_sel(c, src)?;
     Ok(Op::Recv {
         src,
         tag,
@@ -132,15 +146,19 @@ pub fn proc_null_status() -> Status {
 /// which the engine completes as it is posted (source `MPI_PROC_NULL`,
 /// tag `MPI_ANY_TAG`, no bytes).
 pub fn completed(m: &Mpi, comm: i32) -> ReqId {
-    let op = Op::Recv {
+    post(m, null_recv_op(), comm)
+}
+
+/// A receive from `MPI_PROC_NULL` into nothing.
+pub fn null_recv_op() -> Op {
+    Op::Recv {
         src: None,
         tag: None,
         context: 0,
         layout: Box::new(crate::progress::request::Bytes(
             crate::transport::RawBuf::empty(),
         )),
-    };
-    post(m, op, comm)
+    }
 }
 
 /// `MPI_MESSAGE_NULL` and `MPI_MESSAGE_NO_PROC`; handles of claimed

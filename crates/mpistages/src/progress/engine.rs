@@ -177,6 +177,53 @@ impl Engine {
         self.lock().send_now(op)
     }
 
+    /// A blocking send: sent at once with no request when it can be
+    /// (`send_now`), else posted and waited for, all under one hold of
+    /// the lock.
+    pub fn send_blocking(&self, op: Op) -> Status {
+        let mut op = Some(op);
+        let mut posted = None;
+        self.wait_until(|c| {
+            let id = match posted {
+                Some(id) => id,
+                None => match c.send_now(op.take().expect("taken once")) {
+                    Ok(()) => return Some(Status::empty()),
+                    Err(op) => {
+                        let id = c.alloc(Req::new(op, false));
+                        c.start(id);
+                        *posted.insert(id)
+                    }
+                },
+            };
+            if !c.exists(id) || c.is_inactive(id) {
+                return Some(Status::empty());
+            }
+            c.take(id)
+        })
+    }
+
+    /// A blocking receive: posted and waited for under one hold of the
+    /// lock. `Err` with its request: a wildcard receive that a failure not
+    /// acknowledged blocks (ULFM), still posted (as `wait_unless_blocked`).
+    pub fn recv_blocking(&self, op: Op) -> Result<Status, ReqId> {
+        let mut op = Some(op);
+        let mut posted = None;
+        self.wait_until(|c| {
+            let id = *posted.get_or_insert_with(|| {
+                let id = c.alloc(Req::new(op.take().expect("taken once"), false));
+                c.start(id);
+                id
+            });
+            if !c.exists(id) || c.is_inactive(id) {
+                return Some(Ok(Status::empty()));
+            }
+            match c.take(id) {
+                Some(st) => Some(Ok(st)),
+                None => c.wildcard_blocked(id).then_some(Err(id)),
+            }
+        })
+    }
+
     /// As `post`, for a request of the library's own threads (a window
     /// agent's reply), which the application does not hold: a checkpoint
     /// does not count it as pending (`Core::pending_requests`).

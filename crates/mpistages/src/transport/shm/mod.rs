@@ -359,6 +359,19 @@ impl ShmConn {
         }
     }
 
+    /// Whether `read` may find something: bytes in the peer's ring, a
+    /// doorbell or the end on the socket, or the handshake under way. A
+    /// spinning waiter looks here first: two loads, not a read.
+    pub fn readable(&self) -> bool {
+        if self.handshaking || self.check_socket || self.peer_closed {
+            return true;
+        }
+        // A broken ring is readable: `read` reports it.
+        self.rx
+            .as_ref()
+            .is_some_and(|rx| rx.ring.pending().map_or(true, |n| n > 0))
+    }
+
     /// Bytes from the peer: its ring's, or during the handshake the
     /// socket's. `WouldBlock` when there are none yet; `Ok(0)` once the
     /// peer is gone and everything it wrote was read.

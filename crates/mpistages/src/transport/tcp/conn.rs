@@ -122,14 +122,21 @@ impl Conn {
         }
     }
 
-    /// Connections whose bytes are looked at without an epoll event each
-    /// time (shared memory), and UDP ones holding received bytes.
+    /// Connections whose bytes are looked at without an epoll event
+    /// (shared memory) and hold some now, and UDP ones holding received
+    /// bytes.
     pub fn polled(&self) -> bool {
         match self {
             Conn::Tcp(_) => false,
-            Conn::Shm(_) => true,
+            Conn::Shm(c) => c.readable(),
             Conn::Udp(c) => c.buffered(),
         }
+    }
+
+    /// Shared memory: frames waiting for room are written again at each
+    /// poll (no epoll event says the peer made room).
+    pub fn is_memory(&self) -> bool {
+        matches!(self, Conn::Shm(_))
     }
 
     pub fn udp(&mut self) -> Option<&mut UdpConn> {

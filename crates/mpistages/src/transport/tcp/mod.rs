@@ -524,10 +524,13 @@ impl Transport for Tcp {
             let peer = self.live[i];
             if self.peers[peer].conns().any(Conn::polled) {
                 self.on_readable(peer, out);
-                // Frames left by a spent write budget go on (no epoll event
-                // says there is room in a ring), after the read, which may
-                // have made room.
-                if self.live.get(i) == Some(&peer) && self.peers[peer].backlog() {
+            }
+            // Frames left by a spent write budget go on (no epoll event
+            // says there is room in a ring), after the read, which may
+            // have made room.
+            if self.live.get(i) == Some(&peer) {
+                let p = &self.peers[peer];
+                if p.backlog() && p.conns().any(Conn::is_memory) {
                     self.flush(peer, out);
                 }
             }
