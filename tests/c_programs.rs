@@ -22,6 +22,11 @@ fn ordering() {
 }
 
 #[test]
+fn placed() {
+    at_all_sizes("placed.c");
+}
+
+#[test]
 fn large_messages() {
     at_all_sizes("large.c");
 }

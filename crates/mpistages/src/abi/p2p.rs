@@ -9,6 +9,7 @@ use crate::api::p2p;
 use crate::api::Mpi;
 use crate::api::Owned;
 use crate::api::{Layout, Op, ReqId, SendMode, Status};
+use crate::transport::RawBuf;
 use std::os::raw::{c_int, c_void};
 
 /// A send's operation, from one look at the tables; `None` for a send of
@@ -41,6 +42,37 @@ unsafe fn send_op(
         tag,
         mode,
     )?))
+}
+
+/// A blocking standard send written whole at once, with nothing
+/// allocated (`Engine::send_bytes_now`); false: not done, send it the
+/// ordinary way (which also reports any error in the arguments).
+///
+/// # Safety
+/// MPI buffer rule for `buf` (read during this call only).
+unsafe fn send_quick(
+    m: &Mpi,
+    buf: *const c_void,
+    n: i64,
+    dt: c_int,
+    dest: c_int,
+    tag: c_int,
+    comm: c_int,
+) -> bool {
+    let Some(q) = p2p::quick_send(&m.tables(), n, dt, dest, tag, comm) else {
+        return false;
+    };
+    if q.len > 0 && buf.is_null() {
+        return false;
+    }
+    let data = if q.len == 0 {
+        RawBuf::empty()
+    } else {
+        // SAFETY: the MPI buffer rule: the run the datatype describes is
+        // readable for this blocking call; it is read within it.
+        unsafe { RawBuf::new((buf as *mut u8).wrapping_offset(q.off), q.len) }
+    };
+    m.engine.send_bytes_now(q.dest, q.context, q.src, tag, data)
 }
 
 /// Starts a nonblocking send.
@@ -248,6 +280,10 @@ macro_rules! blocking_send {
     ($name:ident, $pname:ident, $label:literal, $mode:expr, $cnt:ty) => {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
             let r = mpi().and_then(|m| {
+                // SAFETY: the caller's buffer stays valid for this blocking call.
+                if $mode == SendMode::Standard && unsafe { send_quick(m, buf, n.into(), dt, dest, tag, comm) } {
+                    return Ok(());
+                }
                 // SAFETY: the caller's buffer stays valid for this blocking call.
                 let Some(op) = (unsafe { send_op(m, buf, n, dt, dest, tag, comm, $mode)? }) else {
                     return Ok(());

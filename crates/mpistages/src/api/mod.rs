@@ -267,6 +267,11 @@ impl Tables {
         }
         Ok(t)
     }
+    /// A committed datatype, borrowed (the fast paths; no error text).
+    pub fn dtype_ref(&self, h: i32) -> Option<&Datatype> {
+        let t = self.types.get(usize::try_from(h).ok()?)?.as_ref()?;
+        t.committed.then_some(&**t)
+    }
     /// A datatype, committed or not (for constructors and queries).
     pub fn any_dtype(&self, h: i32) -> MpiResult<Arc<Datatype>> {
         match usize::try_from(h)

@@ -24,6 +24,46 @@ pub fn send_op(
     send_op_in(m.tables().comm_ref(comm)?, buf, dest, tag, mode)
 }
 
+/// A blocking send of one contiguous run of bytes, as the tables describe
+/// it (read without cloning anything), for `Engine::send_bytes_now`.
+pub struct QuickSend {
+    /// World rank of the destination.
+    pub dest: usize,
+    /// The sender's rank in the communicator.
+    pub src: u32,
+    pub context: u32,
+    /// The run: offset from the buffer's address, and length.
+    pub off: isize,
+    pub len: usize,
+}
+
+/// The quick form of a standard send, or `None` for anything unusual (an
+/// argument in error, `MPI_PROC_NULL`, a datatype with gaps): the ordinary
+/// path then runs, and reports the errors.
+pub fn quick_send(
+    t: &super::Tables,
+    n: i64,
+    dt: i32,
+    dest: i32,
+    tag: i32,
+    comm: i32,
+) -> Option<QuickSend> {
+    let count = usize::try_from(n).ok()?;
+    let dtype = t.dtype_ref(dt)?;
+    let c = t.comm_ref(comm).ok()?;
+    if !(0..=TAG_UB).contains(&tag) || dest < 0 || dest as usize >= c.peers().size() {
+        return None;
+    }
+    let (off, len) = dtype.contiguous_span(count)?;
+    Some(QuickSend {
+        dest: c.peer_world(dest as usize),
+        src: c.rank as u32,
+        context: c.context,
+        off,
+        len,
+    })
+}
+
 /// `send_op` on a communicator in hand.
 pub fn send_op_in(
     c: &super::Comm,

@@ -177,6 +177,19 @@ impl Engine {
         self.lock().send_now(op)
     }
 
+    /// `send_now` of a standard send of `data`, contiguous: true if it
+    /// was written whole at once (nothing allocated, no request).
+    pub fn send_bytes_now(
+        &self,
+        dest: usize,
+        context: u32,
+        src: u32,
+        tag: i32,
+        data: crate::transport::RawBuf,
+    ) -> bool {
+        self.lock().send_bytes_now(dest, context, src, tag, data)
+    }
+
     /// A blocking send: sent at once with no request when it can be
     /// (`send_now`), else posted and waited for, all under one hold of
     /// the lock.

@@ -56,6 +56,14 @@ impl<R, M> Default for Context<R, M> {
 /// unless a burst grew it beyond this many entries.
 const KEEP_EMPTY: usize = 8;
 
+/// Where a matching posted receive sits: its source's list or the
+/// wildcard list, at this index.
+#[derive(Clone, Copy)]
+enum Posting {
+    BySource(usize),
+    Any(usize),
+}
+
 fn tag_matches(sel: TagSel, tag: i32) -> bool {
     sel.is_none_or(|t| t == tag)
 }
@@ -100,35 +108,80 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     /// message, or keeps the message as unexpected and returns `None`.
     pub fn arrive(&mut self, ctx: u32, src: u32, tag: i32, msg: M) -> Option<(R, M)> {
         let seq = self.seq();
-        let c = self.contexts.entry(ctx).or_default();
+        match self.earliest_posted(ctx, src, tag) {
+            Some(at) => Some((self.remove_posted(ctx, src, at), msg)),
+            None => {
+                self.contexts
+                    .entry(ctx)
+                    .or_default()
+                    .unexpected
+                    .entry(src)
+                    .or_default()
+                    .push_back(Unexpected { seq, tag, msg });
+                None
+            }
+        }
+    }
+
+    /// Takes the receive a message from `src` with `tag` would match now,
+    /// if `ok` accepts it (matching in place: the message is copied into
+    /// that receive's buffer directly); else leaves everything as it was.
+    pub fn take_posted(
+        &mut self,
+        ctx: u32,
+        src: u32,
+        tag: i32,
+        ok: impl FnOnce(R) -> bool,
+    ) -> Option<R> {
+        let at = self.earliest_posted(ctx, src, tag)?;
+        let c = &self.contexts[&ctx];
+        let req = match at {
+            Posting::BySource(i) => c.posted_src[&src][i].req,
+            Posting::Any(i) => c.posted_any[i].req,
+        };
+        ok(req).then(|| self.remove_posted(ctx, src, at))
+    }
+
+    /// The earliest posted receive that a message from `src` with `tag`
+    /// matches: among those for that source and the wildcard ones, the one
+    /// posted first.
+    fn earliest_posted(&self, ctx: u32, src: u32, tag: i32) -> Option<Posting> {
+        let c = self.contexts.get(&ctx)?;
         let by_src = c
             .posted_src
             .get(&src)
             .and_then(|q| q.iter().position(|p| tag_matches(p.tag, tag)));
         let any = c.posted_any.iter().position(|p| tag_matches(p.tag, tag));
-        let from_src = match (by_src, any) {
-            (Some(i), Some(j)) => c.posted_src[&src][i].seq < c.posted_any[j].seq,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => {
-                c.unexpected
-                    .entry(src)
-                    .or_default()
-                    .push_back(Unexpected { seq, tag, msg });
-                return None;
+        match (by_src, any) {
+            (Some(i), Some(j)) if c.posted_src[&src][i].seq < c.posted_any[j].seq => {
+                Some(Posting::BySource(i))
             }
-        };
-        let posted = if from_src {
-            let q = c.posted_src.get_mut(&src).expect("list seen above");
-            let p = q.remove(by_src.expect("index seen above"));
-            if q.is_empty() && q.capacity() > KEEP_EMPTY {
-                c.posted_src.remove(&src);
+            (Some(_), Some(j)) | (None, Some(j)) => Some(Posting::Any(j)),
+            (Some(i), None) => Some(Posting::BySource(i)),
+            (None, None) => None,
+        }
+    }
+
+    fn remove_posted(&mut self, ctx: u32, src: u32, at: Posting) -> R {
+        let c = self
+            .contexts
+            .get_mut(&ctx)
+            .expect("found by earliest_posted");
+        let posted = match at {
+            Posting::BySource(i) => {
+                let q = c
+                    .posted_src
+                    .get_mut(&src)
+                    .expect("found by earliest_posted");
+                let p = q.remove(i);
+                if q.is_empty() && q.capacity() > KEEP_EMPTY {
+                    c.posted_src.remove(&src);
+                }
+                p
             }
-            p
-        } else {
-            c.posted_any.remove(any.expect("index seen above"))
+            Posting::Any(i) => c.posted_any.remove(i),
         };
-        Some((posted.expect("index seen above").req, msg))
+        posted.expect("found by earliest_posted").req
     }
 
     fn find_unexpected(&self, ctx: u32, src: Src, tag: TagSel) -> Option<(u32, usize)> {
@@ -238,6 +291,22 @@ mod tests {
         m.post(0, Src::Rank(2), Some(3), 2);
         assert_eq!(m.arrive(0, 2, 3, ()), Some((1, ())));
         assert_eq!(m.arrive(0, 2, 3, ()), Some((2, ())));
+    }
+
+    /// Matching in place takes the receive `arrive` would match, or
+    /// nothing at all when the caller declines it (the next one in line
+    /// must not get the message instead).
+    #[test]
+    fn take_posted_takes_the_first_in_line_or_nothing() {
+        let mut m: Matcher<u32, ()> = Matcher::default();
+        m.post(0, Src::Rank(2), Some(3), 1);
+        m.post(0, Src::Any, Some(3), 2);
+        assert_eq!(m.take_posted(0, 2, 3, |r| r == 2), None);
+        assert_eq!(m.take_posted(0, 2, 4, |_| true), None);
+        assert_eq!(m.take_posted(0, 2, 3, |_| true), Some(1));
+        assert_eq!(m.take_posted(0, 5, 3, |_| true), Some(2));
+        assert_eq!(m.take_posted(0, 2, 3, |_| true), None);
+        assert!(m.arrive(0, 2, 3, ()).is_none());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! requests; `halt` fails every active request and `cleanup` empties queues.
 
 pub mod engine;
+mod inplace;
 pub mod matcher;
 mod protocol;
 #[cfg(test)]

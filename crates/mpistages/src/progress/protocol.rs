@@ -288,25 +288,43 @@ impl Core {
         else {
             return Err(op);
         };
-        let quiet = !self.halted() && self.failure_free();
+        let sent = match layout.contiguous() {
+            Some(b) => self.send_bytes_now(*dest, *context, *src, *tag, b),
+            None => false,
+        };
+        if sent {
+            Ok(())
+        } else {
+            Err(op)
+        }
+    }
+
+    /// `send_now` of contiguous `data`: true if written whole at once.
+    pub(super) fn send_bytes_now(
+        &mut self,
+        dest: usize,
+        context: u32,
+        src: u32,
+        tag: i32,
+        data: RawBuf,
+    ) -> bool {
+        if dest == self.me || self.halted() || !self.failure_free() {
+            return false;
+        }
         let Some(t) = self.transport.as_mut() else {
-            return Err(op);
+            return false;
         };
-        let data = match layout.contiguous() {
-            Some(b) if quiet && *dest != self.me && b.len() <= t.eager_limit() => b,
-            _ => return Err(op),
-        };
-        let mut hdr = message_header(self.generation, *context, *src, *tag);
+        if data.len() > t.eager_limit() {
+            return false;
+        }
+        let mut hdr = message_header(self.generation, context, src, tag);
         hdr.len = data.len() as u32;
         let payload = if data.is_empty() {
             Payload::None
         } else {
             Payload::Borrowed(data)
         };
-        match t.send_now(*dest, OutFrame::new(&hdr, payload, None)) {
-            Ok(()) => Ok(()),
-            Err(_) => Err(op),
-        }
+        t.send_now(dest, OutFrame::new(&hdr, payload, None)).is_ok()
     }
 
     /// A frame could not be handed to a lost peer. With recovery on, the
@@ -613,6 +631,12 @@ impl Core {
                         }
                     }
                     Event::DataDone { rid, .. } => self.on_data_done(rid),
+                    Event::Placed {
+                        token,
+                        src,
+                        tag,
+                        len,
+                    } => self.on_placed(token, src, tag, len),
                     Event::PeerLost {
                         peer,
                         reason,

@@ -167,6 +167,14 @@ pub enum Event {
     Sent { token: u64 },
     /// All bytes of a registered rendezvous transfer arrived.
     DataDone { peer: usize, rid: u64 },
+    /// A small message was copied straight into the buffer of the posted
+    /// receive it matched (`Placement`); that receive is complete.
+    Placed {
+        token: u64,
+        src: u32,
+        tag: i32,
+        len: usize,
+    },
     /// The connection to a peer closed or broke. `broken`: the peer sent
     /// bytes that break the protocol (the stream cannot go on, yet the
     /// process may be alive: it must be failed, not waited for).
@@ -175,6 +183,26 @@ pub enum Event {
         reason: String,
         broken: bool,
     },
+}
+
+/// The engine's half of matching in place: a small message waiting whole
+/// in shared memory is offered here, header first, before it is read the
+/// ordinary way (staged, parsed, copied out as an event and matched).
+pub trait Placement {
+    /// An eager frame `hdr` is next from `peer`, its payload complete: the
+    /// token and buffer of the posted receive it matches, taken off the
+    /// posted list (its payload is then copied there and reported as
+    /// `Event::Placed`), or `None` to read it the ordinary way.
+    fn place(&mut self, peer: usize, hdr: &Header) -> Option<(u64, RawBuf)>;
+}
+
+/// No matching in place: every frame is read the ordinary way.
+pub struct Ordinary;
+
+impl Placement for Ordinary {
+    fn place(&mut self, _peer: usize, _hdr: &Header) -> Option<(u64, RawBuf)> {
+        None
+    }
 }
 
 #[derive(Debug)]
@@ -235,12 +263,13 @@ pub trait Transport: Send {
     /// read). Returns false, doing nothing, when that would cost more than
     /// it saves (many connections, or frames waiting for writability): the
     /// caller then waits on epoll.
-    fn poll_reads(&mut self, _out: &mut Vec<Event>) -> bool {
+    fn poll_reads(&mut self, _out: &mut Vec<Event>, _place: &mut dyn Placement) -> bool {
         false
     }
     /// Reads connections through memory (shared memory), which cost no
     /// system call to look at; called whenever the engine handles events.
-    fn poll_memory(&mut self, _out: &mut Vec<Event>) {}
+    /// Small messages that `place` takes are copied straight there.
+    fn poll_memory(&mut self, _out: &mut Vec<Event>, _place: &mut dyn Placement) {}
     /// The caller is about to sleep in epoll: returns false when bytes are
     /// already there that epoll would not report (shared memory; the
     /// peers are asked for a doorbell otherwise).

@@ -405,6 +405,31 @@ impl ShmConn {
         }
     }
 
+    /// Copies the `out.len()` bytes `at` bytes ahead in the peer's ring
+    /// without taking them (false: not all there yet, or no ring). With
+    /// `skip`, a frame is taken straight from the ring into where it
+    /// belongs (matching in place).
+    pub fn peek(&self, at: usize, out: &mut [u8]) -> io::Result<bool> {
+        match &self.rx {
+            Some(rx) if !self.handshaking => rx.ring.peek(at, out).map_err(broken),
+            _ => Ok(false),
+        }
+    }
+
+    /// Takes `n` bytes looked at with `peek`.
+    pub fn skip(&mut self, n: usize) -> io::Result<()> {
+        let Some(rx) = &self.rx else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no ring to skip in",
+            ));
+        };
+        if rx.ring.skip(n).map_err(broken)? {
+            self.ring_bell();
+        }
+        Ok(())
+    }
+
     /// Copies as much of `bufs` into the ring as fits; `WouldBlock` when
     /// none does (the peer rings the doorbell once it makes room).
     pub fn write_vectored(&mut self, bufs: &[IoSlice]) -> io::Result<usize> {

@@ -189,19 +189,29 @@ impl Ring {
     /// Consumer: copies up to `out.len()` bytes out; returns how many (0
     /// when empty) and whether the producer asked for its doorbell.
     pub fn read(&self, out: &mut [u8]) -> Result<(usize, bool), Broken> {
-        let tail = self.word(TAIL).load(Ordering::Relaxed);
-        let head = self.word(HEAD).load(Ordering::Acquire);
-        let n = self.used(head, tail)?.min(out.len());
+        let n = self.pending()?.min(out.len());
         if n == 0 {
             return Ok((0, false));
         }
+        self.peek(0, &mut out[..n])?;
+        Ok((n, self.skip(n)?))
+    }
+
+    /// Consumer: copies the `out.len()` bytes that lie `at` bytes past the
+    /// read position, without taking them; false (nothing copied) when
+    /// they are not all written yet.
+    pub fn peek(&self, at: usize, out: &mut [u8]) -> Result<bool, Broken> {
+        if self.pending()? < at + out.len() {
+            return Ok(false);
+        }
+        let tail = self.word(TAIL).load(Ordering::Relaxed);
         let mut to = 0;
-        for (off, len) in self.spans(tail, n) {
+        for (off, len) in self.spans(tail + at as u64, out.len()) {
             // SAFETY: inside the data area (spans); these bytes were
-            // published by head (Acquire) and stay the consumer's until
-            // tail moves past them. A broken producer could still write
-            // them: the result is wrong bytes (caught by the frame layer),
-            // never access outside the mapping.
+            // published by head (Acquire, in `pending`) and stay the
+            // consumer's until tail moves past them. A broken producer
+            // could still write them: the result is wrong bytes (caught by
+            // the frame layer), never access outside the mapping.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     self.base.add(DATA + off),
@@ -211,9 +221,19 @@ impl Ring {
             };
             to += len;
         }
+        Ok(true)
+    }
+
+    /// Consumer: takes `n` bytes already looked at (`peek`); returns
+    /// whether the producer asked for its doorbell.
+    pub fn skip(&self, n: usize) -> Result<bool, Broken> {
+        if self.pending()? < n {
+            return Err(Broken(format!("skipping {n} bytes past those written")));
+        }
+        let tail = self.word(TAIL).load(Ordering::Relaxed);
         self.word(TAIL).store(tail + n as u64, Ordering::Release);
         fence(Ordering::SeqCst);
-        Ok((n, self.take_flag(WANT_ROOM)))
+        Ok(self.take_flag(WANT_ROOM))
     }
 
     /// Clears flag `off`; true if it was set (a doorbell is owed).

@@ -140,3 +140,28 @@ fn two_threads_pass_thirty_megabytes_through_a_small_ring() {
         }
     });
 }
+
+/// `peek` copies bytes ahead of the read position without taking them,
+/// across the wrap, and refuses bytes not written yet; `skip` takes them
+/// and never more than were written.
+#[test]
+fn peek_looks_ahead_and_skip_takes() {
+    let cap = 64;
+    let mut r = Region::new(cap);
+    let (w, rd) = pair(&mut r, cap);
+    assert_eq!(write_all(&w, &[9u8; 60]), 60);
+    assert_eq!(read_n(&rd, 60).len(), 60);
+    // The next frame wraps: 4 bytes at the end, the rest at the start.
+    let bytes: Vec<u8> = (0..20).collect();
+    assert_eq!(write_all(&w, &bytes), 20);
+    let mut head = [0u8; 6];
+    assert!(rd.peek(0, &mut head).unwrap());
+    assert_eq!(head, [0, 1, 2, 3, 4, 5]);
+    let mut tail = [0u8; 4];
+    assert!(rd.peek(16, &mut tail).unwrap());
+    assert_eq!(tail, [16, 17, 18, 19]);
+    assert!(!rd.peek(17, &mut tail).unwrap(), "bytes not written yet");
+    assert!(rd.skip(21).is_err(), "more than was written");
+    rd.skip(6).unwrap();
+    assert_eq!(read_n(&rd, 64), (6..20).collect::<Vec<u8>>());
+}

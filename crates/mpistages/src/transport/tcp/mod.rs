@@ -18,7 +18,7 @@
 use super::frame::{Header, Kind, Limits, HEADER_LEN, MAX_PAYLOAD};
 use super::shm::{self, ShmConn};
 use super::udp::UdpConn;
-use super::{Class, Event, OutFrame, Payload, RawBuf, Transport, TransportError};
+use super::{Class, Event, OutFrame, Payload, Placement, RawBuf, Transport, TransportError};
 use crate::sys::epoll::{self, Epoll};
 use crate::sys::socket::NoSignal;
 use crate::sys::timerfd::TimerFd;
@@ -488,13 +488,13 @@ impl Transport for Tcp {
         self.live.iter().any(|&p| self.peers[p].backlog())
     }
 
-    fn poll_reads(&mut self, out: &mut Vec<Event>) -> bool {
+    fn poll_reads(&mut self, out: &mut Vec<Event>, place: &mut dyn Placement) -> bool {
         if self.has_backlog() {
             return false;
         }
         // Shared memory costs a few loads to look at: always. Sockets cost
         // a system call each: only a few (else epoll, every few rounds).
-        self.poll_memory(out);
+        self.poll_memory(out, place);
         let socket = |p: &Peer| p.conns().any(|c| matches!(c, Conn::Tcp(_) | Conn::Udp(_)));
         let n_socks = self
             .live
@@ -518,12 +518,18 @@ impl Transport for Tcp {
         true
     }
 
-    fn poll_memory(&mut self, out: &mut Vec<Event>) {
+    fn poll_memory(&mut self, out: &mut Vec<Event>, place: &mut dyn Placement) {
+        let mut touched = false;
         let mut i = 0;
         while i < self.live.len() {
             let peer = self.live[i];
             if self.peers[peer].conns().any(Conn::polled) {
-                self.on_readable(peer, out);
+                touched = true;
+                self.place_in_memory(peer, place, out);
+                // What matching in place left (often nothing).
+                if self.peers[peer].conns().any(Conn::polled) {
+                    self.on_readable(peer, out);
+                }
             }
             // Frames left by a spent write budget go on (no epoll event
             // says there is room in a ring), after the read, which may
@@ -531,6 +537,7 @@ impl Transport for Tcp {
             if self.live.get(i) == Some(&peer) {
                 let p = &self.peers[peer];
                 if p.backlog() && p.conns().any(Conn::is_memory) {
+                    touched = true;
                     self.flush(peer, out);
                 }
             }
@@ -539,8 +546,10 @@ impl Transport for Tcp {
                 i += 1;
             }
         }
-        // What was just sent may need its retransmission timer sooner.
-        self.arm_udp_timer();
+        // What was just sent or read may move a retransmission timer.
+        if touched {
+            self.arm_udp_timer();
+        }
     }
 
     fn prepare_sleep(&mut self) -> bool {

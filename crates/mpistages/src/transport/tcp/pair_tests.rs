@@ -62,7 +62,7 @@ fn a_pair_that_connects_from_both_ends_at_once_loses_no_frame() {
         assert!(a.peers[1].initiated && b.peers[0].initiated);
         let turn = |t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>| {
             pump(t, ep, out, 2);
-            t.poll_memory(out);
+            t.poll_memory(out, &mut crate::transport::Ordinary);
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while tags(&got_a).len() < 3 || tags(&got_b).len() < 3 {
@@ -106,7 +106,7 @@ fn a_frame_sent_now_never_overtakes_queued_ones() {
     };
     let turn = |t: &mut Tcp, ep: &Epoll, out: &mut Vec<Event>| {
         pump(t, ep, out, 2);
-        t.poll_memory(out);
+        t.poll_memory(out, &mut crate::transport::Ordinary);
     };
     // No connection yet: given back.
     assert!(a.send_now(1, frame(0)).is_err());
@@ -146,4 +146,60 @@ fn a_frame_sent_now_never_overtakes_queued_ones() {
         turn(&mut b, &eb, &mut got_b);
     }
     assert_eq!(tags(&got_b), (0..tag + 3).collect::<Vec<_>>());
+}
+
+/// Takes eager frames whose tag is even into its own buffers.
+struct EvenTags {
+    bufs: Vec<Vec<u8>>,
+}
+
+impl crate::transport::Placement for EvenTags {
+    fn place(&mut self, _peer: usize, hdr: &Header) -> Option<(u64, RawBuf)> {
+        if hdr.tag % 2 != 0 {
+            return None;
+        }
+        self.bufs.push(vec![0u8; 16]);
+        let b = self.bufs.last_mut().expect("just pushed");
+        // SAFETY: the Vec lives in `self.bufs`, not resized while the
+        // transport writes into it during this poll.
+        Some((hdr.tag as u64, unsafe {
+            RawBuf::new(b.as_mut_ptr(), b.len())
+        }))
+    }
+}
+
+/// Matching in place over shared memory: frames a `Placement` takes are
+/// copied into its buffers and reported as `Placed`, in order; the first
+/// one it declines, and everything after it in that read, comes the
+/// ordinary way (a later message must not be matched before it).
+#[test]
+fn frames_are_placed_in_order_until_one_is_declined() {
+    let ((mut a, ea), (mut b, eb)) = addressed_pair(true);
+    let mut out = Vec::new();
+    for tag in [0, 2, 3, 4] {
+        send_eager(&mut a, 1, tag, &mut out);
+    }
+    let mut place = EvenTags { bufs: Vec::new() };
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "{got:?}");
+        pump(&mut a, &ea, &mut out, 2);
+        pump(&mut b, &eb, &mut got, 2);
+        b.poll_memory(&mut got, &mut place);
+        got.retain(|e| matches!(e, Event::Frame { .. } | Event::Placed { .. }));
+    }
+    let placed: Vec<u64> = got
+        .iter()
+        .filter_map(|e| match e {
+            Event::Placed { token, len, .. } => {
+                assert_eq!(*len, 4);
+                Some(*token)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(placed, [0, 2], "{got:?}");
+    assert_eq!(tags(&got), [3, 4]);
+    assert_eq!(&place.bufs[1][..4], &2i32.to_le_bytes());
 }

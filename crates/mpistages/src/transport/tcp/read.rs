@@ -146,6 +146,76 @@ impl Tcp {
         }
     }
 
+    /// Matching in place: while the next frame in `peer`'s shared-memory
+    /// ring is a whole eager message that a posted receive takes
+    /// (`place`), its payload is copied from the ring into that receive's
+    /// buffer, with no staging, no event payload and no second copy. Only
+    /// when nothing of the peer's stream is staged or waiting in `out`
+    /// (an earlier message must be matched first); anything else is left
+    /// for the ordinary read.
+    pub(super) fn place_in_memory(
+        &mut self,
+        peer: usize,
+        place: &mut dyn Placement,
+        out: &mut Vec<Event>,
+    ) {
+        let staged = |e: &Event| matches!(e, Event::Frame { peer: p, .. } if *p == peer);
+        if out.iter().any(staged) {
+            return;
+        }
+        loop {
+            let p = &mut self.peers[peer];
+            if !matches!(p.rstate, ReadState::Header) || p.rhead != p.rtail || p.inbound.is_some() {
+                return;
+            }
+            let Some(Conn::Shm(c)) = p.stream.as_mut() else {
+                return;
+            };
+            let mut raw = [0u8; HEADER_LEN];
+            if !matches!(c.peek(0, &mut raw), Ok(true)) {
+                return;
+            }
+            // A bad header is for the ordinary read to reject.
+            let Ok(hdr) = Header::decode(&raw, &self.limits) else {
+                return;
+            };
+            let len = hdr.len as usize;
+            if hdr.kind != Kind::Eager || hdr.seq != p.recv_seq || len > self.cfg.eager_limit {
+                return;
+            }
+            // The whole payload must be there before a receive is taken.
+            if !matches!(c.peek(HEADER_LEN + len, &mut []), Ok(true)) {
+                return;
+            }
+            let Some((token, buf)) = place.place(peer, &hdr) else {
+                return;
+            };
+            let Some(dst) = buf.sub(0, len) else {
+                // `place` promised room for the payload.
+                self.reject(peer, "a placed message does not fit".into(), out);
+                return;
+            };
+            // SAFETY: a posted receive's buffer is written by the engine
+            // alone (this call runs under its lock) until the receive
+            // completes, and no other slice of it is alive here.
+            let into = unsafe { dst.as_mut_slice() };
+            let taken = c
+                .peek(HEADER_LEN, into)
+                .and_then(|_| c.skip(HEADER_LEN + len));
+            if let Err(e) = taken {
+                self.lose(peer, format!("read failed: {e}"), out);
+                return;
+            }
+            p.recv_seq += 1;
+            out.push(Event::Placed {
+                token,
+                src: hdr.src,
+                tag: hdr.tag,
+                len,
+            });
+        }
+    }
+
     /// A frame with its payload: a DATA_REF is the transport's own, any
     /// other goes to the engine. False if the peer was dropped.
     fn frame_complete(

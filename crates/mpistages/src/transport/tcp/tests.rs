@@ -221,7 +221,7 @@ fn a_spinning_reader_reads_few_connections_directly() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while out.is_empty() {
         assert!(std::time::Instant::now() < deadline, "frame never read");
-        assert!(t.poll_reads(&mut out));
+        assert!(t.poll_reads(&mut out, &mut crate::transport::Ordinary));
     }
     assert!(
         matches!(&out[0], Event::Frame { peer: 1, hdr, payload } if hdr.tag == 5 && payload == b"abc"),
@@ -233,7 +233,7 @@ fn a_spinning_reader_reads_few_connections_directly() {
     out.clear();
     while out.is_empty() {
         assert!(std::time::Instant::now() < deadline, "loss never seen");
-        assert!(t.poll_reads(&mut out));
+        assert!(t.poll_reads(&mut out, &mut crate::transport::Ordinary));
     }
     assert!(matches!(out[0], Event::PeerLost { peer: 1, .. }), "{out:?}");
     assert!(t.live.is_empty());
@@ -241,9 +241,9 @@ fn a_spinning_reader_reads_few_connections_directly() {
     // With more connections than that, epoll is cheaper: declined.
     let _two = join(&mut t, &ep, 2);
     let _three = join(&mut t, &ep, 3);
-    assert!(t.poll_reads(&mut out));
+    assert!(t.poll_reads(&mut out, &mut crate::transport::Ordinary));
     let _one = join(&mut t, &ep, 1);
-    assert!(!t.poll_reads(&mut out));
+    assert!(!t.poll_reads(&mut out, &mut crate::transport::Ordinary));
 }
 
 /// Writing to a peer that closed its end (a killed rank) loses that
