@@ -147,7 +147,7 @@ impl Tcp {
     }
 
     /// Matching in place: while the next frame in `peer`'s shared-memory
-    /// ring is a whole eager message that a posted receive takes
+    /// ring (of the connection it sends on) is a whole eager message that a posted receive takes
     /// (`place`), its payload is copied from the ring into that receive's
     /// buffer, with no staging, no event payload and no second copy. Only
     /// when nothing of the peer's stream is staged or waiting in `out`
@@ -165,10 +165,17 @@ impl Tcp {
         }
         loop {
             let p = &mut self.peers[peer];
-            if !matches!(p.rstate, ReadState::Header) || p.rhead != p.rtail || p.inbound.is_some() {
+            if !matches!(p.rstate, ReadState::Header) || p.rhead != p.rtail {
                 return;
             }
-            let Some(Conn::Shm(c)) = p.stream.as_mut() else {
+            // A pair that opened two connections: the peer sends on the
+            // one it opened, our `inbound`.
+            let from = if p.inbound.is_some() {
+                p.inbound.as_mut()
+            } else {
+                p.stream.as_mut()
+            };
+            let Some(Conn::Shm(c)) = from else {
                 return;
             };
             let mut raw = [0u8; HEADER_LEN];
