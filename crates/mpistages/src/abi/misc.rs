@@ -79,7 +79,7 @@ mpi_fn!(fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const CStatus, dt: 
         let st = unsafe { get(status)? };
         // Basic elements, as MPI_Get_elements counts them (HDF5 checks a
         // write's length this way, with a type of many bytes).
-        let v = super::p2p::large_count_in(m, &st, dt, true)?;
+        let v = super::probe::large_count_in(m, &st, dt, true)?;
         // SAFETY: as above.
         unsafe { put(n, v as c_longlong) }
     });

@@ -24,6 +24,7 @@ pub mod mpix;
 pub mod nbc;
 pub mod neighbor;
 pub mod p2p;
+pub mod probe;
 pub mod reduce;
 pub mod request;
 pub mod tools;

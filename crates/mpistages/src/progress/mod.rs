@@ -8,6 +8,7 @@
 //! Stages seam: the engine's state to save is nothing but inactive persistent
 //! requests; `halt` fails every active request and `cleanup` empties queues.
 
+mod blocking;
 pub mod engine;
 mod inplace;
 pub mod matcher;

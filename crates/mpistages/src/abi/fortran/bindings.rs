@@ -19,6 +19,7 @@ use crate::abi::mpix::*;
 use crate::abi::nbc::*;
 use crate::abi::neighbor::*;
 use crate::abi::p2p::*;
+use crate::abi::probe::*;
 use crate::abi::reduce::*;
 use crate::abi::request::*;
 use crate::abi::topo::*;

@@ -515,6 +515,10 @@ impl Transport for Tcp {
         for &peer in &socks[..n] {
             self.on_readable(peer, out);
         }
+        // A UDP read moves retransmission and acknowledgement deadlines.
+        if n > 0 {
+            self.arm_udp_timer();
+        }
         true
     }
 
@@ -523,7 +527,8 @@ impl Transport for Tcp {
         let mut i = 0;
         while i < self.live.len() {
             let peer = self.live[i];
-            if self.peers[peer].conns().any(Conn::polled) {
+            let read = self.peers[peer].conns().any(Conn::polled);
+            if read {
                 touched = true;
                 self.place_in_memory(peer, place, out);
                 // What matching in place left (often nothing).
@@ -531,12 +536,12 @@ impl Transport for Tcp {
                     self.on_readable(peer, out);
                 }
             }
-            // Frames left by a spent write budget go on (no epoll event
-            // says there is room in a ring), after the read, which may
-            // have made room.
+            // Frames left by a spent write budget go on after the read,
+            // which may have made room: no epoll event says a ring has
+            // room, and over UDP room comes with the acknowledgements read.
             if self.live.get(i) == Some(&peer) {
                 let p = &self.peers[peer];
-                if p.backlog() && p.conns().any(Conn::is_memory) {
+                if p.backlog() && (read || p.conns().any(Conn::is_memory)) {
                     touched = true;
                     self.flush(peer, out);
                 }
