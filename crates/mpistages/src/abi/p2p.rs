@@ -9,7 +9,7 @@ use crate::api::p2p;
 use crate::api::Mpi;
 use crate::api::Owned;
 use crate::api::{Layout, Op, ReqId, SendMode, Status};
-use crate::transport::RawBuf;
+use crate::api::RawBuf;
 use std::os::raw::{c_int, c_void};
 
 /// A send's operation, from one look at the tables; `None` for a send of
