@@ -8,8 +8,8 @@ use crate::api::error::{fail, MpiResult};
 use crate::api::p2p;
 use crate::api::Mpi;
 use crate::api::Owned;
-use crate::api::{Layout, Op, ReqId, SendMode, Status};
 use crate::api::RawBuf;
+use crate::api::{Layout, Op, ReqId, SendMode, Status};
 use std::os::raw::{c_int, c_void};
 
 /// A send's operation, from one look at the tables; `None` for a send of
