@@ -51,7 +51,8 @@ pub fn quick_send(
     let count = usize::try_from(n).ok()?;
     let dtype = t.dtype_ref(dt)?;
     let c = t.comm_ref(comm).ok()?;
-    if !(0..=TAG_UB).contains(&tag) || dest < 0 || dest as usize >= c.peers().size() {
+    check_tag_send(tag).ok()?;
+    if dest < 0 || dest as usize >= c.peers().size() {
         return None;
     }
     let (off, len) = dtype.contiguous_span(count)?;

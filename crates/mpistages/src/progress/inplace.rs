@@ -9,17 +9,17 @@ use super::request::{Op, ReqId, Status};
 use super::slab::Slab;
 use super::state::Core;
 use crate::transport::frame::{flags, Header};
-use crate::transport::{Placement, RawBuf};
+use crate::transport::{Event, Placement, RawBuf, Transport};
 
 /// The engine's side of `Placement`, borrowing what matching needs while
 /// the transport reads.
-pub(super) struct InPlace<'a> {
-    pub(super) matcher: &'a mut Matcher<ReqId, Msg>,
-    pub(super) requests: &'a Slab<Req>,
+struct InPlace<'a> {
+    matcher: &'a mut Matcher<ReqId, Msg>,
+    requests: &'a Slab<Req>,
     /// Messages of this generation only, and none while a failure is
     /// known or a halt under way: those go the ordinary way, which fences
     /// and fails as the protocol says.
-    pub(super) generation: Option<u32>,
+    generation: Option<u32>,
 }
 
 impl Placement for InPlace<'_> {
@@ -38,14 +38,35 @@ impl Placement for InPlace<'_> {
             }) => layout.contiguous().filter(|b| b.len() >= len),
             _ => None,
         };
+        let mut found = None;
         let id = self
             .matcher
-            .take_posted(hdr.context, hdr.src, hdr.tag, |id| buffer(id).is_some())?;
-        Some((id.to_wire(), buffer(id)?))
+            .take_posted(hdr.context, hdr.src, hdr.tag, |id| {
+                found = buffer(id);
+                found.is_some()
+            })?;
+        Some((id.to_wire(), found?))
     }
 }
 
 impl Core {
+    /// Runs a read of the transport (`poll_reads`, `poll_memory`) with the
+    /// matcher and the requests lent to it for matching in place; `None`
+    /// without a transport.
+    pub(super) fn read_in_place<T>(
+        &mut self,
+        read: impl FnOnce(&mut dyn Transport, &mut Vec<Event>, &mut dyn Placement) -> T,
+    ) -> Option<T> {
+        let generation = self.placing_generation();
+        let t = self.transport.as_mut()?;
+        let mut place = InPlace {
+            matcher: &mut self.matcher,
+            requests: &self.requests,
+            generation,
+        };
+        Some(read(t.as_mut(), &mut self.events, &mut place))
+    }
+
     /// `InPlace::generation`: this one unless a failure is known or a
     /// halt under way.
     pub(super) fn placing_generation(&self) -> Option<u32> {

@@ -3,7 +3,6 @@
 //! halt and cleanup). The protocol's reactions are in `protocol.rs`; who
 //! holds the lock and who waits is `engine.rs` and `wait.rs`.
 
-use super::inplace::InPlace;
 use super::matcher::{Matcher, Src, TagSel};
 use super::req::{Msg, Req, State};
 use super::request::{Op, ReqError, ReqId, Status};
@@ -177,16 +176,9 @@ impl Core {
     /// Reads the transport's sockets directly (see `Transport::poll_reads`)
     /// and handles what came in; false if the transport declined.
     pub(super) fn poll_reads(&mut self) -> bool {
-        let generation = self.placing_generation();
-        let Some(t) = self.transport.as_mut() else {
-            return false;
-        };
-        let mut place = InPlace {
-            matcher: &mut self.matcher,
-            requests: &self.requests,
-            generation,
-        };
-        let done = t.poll_reads(&mut self.events, &mut place);
+        let done = self
+            .read_in_place(|t, events, place| t.poll_reads(events, place))
+            .unwrap_or(false);
         self.process_events();
         done
     }
@@ -209,15 +201,7 @@ impl Core {
             }
         }
         // Shared memory has no events of its own while its reader is awake.
-        let generation = self.placing_generation();
-        if let Some(t) = self.transport.as_mut() {
-            let mut place = InPlace {
-                matcher: &mut self.matcher,
-                requests: &self.requests,
-                generation,
-            };
-            t.poll_memory(&mut self.events, &mut place);
-        }
+        self.read_in_place(|t, events, place| t.poll_memory(events, place));
         self.process_events();
     }
 

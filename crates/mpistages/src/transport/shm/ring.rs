@@ -193,8 +193,8 @@ impl Ring {
         if n == 0 {
             return Ok((0, false));
         }
-        self.peek(0, &mut out[..n])?;
-        Ok((n, self.skip(n)?))
+        self.copy_out(0, &mut out[..n]);
+        Ok((n, self.advance(n)))
     }
 
     /// Consumer: copies the `out.len()` bytes that lie `at` bytes past the
@@ -204,23 +204,7 @@ impl Ring {
         if self.pending()? < at + out.len() {
             return Ok(false);
         }
-        let tail = self.word(TAIL).load(Ordering::Relaxed);
-        let mut to = 0;
-        for (off, len) in self.spans(tail + at as u64, out.len()) {
-            // SAFETY: inside the data area (spans); these bytes were
-            // published by head (Acquire, in `pending`) and stay the
-            // consumer's until tail moves past them. A broken producer
-            // could still write them: the result is wrong bytes (caught by
-            // the frame layer), never access outside the mapping.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    self.base.add(DATA + off),
-                    out.as_mut_ptr().add(to),
-                    len,
-                )
-            };
-            to += len;
-        }
+        self.copy_out(at, out);
         Ok(true)
     }
 
@@ -230,10 +214,38 @@ impl Ring {
         if self.pending()? < n {
             return Err(Broken(format!("skipping {n} bytes past those written")));
         }
+        Ok(self.advance(n))
+    }
+
+    /// Copies bytes `at` past the read position; the caller checked they
+    /// are written (`pending`, whose Acquire load of head published them).
+    fn copy_out(&self, at: usize, out: &mut [u8]) {
+        let tail = self.word(TAIL).load(Ordering::Relaxed);
+        let mut to = 0;
+        for (off, len) in self.spans(tail + at as u64, out.len()) {
+            // SAFETY: inside the data area (spans); these bytes were
+            // published by head and stay the consumer's until tail moves
+            // past them. A broken producer could still write them: the
+            // result is wrong bytes (caught by the frame layer), never
+            // access outside the mapping.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.base.add(DATA + off),
+                    out.as_mut_ptr().add(to),
+                    len,
+                )
+            };
+            to += len;
+        }
+    }
+
+    /// Moves the read position `n` bytes on (checked by the caller);
+    /// whether the producer asked for its doorbell.
+    fn advance(&self, n: usize) -> bool {
         let tail = self.word(TAIL).load(Ordering::Relaxed);
         self.word(TAIL).store(tail + n as u64, Ordering::Release);
         fence(Ordering::SeqCst);
-        Ok(self.take_flag(WANT_ROOM))
+        self.take_flag(WANT_ROOM)
     }
 
     /// Clears flag `off`; true if it was set (a doorbell is owed).
