@@ -154,7 +154,7 @@ pub fn get_or_empty(h: i32) -> MpiResult<Info> {
 }
 
 pub fn add(info: Info) -> i32 {
-    super::alloc(&mut infos(), 2, info)
+    super::tables::alloc(&mut infos(), 2, info)
 }
 
 pub fn free(h: i32) -> MpiResult<()> {
