@@ -1,10 +1,11 @@
-//! Runs a schedule with the progress engine: per round, post every send and
-//! receive, wait for all, then do the local copies and reductions.
+//! Runs a schedule with the progress engine: per round, its receives and
+//! sends under one hold of the engine's lock (`Engine::exchange`), then the
+//! local copies and reductions.
 
 use super::schedule::{Buf, Loc, Schedule, Step};
-use crate::progress::request::Bytes;
-use crate::progress::{Engine, Op, ReqError, SendMode, Src};
+use crate::progress::{Engine, ReqError, Round};
 use crate::transport::RawBuf;
+use smallvec::SmallVec;
 
 /// What a collective needs of a communicator, and no more: its members
 /// (world ranks, in communicator order), this process's place among them,
@@ -109,45 +110,29 @@ pub fn run(
             ))
         })
     };
+    let mut recvs: SmallVec<[(u32, RawBuf); 4]> = SmallVec::new();
+    let mut sends: SmallVec<[(usize, RawBuf); 4]> = SmallVec::new();
     for round in &s.rounds {
-        let mut reqs = Vec::new();
-        // Receives are posted before sends: a message then finds its
-        // receive waiting (no copy through the unexpected queue), here and
-        // at the peer, which runs the same schedule. Each kind keeps its
-        // order, so matching is as the schedule says.
-        let recvs = round.iter().filter(|st| matches!(st, Step::Recv { .. }));
-        let sends = round.iter().filter(|st| matches!(st, Step::Send { .. }));
-        for st in recvs.chain(sends) {
-            let op = match *st {
-                Step::Send { to, from, len } => Op::Send {
-                    dest: Some(t.members[to]),
-                    src: t.wire_rank(t.rank),
+        // Each kind keeps its order, so matching is as the schedule says.
+        recvs.clear();
+        sends.clear();
+        for st in round {
+            match *st {
+                Step::Send { to, from, len } => sends.push((t.members[to], loc(from, len)?)),
+                Step::Recv { from, into, len } => recvs.push((t.wire_rank(from), loc(into, len)?)),
+                _ => {}
+            }
+        }
+        if !recvs.is_empty() || !sends.is_empty() {
+            t.engine
+                .exchange(&Round {
                     context: t.context,
                     tag: t.tag,
-                    mode: SendMode::Standard,
-                    layout: Box::new(Bytes(loc(from, len)?)),
-                },
-                Step::Recv { from, into, len } => Op::Recv {
-                    src: Some(Src::Rank(t.wire_rank(from))),
-                    tag: Some(t.tag),
-                    context: t.context,
-                    layout: Box::new(Bytes(loc(into, len)?)),
-                },
-                _ => continue,
-            };
-            // A send that shared memory takes at once needs no request.
-            let op = match op {
-                Op::Send { .. } => match t.engine.send_now(op) {
-                    Ok(()) => continue,
-                    Err(op) => op,
-                },
-                op => op,
-            };
-            reqs.push(t.engine.post(op));
-        }
-        let statuses = t.engine.wait_all(&reqs);
-        if let Some(e) = statuses.iter().find_map(|st| st.error.as_ref()) {
-            return Err(CollError::Request(e.clone()));
+                    me: t.wire_rank(t.rank),
+                    recvs: &recvs,
+                    sends: &sends,
+                })
+                .map_err(CollError::Request)?;
         }
         for st in round {
             match *st {

@@ -4,8 +4,21 @@
 
 use super::engine::Engine;
 use super::req::Req;
-use super::request::{Op, ReqId, Status};
+use super::request::{Bytes, Op, ReqError, ReqId, SendMode, Status};
+use super::Src;
 use crate::transport::RawBuf;
+use smallvec::SmallVec;
+
+/// The messages of one round of a collective, on one context and tag:
+/// receives of contiguous bytes from (source number, buffer), sends to
+/// (world rank, buffer) carrying source number `me`.
+pub struct Round<'a> {
+    pub context: u32,
+    pub tag: i32,
+    pub me: u32,
+    pub recvs: &'a [(u32, RawBuf)],
+    pub sends: &'a [(usize, RawBuf)],
+}
 
 impl Engine {
     /// A blocking standard send that shared memory takes whole at once
@@ -50,6 +63,60 @@ impl Engine {
                 return Some(Status::empty());
             }
             c.take(id)
+        })
+    }
+
+    /// Runs a round of a collective under one hold of the lock: posts the
+    /// receives first (a message then finds its receive waiting, here and
+    /// at the peer running the same schedule), writes each send at once
+    /// where shared memory takes it whole (no request) or posts it, and
+    /// waits for all; the first error, if any.
+    pub fn exchange(&self, round: &Round) -> Result<(), ReqError> {
+        let mut ids: SmallVec<[ReqId; 8]> = SmallVec::new();
+        let mut posted = false;
+        self.wait_until(|c| {
+            if !posted {
+                posted = true;
+                for &(from, buf) in round.recvs {
+                    let op = Op::Recv {
+                        src: Some(Src::Rank(from)),
+                        tag: Some(round.tag),
+                        context: round.context,
+                        layout: Box::new(Bytes(buf)),
+                    };
+                    let id = c.alloc(Req::new(op, false));
+                    c.start(id);
+                    ids.push(id);
+                }
+                for &(to, buf) in round.sends {
+                    if c.send_bytes_now(to, round.context, round.me, round.tag, buf) {
+                        continue;
+                    }
+                    let op = Op::Send {
+                        dest: Some(to),
+                        src: round.me,
+                        context: round.context,
+                        tag: round.tag,
+                        mode: SendMode::Standard,
+                        layout: Box::new(Bytes(buf)),
+                    };
+                    let id = c.alloc(Req::new(op, false));
+                    c.start(id);
+                    ids.push(id);
+                }
+            }
+            if ids.iter().any(|&id| c.is_running(id)) {
+                return None;
+            }
+            let mut first = Ok(());
+            for &id in &ids {
+                if let Some(Status { error: Some(e), .. }) = c.take(id) {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+            }
+            Some(first)
         })
     }
 

@@ -23,6 +23,7 @@ mod state;
 pub mod ulfm;
 mod wait;
 
+pub use blocking::Round;
 pub use engine::{Engine, EngineConfig, ProgressMode, ReqState};
 pub use matcher::{Src, TagSel};
 pub use request::{Layout, Op, ReqError, ReqId, SendMode, Status};

@@ -169,20 +169,23 @@ impl Engine {
                         *spin_from.get_or_insert_with(|| (now, now + self.spin.budget()));
                     spinning = now < deadline;
                 }
-                if spinning && self.spin_yield {
-                    MutexGuard::unlocked(&mut core, std::thread::yield_now);
-                    if core.polling {
-                        continue;
-                    }
-                }
                 spins = spins.wrapping_add(1);
                 if spinning && !spins.is_multiple_of(EPOLL_EVERY) {
                     let before = core.changes;
                     if core.poll_reads() {
                         core.user_polls += 1;
+                        let idle = core.changes == before;
                         self.after(&core, before, false);
-                        // Let other threads at the engine between rounds.
-                        MutexGuard::bump(&mut core);
+                        if idle && self.spin_yield {
+                            // Ranks outnumber cores and nothing came: the
+                            // core goes to one that may have work (after
+                            // the poll, not before: a message already there
+                            // is taken without a trip through the scheduler).
+                            MutexGuard::unlocked(&mut core, std::thread::yield_now);
+                        } else {
+                            // Let other threads at the engine between rounds.
+                            MutexGuard::bump(&mut core);
+                        }
                         continue;
                     }
                 }
@@ -196,10 +199,14 @@ impl Engine {
                 let _ = self.main.wait(&mut evs, timeout);
                 core = self.lock();
                 core.polling = false;
+                let before = core.changes;
                 core.handle(&evs, &self.bell);
                 // Another waiting thread may now take over polling.
                 if core.waiters > 0 {
                     self.cond.notify_all();
+                }
+                if spinning && self.spin_yield && evs.is_empty() && core.changes == before {
+                    MutexGuard::unlocked(&mut core, std::thread::yield_now);
                 }
             } else {
                 core.waiters += 1;
