@@ -14,6 +14,7 @@ pub mod epoll;
 pub mod eventfd;
 pub mod fdpass;
 pub mod file;
+pub mod futex;
 pub mod liveness;
 pub mod pages;
 pub mod process;

@@ -65,19 +65,10 @@ fn held(map: *mut libc::c_void) -> &'static std::sync::atomic::AtomicU32 {
 /// FUTEX_WAIT on a word of the shared page while it is `val`, for at most
 /// `limit`; FUTEX_WAKE when `wake`.
 fn futex(word: &std::sync::atomic::AtomicU32, val: u32, limit: Duration, wake: bool) {
-    let ts = libc::timespec {
-        tv_sec: limit.as_secs() as libc::time_t,
-        tv_nsec: limit.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: the address is of a live word of a shared mapping (not
-    // process-private: no FUTEX_PRIVATE_FLAG); the timeout is a live
-    // timespec. Spurious wake-ups and EAGAIN are fine for every caller.
-    unsafe {
-        if wake {
-            libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-        } else {
-            libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, val, &ts);
-        }
+    if wake {
+        crate::futex::wake(word);
+    } else {
+        crate::futex::wait(word, val, limit);
     }
 }
 

@@ -8,12 +8,89 @@ use super::{Comm, Mpi};
 use crate::coll;
 use crate::transport::RawBuf;
 pub use coll::{Reducer, Reduction};
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// A communicator's segment for small collectives in shared memory
+/// (`coll::shm`), per generation: a recovery starts every member on a
+/// fresh one. `None`: its members are not all on one host, or making the
+/// segment failed somewhere (every member learns it: the steps agree).
+struct ShmEntry {
+    context: u32,
+    generation: u32,
+    members: Vec<usize>,
+    seg: Option<Arc<coll::shm::Segment>>,
+}
+
+static SHM: Mutex<Vec<ShmEntry>> = Mutex::new(Vec::new());
+
+/// Whether small collectives may go through shared memory
+/// (`MPISTAGES_SHM_COLL=0` turns it off; the same for the whole job).
+fn shm_allowed() -> bool {
+    static ALLOWED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOWED.get_or_init(|| std::env::var("MPISTAGES_SHM_COLL").map_or(true, |v| v != "0"))
+}
+
+/// The shared-memory segment of `c`'s small collectives, made by its
+/// members together at the first one that could use it (a collective
+/// call: every member decides alike from what they all see).
+fn shm(m: &Mpi, c: &Comm) -> Option<Arc<coll::shm::Segment>> {
+    if c.is_inter() || !coll::shm::fits(c.size()) || coll::current_tag() != 0 || !shm_allowed() {
+        return None;
+    }
+    let generation = m.engine.generation();
+    let members = &c.group.members;
+    if let Some(e) = SHM.lock().iter().find(|e| e.context == c.context) {
+        if e.generation == generation && e.members == *members {
+            return e.seg.clone();
+        }
+    }
+    let seg = make_shm(m, c).ok().flatten().map(Arc::new);
+    let mut all = SHM.lock();
+    all.retain(|e| e.context != c.context);
+    all.push(ShmEntry {
+        context: c.context,
+        generation,
+        members: members.clone(),
+        seg: seg.clone(),
+    });
+    seg
+}
+
+fn make_shm(m: &Mpi, c: &Comm) -> MpiResult<Option<coll::shm::Segment>> {
+    let team = c.team(m);
+    let hosts = super::comm::host_indices(&team)?;
+    if hosts.iter().any(|&h| h != hosts[0]) {
+        return Ok(None);
+    }
+    let n = c.size();
+    let sizes: Vec<(usize, usize)> = (0..n)
+        .map(|r| (if r == 0 { coll::shm::segment_len(n) } else { 0 }, 1))
+        .collect();
+    let seg = super::rma::shm::map(&team, &hosts, &sizes)?;
+    Ok(seg
+        .map
+        .and_then(|map| coll::shm::Segment::new(map, n, c.rank)))
+}
+
+/// Forgets the segment of a freed communicator's context.
+pub(super) fn forget_shm(context: u32) {
+    SHM.lock().retain(|e| e.context != context);
+}
 
 pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
+    if let Some(s) = shm(m, c) {
+        return Ok(s.barrier(&c.team(m))?);
+    }
     Ok(coll::barrier(&c.team(m))?)
 }
 
 pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
+    if buf.len() <= coll::shm::MAX_BYTES {
+        if let Some(s) = shm(m, c) {
+            return Ok(s.bcast(&c.team(m), root, buf)?);
+        }
+    }
     Ok(coll::bcast(&c.team(m), root, buf)?)
 }
 
@@ -29,6 +106,11 @@ pub fn reduce(
 }
 
 pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -> MpiResult<()> {
+    if send.len() <= coll::shm::MAX_BYTES {
+        if let Some(s) = shm(m, c) {
+            return Ok(s.allreduce(&c.team(m), send, recv, r)?);
+        }
+    }
     Ok(coll::allreduce(&c.team(m), send, recv, r)?)
 }
 

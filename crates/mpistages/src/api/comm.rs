@@ -331,7 +331,7 @@ fn host_color(m: &Mpi, h: i32) -> MpiResult<(i32, bool)> {
         Some(u) => u.as_team(m),
         None => parent.team(m),
     };
-    let host = host_key();
+    let host = host_key(team.members[team.rank]);
     let all = allgather_fixed(&team, &host.to_le_bytes())?;
     let keys: Vec<&[u8]> = all.chunks_exact(8).collect();
     let mine = host.to_le_bytes();
@@ -345,7 +345,7 @@ fn host_color(m: &Mpi, h: i32) -> MpiResult<(i32, bool)> {
 /// Each member's host as an index: the rank of the first member on the
 /// same host (collective).
 pub(super) fn host_indices(team: &Team) -> MpiResult<Vec<usize>> {
-    let all = allgather_fixed(team, &host_key().to_le_bytes())?;
+    let all = allgather_fixed(team, &host_key(team.members[team.rank]).to_le_bytes())?;
     let keys: Vec<&[u8]> = all.chunks_exact(8).collect();
     Ok(keys
         .iter()
@@ -353,18 +353,21 @@ pub(super) fn host_indices(team: &Team) -> MpiResult<Vec<usize>> {
         .collect())
 }
 
-/// What identifies this process's host: mpiexec's placement when it gives
-/// it (hosts may be network namespaces of one machine), else the host name.
-fn host_key() -> u64 {
+/// What identifies the host of this process, world rank `rank`: mpiexec's
+/// placement when it gives it (hosts may be network namespaces of one
+/// machine), else the host name. The rank is the runtime's, not the
+/// environment's: a spare that replaced a rank has none in its
+/// environment (and counted as a host of its own after a recovery).
+fn host_key(rank: usize) -> u64 {
     use std::hash::{Hash, Hasher};
     let rank_hosts = std::env::var(crate::control::env::RANK_HOSTS).ok();
-    let rank = std::env::var(crate::control::env::RANK).ok();
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    match (rank_hosts, rank.and_then(|r| r.parse::<usize>().ok())) {
-        (Some(hosts), Some(r)) if hosts.split(',').nth(r).is_some() => {
-            ("placed", hosts.split(',').nth(r)).hash(&mut h)
-        }
-        _ => ("named", crate::sys::process::hostname()).hash(&mut h),
+    match rank_hosts
+        .as_deref()
+        .and_then(|hosts| hosts.split(',').nth(rank))
+    {
+        Some(placed) => ("placed", placed).hash(&mut h),
+        None => ("named", crate::sys::process::hostname()).hash(&mut h),
     }
     h.finish()
 }
@@ -443,8 +446,9 @@ pub fn free(m: &Mpi, h: i32) -> MpiResult<()> {
         );
     }
     let mut t = m.tables();
-    t.comm(h)?;
+    let context = t.comm(h)?.context;
     t.free_or_defer(super::Pin::Comm, h);
+    super::collective::forget_shm(context);
     Ok(())
 }
 

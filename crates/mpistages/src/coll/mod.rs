@@ -6,6 +6,7 @@
 
 pub mod exec;
 pub mod schedule;
+pub mod shm;
 
 use crate::transport::RawBuf;
 pub use exec::{CollError, CollResult, Reducer, Team};

@@ -5,7 +5,7 @@
 
 use super::matcher::{Src, TagSel};
 use super::req::{Phase, Req, State};
-use super::request::{Op, ReqId, Status};
+use super::request::{Op, ReqError, ReqId, Status};
 use super::spin::SpinBudget;
 use super::state::{Core, TOKEN_BELL, TOKEN_CONTROL};
 use crate::control::client::{Client, ControlReader};
@@ -492,6 +492,17 @@ impl Engine {
 
     pub fn halted(&self) -> bool {
         self.with(|c| c.halted())
+    }
+
+    /// See `Core::team_refused`.
+    pub fn team_refused(&self, ctx: u32, members: &[usize]) -> Option<ReqError> {
+        self.lock().team_refused(ctx, members)
+    }
+
+    /// How long a waiting thread polls before it sleeps now, and whether
+    /// it yields its core between polls (ranks outnumber cores).
+    pub fn spin_policy(&self) -> (Duration, bool) {
+        (self.spin.budget(), self.spin_yield)
     }
 
     /// The generation this rank communicates in (failures survived).

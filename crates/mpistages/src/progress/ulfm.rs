@@ -159,6 +159,26 @@ impl Core {
         self.changes += 1;
     }
 
+    /// Why a collective waiting on `members` (world ranks) outside the
+    /// engine (in memory the members share) must stop, if anything known
+    /// here says so: a halt for recovery, a revoked communicator, a dead or
+    /// lost member (with recovery on, only the halt that follows).
+    pub(super) fn team_refused(&self, ctx: u32, members: &[usize]) -> Option<ReqError> {
+        if self.halted() {
+            return Some(ReqError::Halted);
+        }
+        if self.failure_free() || self.recovery {
+            return None;
+        }
+        if self.is_revoked(ctx) {
+            return Some(ReqError::Revoked);
+        }
+        members
+            .iter()
+            .find(|&&w| self.dead(w as u32) || self.lost.contains(&(w as u32)))
+            .map(|&w| ReqError::PeerLost(w))
+    }
+
     /// No failure, lost peer or revoked communicator is known here.
     pub(super) fn failure_free(&self) -> bool {
         self.ulfm.revoked.is_empty() && self.lost.is_empty() && self.ulfm.dead.is_empty()
