@@ -27,6 +27,11 @@ fn placed() {
 }
 
 #[test]
+fn shm_collectives() {
+    at_all_sizes("shm_coll.c");
+}
+
+#[test]
 fn large_messages() {
     at_all_sizes("large.c");
 }

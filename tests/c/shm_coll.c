@@ -1,0 +1,147 @@
+/* Small collectives of ranks on one host go through shared memory
+ * (barrier, allreduce and bcast up to 4 KiB): their results must be MPI's
+ * whatever the path. A non-commutative operation is applied in rank
+ * order and every rank gets the same bytes; sizes on both sides of the
+ * slot's inline bytes and of the 4 KiB limit; MPI_IN_PLACE; broadcasts
+ * from every root between allreduces and barriers (slots reused on
+ * alternate collectives); split and duplicated communicators, freed and
+ * made again; and a rank that waits long in a barrier sleeps instead of
+ * burning its core. */
+#include "check.h"
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#define P 1000000007LL
+
+/* Affine maps x -> a*x + b mod P, composed: (f o g)(x) = f(g(x)). */
+typedef struct { long long a, b; } affine;
+
+static void compose(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    affine *f = in, *g = inout;
+    for (int i = 0; i < *len; i++) {
+        affine h = {f[i].a * g[i].a % P, (f[i].a * g[i].b + f[i].b) % P};
+        g[i] = h;
+    }
+}
+
+static double cpu_seconds(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+static double wall_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Sums of rank-dependent integers: exact in doubles whatever the order. */
+static void sums(MPI_Comm comm, int count, int in_place) {
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    double *in = malloc((count + 1) * sizeof(double));
+    double *out = malloc((count + 1) * sizeof(double));
+    for (int i = 0; i < count; i++) in[i] = out[i] = rank * 1000 + i;
+    out[count] = -1; /* must stay untouched */
+    if (in_place)
+        CHECK_RC(MPI_Allreduce(MPI_IN_PLACE, out, count, MPI_DOUBLE, MPI_SUM, comm));
+    else
+        CHECK_RC(MPI_Allreduce(in, out, count, MPI_DOUBLE, MPI_SUM, comm));
+    for (int i = 0; i < count; i++) {
+        double want = 1000.0 * size * (size - 1) / 2 + (double)i * size;
+        CHECK(out[i] == want, "count %d in_place %d: out[%d] = %g, want %g", count, in_place, i, out[i], want);
+    }
+    CHECK(out[count] == -1, "count %d: wrote past the end", count);
+    free(in);
+    free(out);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+    /* 1: rank order for a non-commutative operation, same bytes everywhere. */
+    MPI_Datatype affine_t;
+    MPI_Type_contiguous(2, MPI_LONG_LONG, &affine_t);
+    MPI_Type_commit(&affine_t);
+    MPI_Op op;
+    MPI_Op_create(compose, 0, &op);
+    for (int count = 1; count <= 300; count += 299) {
+        affine *mine = malloc(count * sizeof(affine)), *got = malloc(count * sizeof(affine));
+        for (int i = 0; i < count; i++) mine[i] = (affine){rank + 2 + i, 7 * rank + 3};
+        CHECK_RC(MPI_Allreduce(mine, got, count, affine_t, op, MPI_COMM_WORLD));
+        for (int i = 0; i < count; i++) {
+            affine want = {1, 0};
+            for (int r = size - 1; r >= 0; r--) {
+                affine f = {r + 2 + i, 7 * r + 3};
+                compose(&f, &want, &(int){1}, NULL);
+            }
+            CHECK(got[i].a == want.a && got[i].b == want.b, "count %d: element %d is (%lld, %lld), want (%lld, %lld)",
+                  count, i, got[i].a, got[i].b, want.a, want.b);
+        }
+        free(mine);
+        free(got);
+    }
+
+    /* 2: sizes around the slot's 56 inline bytes and the 4 KiB limit. */
+    int counts[] = {0, 1, 7, 8, 511, 512, 513, 2000};
+    for (unsigned k = 0; k < sizeof counts / sizeof *counts; k++) {
+        sums(MPI_COMM_WORLD, counts[k], 0);
+        sums(MPI_COMM_WORLD, counts[k], 1);
+    }
+
+    /* 3: broadcasts from every root between allreduces and barriers. */
+    char buf[5000];
+    for (int it = 0; it < 200; it++) {
+        int root = it % size, len = (it * 37) % 4200;
+        memset(buf, rank == root ? 'a' + it % 26 : 0, len);
+        CHECK_RC(MPI_Bcast(buf, len, MPI_CHAR, root, MPI_COMM_WORLD));
+        for (int i = 0; i < len; i++)
+            CHECK(buf[i] == 'a' + it % 26, "bcast %d from %d: byte %d is %d", it, root, i, buf[i]);
+        if (it % 3 == 0) CHECK_RC(MPI_Barrier(MPI_COMM_WORLD));
+        if (it % 5 == 0) {
+            int one = 1, n = 0;
+            CHECK_RC(MPI_Allreduce(&one, &n, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+            CHECK(n == size, "iteration %d: %d ranks counted", it, n);
+        }
+    }
+
+    /* 4: split and duplicated communicators, freed and made again. */
+    for (int it = 0; it < 20; it++) {
+        MPI_Comm half, dup;
+        CHECK_RC(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half));
+        CHECK_RC(MPI_Comm_dup(half, &dup));
+        int hsize;
+        MPI_Comm_size(half, &hsize);
+        sums(half, 3 + it, it % 2);
+        int who = rank, low = -1;
+        CHECK_RC(MPI_Allreduce(&who, &low, 1, MPI_INT, MPI_MIN, dup));
+        CHECK(low == rank % 2, "split %d: lowest rank %d", it, low);
+        CHECK_RC(MPI_Barrier(dup));
+        MPI_Comm_free(&dup);
+        MPI_Comm_free(&half);
+    }
+
+    /* 5: waiting long in a barrier costs little CPU (the waiter sleeps). */
+    MPI_Barrier(MPI_COMM_WORLD);
+    double cpu0 = cpu_seconds(), wall0 = wall_seconds();
+    if (rank == 0 && size > 1) usleep(1000 * 1000);
+    CHECK_RC(MPI_Barrier(MPI_COMM_WORLD));
+    double cpu = cpu_seconds() - cpu0, wall = wall_seconds() - wall0;
+    if (rank != 0)
+        CHECK(cpu < 0.5 * wall, "waited %.2f s in a barrier using %.2f s of CPU", wall, cpu);
+
+    MPI_Op_free(&op);
+    MPI_Type_free(&affine_t);
+    pass("shm_coll");
+    MPI_Finalize();
+    return 0;
+}
