@@ -7,18 +7,21 @@
 //!
 //! Layout: line 0 holds `sleepers`, the count of members asleep on a slot
 //! (a publisher wakes them only when it is not 0). Then one 64-byte line
-//! per (member, parity): its epoch word and `INLINE` bytes of data; then
-//! `MAX_BYTES` of data per (member, parity) for larger parts.
+//! per (member, phase): its epoch word and `INLINE` bytes of data; then
+//! `MAX_BYTES` of data per (member, phase) for larger parts.
 //!
 //! Each collective on the segment is an epoch, 1, 2, ... in the order the
 //! members call them (MPI's rule for collectives on a communicator);
-//! epoch `e` uses the slots of parity `e % 2`. A member publishes `e` in
-//! its slot once its data for `e` is there (Release; readers Acquire) and,
-//! for a broadcast's receivers, once it has read the root's. Before a
-//! member writes data at `e` every member must have published `e - 1`:
-//! then none still reads the data of `e - 2`, which the same slots held.
-//! After a barrier or an allreduce that is known already (all published
-//! `e - 1` to finish it); after a broadcast it is waited for.
+//! epoch `e` uses the slots of phase `e % PHASES`. A member publishes `e`
+//! in its slot once its data for `e` is there (Release; readers Acquire)
+//! and, for a broadcast's receivers, once it has read the root's. Before a
+//! member writes data at `e` every member must have published
+//! `e - PHASES + 1`: then none still reads the data of `e - PHASES`, which
+//! the same slots held. After a barrier or an allreduce that is known
+//! already (all published `e - 1` to finish it); after broadcasts it is
+//! waited for, which lets a broadcast's root run `PHASES - 1` ahead of its
+//! slowest receiver (with two phases each broadcast was a barrier too:
+//! 8 ranks, 1 KiB, 1.4x Open MPI's time).
 //!
 //! The members are other processes: a wait checks the engine for a halt,
 //! a revoked communicator or a dead member every few rounds and on every
@@ -27,7 +30,7 @@
 use super::exec::{CollError, CollResult, Team};
 use super::Reduction;
 use crate::transport::RawBuf;
-use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Data bytes in a slot's own line (an 8-byte allreduce reads one line per
@@ -38,6 +41,8 @@ pub const MAX_BYTES: usize = 4096;
 /// The most members a segment serves (each reads every other's slot).
 pub const MAX_MEMBERS: usize = 64;
 const LINE: usize = 64;
+/// Slots per member, used in turn by successive collectives.
+const PHASES: u32 = 4;
 /// A sleeping member looks at the engine at least this often.
 const NAP: Duration = Duration::from_millis(1);
 /// Rounds of spinning between two looks at the engine and the clock.
@@ -45,7 +50,8 @@ const CHECK_EVERY: u32 = 64;
 
 /// The length of the segment for `n` members.
 pub fn segment_len(n: usize) -> usize {
-    LINE + 2 * n * LINE + 2 * n * MAX_BYTES
+    let slots = PHASES as usize * n;
+    LINE + slots * LINE + slots * MAX_BYTES
 }
 
 /// Whether `n` members may use a segment at all.
@@ -60,10 +66,11 @@ pub struct Segment {
     base: *mut u8,
     n: usize,
     me: usize,
-    /// The epoch of this member's last collective here.
-    epoch: AtomicU32,
+    /// The epoch of this member's last collective here (the slots hold
+    /// its low 32 bits).
+    epoch: AtomicU64,
     /// The newest epoch every member is known to have published.
-    all_seen: AtomicU32,
+    all_seen: AtomicU64,
 }
 
 // SAFETY: the raw pointer is into `_map`, which the Segment owns; every
@@ -74,10 +81,10 @@ unsafe impl Send for Segment {}
 // SAFETY: as for Send; the local counters are atomics.
 unsafe impl Sync for Segment {}
 
-/// Whether epoch `v` is at or past `e` (wrapping: 2^31 collectives apart
-/// at most).
-fn reached(v: u32, e: u32) -> bool {
-    (v.wrapping_sub(e) as i32) >= 0
+/// Whether a slot's epoch word `v` is at or past epoch `e` (wrapping: the
+/// members are never 2^31 collectives apart).
+fn reached(v: u32, e: u64) -> bool {
+    (v.wrapping_sub(e as u32) as i32) >= 0
 }
 
 impl Segment {
@@ -96,8 +103,8 @@ impl Segment {
             base,
             n,
             me,
-            epoch: AtomicU32::new(0),
-            all_seen: AtomicU32::new(0),
+            epoch: AtomicU64::new(0),
+            all_seen: AtomicU64::new(0),
         })
     }
 
@@ -112,37 +119,39 @@ impl Segment {
         self.word(0)
     }
 
-    fn slot(&self, member: usize, parity: u32) -> usize {
-        LINE + (2 * member + parity as usize) * LINE
+    /// The index of member's slot for epoch `e`.
+    fn slot_index(&self, member: usize, e: u64) -> usize {
+        PHASES as usize * member + (e % PHASES as u64) as usize
     }
 
-    /// Member's published epoch of `parity`.
-    fn published(&self, member: usize, parity: u32) -> &AtomicU32 {
-        self.word(self.slot(member, parity))
+    /// Member's published epoch in its slot for epoch `e`.
+    fn published(&self, member: usize, e: u64) -> &AtomicU32 {
+        self.word(LINE + self.slot_index(member, e) * LINE)
     }
 
-    /// Where member's data of `len` bytes lies for `parity`.
-    fn data(&self, member: usize, parity: u32, len: usize) -> RawBuf {
+    /// Where member's data of `len` bytes lies for epoch `e`.
+    fn data(&self, member: usize, e: u64, len: usize) -> RawBuf {
+        let i = self.slot_index(member, e);
         let off = if len <= INLINE {
-            self.slot(member, parity) + 8
+            LINE + i * LINE + 8
         } else {
-            LINE + 2 * self.n * LINE + (2 * member + parity as usize) * MAX_BYTES
+            LINE + PHASES as usize * self.n * LINE + i * MAX_BYTES
         };
         // SAFETY: inside the mapping (len <= MAX_BYTES, checked by the
         // callers); which member writes it when is the protocol's business.
         unsafe { RawBuf::new(self.base.add(off), len) }
     }
 
-    fn next_epoch(&self) -> (u32, u32) {
+    fn next_epoch(&self) -> u64 {
         let e = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
         self.epoch.store(e, Ordering::Relaxed);
-        (e, e & 1)
+        e
     }
 
     /// Publishes this member's epoch `e`, waking sleepers if any.
-    fn publish(&self, e: u32) {
-        let w = self.published(self.me, e & 1);
-        w.store(e, Ordering::Release);
+    fn publish(&self, e: u64) {
+        let w = self.published(self.me, e);
+        w.store(e as u32, Ordering::Release);
         // Pairs with a sleeper's count-then-look (`wait_for`).
         fence(Ordering::SeqCst);
         if self.sleepers().load(Ordering::Relaxed) != 0 {
@@ -151,21 +160,25 @@ impl Segment {
     }
 
     /// Waits until every member (but this one) has published `e`.
-    fn wait_all(&self, t: &Team, e: u32) -> CollResult<()> {
+    fn wait_all(&self, t: &Team, e: u64) -> CollResult<()> {
         for j in (0..self.n).filter(|&j| j != self.me) {
             self.wait_for(t, j, e)?;
         }
         Ok(())
     }
 
-    /// Before writing data at epoch `e`: every member published `e - 1`.
-    fn make_room(&self, t: &Team, e: u32) -> CollResult<()> {
-        let prev = e.wrapping_sub(1);
-        if prev == 0 || reached(self.all_seen.load(Ordering::Relaxed), prev) {
+    /// Before writing data at epoch `e`: every member published
+    /// `e - PHASES + 1` (done with what the slot held before).
+    fn make_room(&self, t: &Team, e: u64) -> CollResult<()> {
+        if e < PHASES as u64 {
             return Ok(());
         }
-        self.wait_all(t, prev)?;
-        self.all_seen.store(prev, Ordering::Relaxed);
+        let done = e - (PHASES as u64 - 1);
+        if self.all_seen.load(Ordering::Relaxed) >= done {
+            return Ok(());
+        }
+        self.wait_all(t, done)?;
+        self.all_seen.store(done, Ordering::Relaxed);
         Ok(())
     }
 
@@ -173,8 +186,8 @@ impl Segment {
     /// between rounds where ranks outnumber cores) for the engine's spin
     /// budget, then asleep on the word; a halt, a revoked communicator or
     /// a dead member ends the wait with its error.
-    fn wait_for(&self, t: &Team, member: usize, e: u32) -> CollResult<()> {
-        let w = self.published(member, e & 1);
+    fn wait_for(&self, t: &Team, member: usize, e: u64) -> CollResult<()> {
+        let w = self.published(member, e);
         if reached(w.load(Ordering::Acquire), e) {
             return Ok(());
         }
@@ -217,7 +230,7 @@ impl Segment {
     }
 
     pub fn barrier(&self, t: &Team) -> CollResult<()> {
-        let (e, _) = self.next_epoch();
+        let e = self.next_epoch();
         self.publish(e);
         self.wait_all(t, e)?;
         self.all_seen.store(e, Ordering::Relaxed);
@@ -234,9 +247,9 @@ impl Segment {
                 recv.len()
             )));
         }
-        let (e, p) = self.next_epoch();
+        let e = self.next_epoch();
         self.make_room(t, e)?;
-        self.data(self.me, p, len).copy_from(&send);
+        self.data(self.me, e, len).copy_from(&send);
         self.publish(e);
         self.wait_all(t, e)?;
         self.all_seen.store(e, Ordering::Relaxed);
@@ -244,12 +257,12 @@ impl Segment {
         let acc = recv
             .sub(0, len)
             .ok_or_else(|| CollError::Internal("recv".into()))?;
-        acc.copy_from(&self.data(self.n - 1, p, len));
+        acc.copy_from(&self.data(self.n - 1, e, len));
         for j in (0..self.n - 1).rev() {
             // SAFETY: `acc` is the caller's receive buffer, which nothing
             // else refers to during this call; the slot is another region.
             (r.op)(
-                self.data(j, p, len).as_slice(),
+                self.data(j, e, len).as_slice(),
                 unsafe { acc.as_mut_slice() },
                 r.count,
             );
@@ -265,14 +278,14 @@ impl Segment {
                 "shared-memory broadcast of {len} bytes from {root}"
             )));
         }
-        let (e, p) = self.next_epoch();
+        let e = self.next_epoch();
         if self.me == root {
             self.make_room(t, e)?;
-            self.data(root, p, len).copy_from(&buf);
+            self.data(root, e, len).copy_from(&buf);
             self.publish(e);
         } else {
             self.wait_for(t, root, e)?;
-            buf.copy_from(&self.data(root, p, len));
+            buf.copy_from(&self.data(root, e, len));
             self.publish(e);
         }
         Ok(())
