@@ -229,7 +229,7 @@ pub unsafe fn reduce(
     let r = |elem: usize| Reduction {
         count: n,
         elem,
-        op: &*red,
+        op: &red,
         commutative,
     };
     match kind {
@@ -274,7 +274,7 @@ pub unsafe fn reduce(
             let red_all = Reduction {
                 count: total,
                 elem,
-                op: &*red,
+                op: &red,
                 commutative,
             };
             ic::reduce_scatter(m, cm, s.raw, out.raw, &lens, &red_all)?;
