@@ -4,7 +4,8 @@
  * order and every rank gets the same bytes; sizes on both sides of the
  * slot's inline bytes and of the 4 KiB limit; MPI_IN_PLACE; broadcasts
  * from every root between allreduces and barriers (slots reused on
- * alternate collectives); split and duplicated communicators, freed and
+ * alternate collectives); reduce to every root and allgather(v), in
+ * place too; split and duplicated communicators, freed and
  * made again; and a rank that waits long in a barrier sleeps instead of
  * burning its core. */
 #include "check.h"
@@ -114,7 +115,54 @@ int main(int argc, char **argv) {
         }
     }
 
-    /* 4: split and duplicated communicators, freed and made again. */
+    /* 4: reduce to every root (rank order) and allgather(v). */
+    for (int root = 0; root < size; root++) {
+        affine mine = {rank + 2, 7 * rank + 3}, got = {0, 0}, want = {1, 0};
+        CHECK_RC(MPI_Reduce(&mine, &got, 1, affine_t, op, root, MPI_COMM_WORLD));
+        for (int r = size - 1; r >= 0; r--) {
+            affine f = {r + 2, 7 * r + 3};
+            compose(&f, &want, &(int){1}, NULL);
+        }
+        if (rank == root)
+            CHECK(got.a == want.a && got.b == want.b, "reduce to %d: (%lld, %lld)", root, got.a, got.b);
+    }
+    int *all = malloc(size * 40 * sizeof(int)), *vcounts = malloc(size * sizeof(int)), *displs = malloc(size * sizeof(int));
+    for (int it = 0; it < 3; it++) {
+        int k = it == 2 ? 1100 / size + 1 : 1 + it * 9; /* the last over 4 KiB in all, under it per rank */
+        int mine[1200];
+        for (int i = 0; i < k; i++) mine[i] = rank * 100 + i;
+        int *got = malloc(size * k * sizeof(int));
+        CHECK_RC(MPI_Allgather(mine, k, MPI_INT, got, k, MPI_INT, MPI_COMM_WORLD));
+        for (int r = 0; r < size; r++)
+            for (int i = 0; i < k; i++)
+                CHECK(got[r * k + i] == r * 100 + i, "allgather of %d: [%d][%d] = %d", k, r, i, got[r * k + i]);
+        for (int i = 0; i < size * k; i++) got[i] = -1;
+        for (int i = 0; i < k; i++) got[rank * k + i] = rank * 100 + i;
+        CHECK_RC(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, got, k, MPI_INT, MPI_COMM_WORLD));
+        for (int r = 0; r < size; r++)
+            CHECK(got[r * k + k - 1] == r * 100 + k - 1, "in-place allgather of %d: rank %d", k, r);
+        free(got);
+    }
+    int at = 0;
+    for (int r = 0; r < size; r++) {
+        vcounts[r] = r % 3 + (r == 1) * 30;
+        displs[r] = at + 1;
+        at += vcounts[r] + 2;
+    }
+    int myv[40];
+    for (int i = 0; i < vcounts[rank]; i++) myv[i] = 1000 * rank + i;
+    for (int i = 0; i < size * 40; i++) all[i] = -7;
+    CHECK_RC(MPI_Allgatherv(myv, vcounts[rank], MPI_INT, all, vcounts, displs, MPI_INT, MPI_COMM_WORLD));
+    for (int r = 0; r < size; r++) {
+        for (int i = 0; i < vcounts[r]; i++)
+            CHECK(all[displs[r] + i] == 1000 * r + i, "allgatherv: rank %d element %d is %d", r, i, all[displs[r] + i]);
+        CHECK(all[displs[r] - 1] == -7, "allgatherv wrote before block %d", r);
+    }
+    free(all);
+    free(vcounts);
+    free(displs);
+
+    /* 5: split and duplicated communicators, freed and made again. */
     for (int it = 0; it < 20; it++) {
         MPI_Comm half, dup;
         CHECK_RC(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half));
@@ -130,7 +178,7 @@ int main(int argc, char **argv) {
         MPI_Comm_free(&half);
     }
 
-    /* 5: waiting long in a barrier costs little CPU (the waiter sleeps). */
+    /* 6: waiting long in a barrier costs little CPU (the waiter sleeps). */
     MPI_Barrier(MPI_COMM_WORLD);
     double cpu0 = cpu_seconds(), wall0 = wall_seconds();
     if (rank == 0 && size > 1) usleep(1000 * 1000);

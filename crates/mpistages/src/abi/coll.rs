@@ -546,6 +546,14 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
         let rn = super::count(rn)?;
         // In place, the send count and type are ignored.
         let sn = if is_in_place(sbuf) { rn } else { super::count(sn)? };
+        // Nothing received here: nothing sent anywhere (matching
+        // signatures), so nothing moves at all.
+        if rn == 0 {
+            // SAFETY: no byte of the buffer is touched (count 0); this
+            // only checks the datatype handle.
+            unsafe { typed(m, rbuf, 0, rt)? };
+            return Ok(());
+        }
         let sd: Vec<usize> = (0..n).map(|r| r * sn).collect();
         let rd: Vec<usize> = (0..n).map(|r| r * rn).collect();
         // SAFETY: caller's buffers for this blocking call.

@@ -33,19 +33,22 @@ fn shm_allowed() -> bool {
 
 /// The shared-memory segment of `c`'s small collectives, made by its
 /// members together at the first one that could use it (a collective
-/// call: every member decides alike from what they all see).
-fn shm(m: &Mpi, c: &Comm) -> Option<Arc<coll::shm::Segment>> {
+/// call: every member decides alike from what they all see). An error
+/// making it (a member failed) is the caller's: running the collective by
+/// messages after a handshake that failed half-way would meet the
+/// handshake's leftover messages.
+fn shm(m: &Mpi, c: &Comm) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
     if c.is_inter() || !coll::shm::fits(c.size()) || coll::current_tag() != 0 || !shm_allowed() {
-        return None;
+        return Ok(None);
     }
     let generation = m.engine.generation();
     let members = &c.group.members;
     if let Some(e) = SHM.lock().iter().find(|e| e.context == c.context) {
         if e.generation == generation && e.members == *members {
-            return e.seg.clone();
+            return Ok(e.seg.clone());
         }
     }
-    let seg = make_shm(m, c).ok().flatten().map(Arc::new);
+    let seg = make_shm(m, c)?.map(Arc::new);
     let mut all = SHM.lock();
     all.retain(|e| e.context != c.context);
     all.push(ShmEntry {
@@ -54,7 +57,7 @@ fn shm(m: &Mpi, c: &Comm) -> Option<Arc<coll::shm::Segment>> {
         members: members.clone(),
         seg: seg.clone(),
     });
-    seg
+    Ok(seg)
 }
 
 fn make_shm(m: &Mpi, c: &Comm) -> MpiResult<Option<coll::shm::Segment>> {
@@ -67,7 +70,13 @@ fn make_shm(m: &Mpi, c: &Comm) -> MpiResult<Option<coll::shm::Segment>> {
     let sizes: Vec<(usize, usize)> = (0..n)
         .map(|r| (if r == 0 { coll::shm::segment_len(n) } else { 0 }, 1))
         .collect();
-    let seg = super::rma::shm::map(&team, &hosts, &sizes)?;
+    // A segment no member could make, open or map is agreed by all
+    // (`map` ends each step with an agreement): then messages it is.
+    let seg = match super::rma::shm::map(&team, &hosts, &sizes) {
+        Ok(seg) => seg,
+        Err(e) if e.class == super::consts::err::NO_MEM => return Ok(None),
+        Err(e) => return Err(e),
+    };
     Ok(seg
         .map
         .and_then(|map| coll::shm::Segment::new(map, n, c.rank)))
@@ -79,15 +88,23 @@ pub(super) fn forget_shm(context: u32) {
 }
 
 pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
-    if let Some(s) = shm(m, c) {
+    if let Some(s) = shm(m, c)? {
         return Ok(s.barrier(&c.team(m))?);
     }
     Ok(coll::barrier(&c.team(m))?)
 }
 
+// A collective that moves no byte at any member returns at once (MPI
+// gives such calls no synchronizing effect; Open MPI and MPICH do the
+// same): a member that moves none knows that every member moves none
+// wherever its own counts say so for all (matching type signatures).
+
 pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
+    if buf.is_empty() {
+        return Ok(());
+    }
     if buf.len() <= coll::shm::MAX_BYTES {
-        if let Some(s) = shm(m, c) {
+        if let Some(s) = shm(m, c)? {
             return Ok(s.bcast(&c.team(m), root, buf)?);
         }
     }
@@ -102,12 +119,23 @@ pub fn reduce(
     recv: RawBuf,
     r: &Reduction,
 ) -> MpiResult<()> {
+    if send.is_empty() {
+        return Ok(());
+    }
+    if send.len() <= coll::shm::MAX_BYTES {
+        if let Some(s) = shm(m, c)? {
+            return Ok(s.reduce(&c.team(m), root, send, recv, r)?);
+        }
+    }
     Ok(coll::reduce(&c.team(m), root, send, recv, r)?)
 }
 
 pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -> MpiResult<()> {
+    if send.is_empty() {
+        return Ok(());
+    }
     if send.len() <= coll::shm::MAX_BYTES {
-        if let Some(s) = shm(m, c) {
+        if let Some(s) = shm(m, c)? {
             return Ok(s.allreduce(&c.team(m), send, recv, r)?);
         }
     }
@@ -122,14 +150,23 @@ pub fn scan(
     r: &Reduction,
     exclusive: bool,
 ) -> MpiResult<()> {
+    if send.is_empty() {
+        return Ok(());
+    }
     Ok(coll::scan(&c.team(m), send, recv, r, exclusive)?)
 }
 
 pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
+    if (c.rank == root && recv.is_empty()) || (c.rank != root && send.is_empty()) {
+        return Ok(());
+    }
     Ok(coll::gather(&c.team(m), root, send, recv)?)
 }
 
 pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
+    if (c.rank == root && send.is_empty()) || (c.rank != root && recv.is_empty()) {
+        return Ok(());
+    }
     Ok(coll::scatter(&c.team(m), root, send, recv)?)
 }
 
@@ -167,6 +204,14 @@ pub fn allgatherv(
     offs: &[usize],
     lens: &[usize],
 ) -> MpiResult<()> {
+    if lens.iter().all(|&l| l == 0) {
+        return Ok(());
+    }
+    if lens.iter().all(|&l| l <= coll::shm::MAX_BYTES) {
+        if let Some(s) = shm(m, c)? {
+            return Ok(s.allgatherv(&c.team(m), send, recv, offs, lens)?);
+        }
+    }
     Ok(coll::allgatherv(&c.team(m), send, recv, offs, lens)?)
 }
 

@@ -253,7 +253,12 @@ impl Segment {
         self.publish(e);
         self.wait_all(t, e)?;
         self.all_seen.store(e, Ordering::Relaxed);
-        // x0 op (x1 op (... op x[n-1])): rank order, right to left.
+        self.fold(e, len, recv, r)
+    }
+
+    /// `recv` = x0 op (x1 op (... op x[n-1])) of the members' parts of
+    /// epoch `e`: rank order, right to left, the same bytes everywhere.
+    fn fold(&self, e: u64, len: usize, recv: RawBuf, r: &Reduction) -> CollResult<()> {
         let acc = recv
             .sub(0, len)
             .ok_or_else(|| CollError::Internal("recv".into()))?;
@@ -266,6 +271,70 @@ impl Segment {
                 unsafe { acc.as_mut_slice() },
                 r.count,
             );
+        }
+        Ok(())
+    }
+
+    /// `recv` at `root` = the members' `send` combined in rank order; the
+    /// others go on as soon as their part is published.
+    pub fn reduce(
+        &self,
+        t: &Team,
+        root: usize,
+        send: RawBuf,
+        recv: RawBuf,
+        r: &Reduction,
+    ) -> CollResult<()> {
+        let len = send.len();
+        if len > MAX_BYTES || root >= self.n || (self.me == root && recv.len() < len) {
+            return Err(CollError::Internal(format!(
+                "shared-memory reduce of {len} bytes to {root}"
+            )));
+        }
+        let e = self.next_epoch();
+        self.make_room(t, e)?;
+        self.data(self.me, e, len).copy_from(&send);
+        self.publish(e);
+        if self.me == root {
+            self.wait_all(t, e)?;
+            self.all_seen.store(e, Ordering::Relaxed);
+            self.fold(e, len, recv, r)?;
+        }
+        Ok(())
+    }
+
+    /// Every member's block (`lens[j]` bytes) into `recv` at `offs[j]`.
+    pub fn allgatherv(
+        &self,
+        t: &Team,
+        send: RawBuf,
+        recv: RawBuf,
+        offs: &[usize],
+        lens: &[usize],
+    ) -> CollResult<()> {
+        let bad = lens.len() != self.n
+            || offs.len() != self.n
+            || send.len() != lens[self.me]
+            || lens
+                .iter()
+                .zip(offs)
+                .any(|(&l, &o)| l > MAX_BYTES || o + l > recv.len());
+        if bad {
+            return Err(CollError::Internal(format!(
+                "shared-memory allgather of {lens:?} at {offs:?} into {}",
+                recv.len()
+            )));
+        }
+        let e = self.next_epoch();
+        self.make_room(t, e)?;
+        self.data(self.me, e, send.len()).copy_from(&send);
+        self.publish(e);
+        self.wait_all(t, e)?;
+        self.all_seen.store(e, Ordering::Relaxed);
+        for j in 0..self.n {
+            if let Some(to) = recv.sub(offs[j], lens[j]) {
+                to.copy_from(&self.data(j, e, lens[j]));
+            }
         }
         Ok(())
     }
