@@ -12,7 +12,6 @@ use crate::api::op::{self, OpDef};
 use crate::api::Mpi;
 use std::os::raw::{c_int, c_void};
 
-/// The reduction kernel for (op, datatype) and whether the op commutes.
 /// The reduction of `o` over `dt` (a closure on the caller's stack, not a
 /// box: it is made for every reducing call), and whether it commutes.
 // The closure's type has no name to factor out.
