@@ -4,8 +4,8 @@
  * order and every rank gets the same bytes; sizes on both sides of the
  * slot's inline bytes and of the 4 KiB limit; MPI_IN_PLACE; broadcasts
  * from every root between allreduces and barriers (slots reused on
- * alternate collectives); reduce to every root and allgather(v), in
- * place too; split and duplicated communicators, freed and
+ * alternate collectives); reduce, gather and scatter at every root and
+ * allgather(v), in place too; split and duplicated communicators, freed and
  * made again; and a rank that waits long in a barrier sleeps instead of
  * burning its core. */
 #include "check.h"
@@ -142,6 +142,26 @@ int main(int argc, char **argv) {
         for (int r = 0; r < size; r++)
             CHECK(got[r * k + k - 1] == r * 100 + k - 1, "in-place allgather of %d: rank %d", k, r);
         free(got);
+    }
+    for (int root = 0; root < size; root++) {
+        int k = 1 + root % 3, mine[3], *blocks = malloc(size * 3 * sizeof(int)), back[3];
+        for (int i = 0; i < k; i++) mine[i] = 10 * rank + i + root;
+        for (int i = 0; i < size * k; i++) blocks[i] = -1;
+        CHECK_RC(MPI_Gather(mine, k, MPI_INT, blocks, k, MPI_INT, root, MPI_COMM_WORLD));
+        if (rank == root)
+            for (int i = 0; i < size * k; i++)
+                CHECK(blocks[i] == 10 * (i / k) + i % k + root, "gather to %d: element %d is %d", root, i, blocks[i]);
+        if (rank == root) {
+            CHECK_RC(MPI_Gather(MPI_IN_PLACE, k, MPI_INT, blocks, k, MPI_INT, root, MPI_COMM_WORLD));
+            CHECK(blocks[root * k] == 10 * root + root, "in-place gather to %d", root);
+        } else {
+            CHECK_RC(MPI_Gather(mine, k, MPI_INT, NULL, 0, MPI_INT, root, MPI_COMM_WORLD));
+        }
+        for (int i = 0; i < size * k; i++) blocks[i] = 7 * i + root;
+        CHECK_RC(MPI_Scatter(blocks, k, MPI_INT, back, k, MPI_INT, root, MPI_COMM_WORLD));
+        for (int i = 0; i < k; i++)
+            CHECK(back[i] == 7 * (rank * k + i) + root, "scatter from %d: element %d is %d", root, i, back[i]);
+        free(blocks);
     }
     int at = 0;
     for (int r = 0; r < size; r++) {

@@ -160,12 +160,28 @@ pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> Mpi
     if (c.rank == root && recv.is_empty()) || (c.rank != root && send.is_empty()) {
         return Ok(());
     }
+    // Every member's block is as long (matching signatures).
+    let block = if c.rank == root {
+        recv.len() / c.size()
+    } else {
+        send.len()
+    };
+    if block <= coll::shm::MAX_BYTES {
+        if let Some(s) = shm(m, c)? {
+            return Ok(s.gather(&c.team(m), root, send, recv)?);
+        }
+    }
     Ok(coll::gather(&c.team(m), root, send, recv)?)
 }
 
 pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
     if (c.rank == root && send.is_empty()) || (c.rank != root && recv.is_empty()) {
         return Ok(());
+    }
+    if recv.len() * c.size() <= coll::shm::MAX_BYTES {
+        if let Some(s) = shm(m, c)? {
+            return Ok(s.scatter(&c.team(m), root, send, recv)?);
+        }
     }
     Ok(coll::scatter(&c.team(m), root, send, recv)?)
 }

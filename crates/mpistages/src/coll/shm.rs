@@ -303,6 +303,63 @@ impl Segment {
         Ok(())
     }
 
+    /// Every member's `send` into block j of `recv` at `root` (blocks of
+    /// `send.len()` bytes); the others go on once theirs is published.
+    pub fn gather(&self, t: &Team, root: usize, send: RawBuf, recv: RawBuf) -> CollResult<()> {
+        let len = send.len();
+        if len > MAX_BYTES || root >= self.n || (self.me == root && recv.len() < len * self.n) {
+            return Err(CollError::Internal(format!(
+                "shared-memory gather of {len} bytes to {root}"
+            )));
+        }
+        let e = self.next_epoch();
+        self.make_room(t, e)?;
+        if self.me != root {
+            self.data(self.me, e, len).copy_from(&send);
+            self.publish(e);
+            return Ok(());
+        }
+        self.publish(e);
+        self.wait_all(t, e)?;
+        self.all_seen.store(e, Ordering::Relaxed);
+        for j in 0..self.n {
+            let to = recv.sub(j * len, len).expect("checked above");
+            if j == self.me {
+                // In place, `send` is this very block.
+                if to.ptr() != send.ptr() {
+                    to.copy_from(&send);
+                }
+            } else {
+                to.copy_from(&self.data(j, e, len));
+            }
+        }
+        Ok(())
+    }
+
+    /// Block j of `send` at `root` (blocks of `recv.len()` bytes) into
+    /// member j's `recv`.
+    pub fn scatter(&self, t: &Team, root: usize, send: RawBuf, recv: RawBuf) -> CollResult<()> {
+        let (len, all) = (recv.len(), recv.len() * self.n);
+        if all > MAX_BYTES || root >= self.n || (self.me == root && send.len() < all) {
+            return Err(CollError::Internal(format!(
+                "shared-memory scatter of {len} bytes each from {root}"
+            )));
+        }
+        let e = self.next_epoch();
+        if self.me == root {
+            self.make_room(t, e)?;
+            self.data(root, e, all).copy_from(&send);
+            self.publish(e);
+            recv.copy_from(&send.sub(root * len, len).expect("checked above"));
+        } else {
+            self.wait_for(t, root, e)?;
+            let mine = self.data(root, e, all).sub(self.me * len, len);
+            recv.copy_from(&mine.expect("inside the root's part"));
+            self.publish(e);
+        }
+        Ok(())
+    }
+
     /// Every member's block (`lens[j]` bytes) into `recv` at `offs[j]`.
     pub fn allgatherv(
         &self,
