@@ -1,13 +1,14 @@
 /* Small collectives of ranks on one host go through shared memory
- * (barrier, allreduce and bcast up to 4 KiB): their results must be MPI's
- * whatever the path. A non-commutative operation is applied in rank
- * order and every rank gets the same bytes; sizes on both sides of the
- * slot's inline bytes and of the 4 KiB limit; MPI_IN_PLACE; broadcasts
- * from every root between allreduces and barriers (slots reused on
- * alternate collectives); reduce, gather and scatter at every root and
- * allgather(v), in place too; split and duplicated communicators, freed and
- * made again; and a rank that waits long in a barrier sleeps instead of
- * burning its core. */
+ * (barrier; allreduce, reduce, bcast, allgather(v), gather, scatter and
+ * alltoall up to 4 KiB): their results must be MPI's whatever the path.
+ * A non-commutative operation is applied in rank order and every rank
+ * gets the same bytes; sizes on both sides of the slot's inline bytes and
+ * of the 4 KiB limit; MPI_IN_PLACE; broadcasts from every root between
+ * allreduces and barriers (slots reused by later collectives); reduce,
+ * gather and scatter at every root; allgather(v) and alltoall (a strided
+ * type on some ranks), in place too; split and duplicated communicators,
+ * freed and made again; and a rank that waits long in a barrier sleeps
+ * instead of burning its core. */
 #include "check.h"
 #include <string.h>
 #include <sys/resource.h>
@@ -162,6 +163,38 @@ int main(int argc, char **argv) {
         for (int i = 0; i < k; i++)
             CHECK(back[i] == 7 * (rank * k + i) + root, "scatter from %d: element %d is %d", root, i, back[i]);
         free(blocks);
+    }
+    for (int k = 1; k <= 3; k++) {
+        int *out = malloc(size * k * sizeof(int)), *in = malloc(size * k * sizeof(int));
+        for (int i = 0; i < size * k; i++) out[i] = 1000 * rank + i;
+        CHECK_RC(MPI_Alltoall(out, k, MPI_INT, in, k, MPI_INT, MPI_COMM_WORLD));
+        for (int j = 0; j < size; j++)
+            for (int i = 0; i < k; i++)
+                CHECK(in[j * k + i] == 1000 * j + rank * k + i, "alltoall of %d: from %d element %d is %d", k, j, i, in[j * k + i]);
+        /* In place, and a strided receive type on odd ranks (the same
+         * type signature: every rank takes the same path). */
+        CHECK_RC(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, in, k, MPI_INT, MPI_COMM_WORLD));
+        for (int j = 0; j < size; j++)
+            CHECK(in[j * k] == 1000 * rank + j * k, "in-place alltoall of %d: from %d is %d", k, j, in[j * k]);
+        MPI_Datatype strided;
+        MPI_Type_vector(k, 1, 2, MPI_INT, &strided);
+        MPI_Type_create_resized(strided, 0, 2 * k * sizeof(int), &strided);
+        MPI_Type_commit(&strided);
+        int *wide = malloc(2 * size * k * sizeof(int));
+        for (int i = 0; i < 2 * size * k; i++) wide[i] = -1;
+        if (rank % 2)
+            CHECK_RC(MPI_Alltoall(out, k, MPI_INT, wide, 1, strided, MPI_COMM_WORLD));
+        else
+            CHECK_RC(MPI_Alltoall(out, k, MPI_INT, in, k, MPI_INT, MPI_COMM_WORLD));
+        for (int j = 0; j < size; j++)
+            for (int i = 0; i < k; i++) {
+                int got = rank % 2 ? wide[2 * (j * k + i)] : in[j * k + i];
+                CHECK(got == 1000 * j + rank * k + i, "strided alltoall of %d: from %d element %d is %d", k, j, i, got);
+            }
+        MPI_Type_free(&strided);
+        free(wide);
+        free(out);
+        free(in);
     }
     int at = 0;
     for (int r = 0; r < size; r++) {

@@ -546,13 +546,29 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
         let rn = super::count(rn)?;
         // In place, the send count and type are ignored.
         let sn = if is_in_place(sbuf) { rn } else { super::count(sn)? };
-        // Nothing received here: nothing sent anywhere (matching
-        // signatures), so nothing moves at all.
-        if rn == 0 {
-            // SAFETY: no byte of the buffer is touched (count 0); this
-            // only checks the datatype handle.
-            unsafe { typed(m, rbuf, 0, rt)? };
-            return Ok(());
+        // Small blocks through shared memory, packed (whether it is used
+        // must not depend on this rank's layout: the same at every rank).
+        // SAFETY: caller's buffers for this blocking call.
+        let rall = unsafe { typed(m, rbuf, rn.saturating_mul(n) as i64, rt)? };
+        if rall.bytes() <= coll::SHM_MAX_BYTES {
+            let cm = comm(m, c)?;
+            let out = Stage::packed(rall, is_in_place(sbuf));
+            // Kept until the exchange is done: it may own the packed bytes.
+            let staged_send;
+            let input = if is_in_place(sbuf) {
+                out.raw
+            } else {
+                // SAFETY: as above.
+                staged_send = Stage::packed(unsafe { typed(m, sbuf, sn.saturating_mul(n) as i64, st)? }, true);
+                staged_send.raw
+            };
+            if input.len() != out.raw.len() {
+                return self_mismatch(cm.rank, input.len() / n.max(1), out.raw.len() / n.max(1));
+            }
+            if coll::alltoall_shared(m, &cm, input, out.raw)? {
+                out.store();
+                return Ok(());
+            }
         }
         let sd: Vec<usize> = (0..n).map(|r| r * sn).collect();
         let rd: Vec<usize> = (0..n).map(|r| r * rn).collect();

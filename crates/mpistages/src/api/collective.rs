@@ -8,6 +8,8 @@ use super::{Comm, Mpi};
 use crate::coll;
 use crate::transport::RawBuf;
 pub use coll::{Reducer, Reduction};
+/// The most bytes a member moves in a collective through shared memory.
+pub const SHM_MAX_BYTES: usize = coll::shm::MAX_BYTES;
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -94,15 +96,7 @@ pub fn barrier(m: &Mpi, c: &Comm) -> MpiResult<()> {
     Ok(coll::barrier(&c.team(m))?)
 }
 
-// A collective that moves no byte at any member returns at once (MPI
-// gives such calls no synchronizing effect; Open MPI and MPICH do the
-// same): a member that moves none knows that every member moves none
-// wherever its own counts say so for all (matching type signatures).
-
 pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
-    if buf.is_empty() {
-        return Ok(());
-    }
     if buf.len() <= coll::shm::MAX_BYTES {
         if let Some(s) = shm(m, c)? {
             return Ok(s.bcast(&c.team(m), root, buf)?);
@@ -119,9 +113,6 @@ pub fn reduce(
     recv: RawBuf,
     r: &Reduction,
 ) -> MpiResult<()> {
-    if send.is_empty() {
-        return Ok(());
-    }
     if send.len() <= coll::shm::MAX_BYTES {
         if let Some(s) = shm(m, c)? {
             return Ok(s.reduce(&c.team(m), root, send, recv, r)?);
@@ -131,9 +122,6 @@ pub fn reduce(
 }
 
 pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -> MpiResult<()> {
-    if send.is_empty() {
-        return Ok(());
-    }
     if send.len() <= coll::shm::MAX_BYTES {
         if let Some(s) = shm(m, c)? {
             return Ok(s.allreduce(&c.team(m), send, recv, r)?);
@@ -150,16 +138,10 @@ pub fn scan(
     r: &Reduction,
     exclusive: bool,
 ) -> MpiResult<()> {
-    if send.is_empty() {
-        return Ok(());
-    }
     Ok(coll::scan(&c.team(m), send, recv, r, exclusive)?)
 }
 
 pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
-    if (c.rank == root && recv.is_empty()) || (c.rank != root && send.is_empty()) {
-        return Ok(());
-    }
     // Every member's block is as long (matching signatures).
     let block = if c.rank == root {
         recv.len() / c.size()
@@ -175,9 +157,6 @@ pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> Mpi
 }
 
 pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> MpiResult<()> {
-    if (c.rank == root && send.is_empty()) || (c.rank != root && recv.is_empty()) {
-        return Ok(());
-    }
     if recv.len() * c.size() <= coll::shm::MAX_BYTES {
         if let Some(s) = shm(m, c)? {
             return Ok(s.scatter(&c.team(m), root, send, recv)?);
@@ -220,15 +199,29 @@ pub fn allgatherv(
     offs: &[usize],
     lens: &[usize],
 ) -> MpiResult<()> {
-    if lens.iter().all(|&l| l == 0) {
-        return Ok(());
-    }
     if lens.iter().all(|&l| l <= coll::shm::MAX_BYTES) {
         if let Some(s) = shm(m, c)? {
             return Ok(s.allgatherv(&c.team(m), send, recv, offs, lens)?);
         }
     }
     Ok(coll::allgatherv(&c.team(m), send, recv, offs, lens)?)
+}
+
+/// `MPI_Alltoall` of packed blocks through shared memory when the
+/// communicator has a segment and all of a member's blocks fit in 4 KiB
+/// (the same at every member: one block length for all); false: not
+/// done, the caller exchanges by messages.
+pub fn alltoall_shared(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf) -> MpiResult<bool> {
+    if send.len() > coll::shm::MAX_BYTES {
+        return Ok(false);
+    }
+    match shm(m, c)? {
+        Some(s) => {
+            s.alltoall(&c.team(m), send, recv)?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

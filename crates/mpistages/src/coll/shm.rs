@@ -360,6 +360,34 @@ impl Segment {
         Ok(())
     }
 
+    /// Block j of every member's `send` into block `i` (the member's rank)
+    /// of member j's `recv` (`MPI_Alltoall`: blocks of one length, all of a
+    /// member's within 4 KiB).
+    pub fn alltoall(&self, t: &Team, send: RawBuf, recv: RawBuf) -> CollResult<()> {
+        let all = send.len();
+        let len = all / self.n;
+        if all > MAX_BYTES || !all.is_multiple_of(self.n) || recv.len() != all {
+            return Err(CollError::Internal(format!(
+                "shared-memory alltoall of {all} bytes into {}",
+                recv.len()
+            )));
+        }
+        let e = self.next_epoch();
+        self.make_room(t, e)?;
+        self.data(self.me, e, all).copy_from(&send);
+        self.publish(e);
+        self.wait_all(t, e)?;
+        self.all_seen.store(e, Ordering::Relaxed);
+        for j in 0..self.n {
+            let from = self.data(j, e, all).sub(self.me * len, len);
+            let to = recv.sub(j * len, len);
+            if let (Some(from), Some(to)) = (from, to) {
+                to.copy_from(&from);
+            }
+        }
+        Ok(())
+    }
+
     /// Every member's block (`lens[j]` bytes) into `recv` at `offs[j]`.
     pub fn allgatherv(
         &self,
