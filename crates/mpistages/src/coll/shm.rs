@@ -229,6 +229,19 @@ impl Segment {
         }
     }
 
+    /// The step every member-to-member collective starts with: this
+    /// member's part published at the next epoch, every other member's
+    /// awaited; the epoch, whose slots now hold all parts.
+    fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
+        let e = self.next_epoch();
+        self.make_room(t, e)?;
+        self.data(self.me, e, part.len()).copy_from(&part);
+        self.publish(e);
+        self.wait_all(t, e)?;
+        self.all_seen.store(e, Ordering::Relaxed);
+        Ok(e)
+    }
+
     pub fn barrier(&self, t: &Team) -> CollResult<()> {
         let e = self.next_epoch();
         self.publish(e);
@@ -247,12 +260,7 @@ impl Segment {
                 recv.len()
             )));
         }
-        let e = self.next_epoch();
-        self.make_room(t, e)?;
-        self.data(self.me, e, len).copy_from(&send);
-        self.publish(e);
-        self.wait_all(t, e)?;
-        self.all_seen.store(e, Ordering::Relaxed);
+        let e = self.share(t, send)?;
         self.fold(e, len, recv, r)
     }
 
@@ -372,12 +380,7 @@ impl Segment {
                 recv.len()
             )));
         }
-        let e = self.next_epoch();
-        self.make_room(t, e)?;
-        self.data(self.me, e, all).copy_from(&send);
-        self.publish(e);
-        self.wait_all(t, e)?;
-        self.all_seen.store(e, Ordering::Relaxed);
+        let e = self.share(t, send)?;
         for j in 0..self.n {
             let from = self.data(j, e, all).sub(self.me * len, len);
             let to = recv.sub(j * len, len);
@@ -410,12 +413,7 @@ impl Segment {
                 recv.len()
             )));
         }
-        let e = self.next_epoch();
-        self.make_room(t, e)?;
-        self.data(self.me, e, send.len()).copy_from(&send);
-        self.publish(e);
-        self.wait_all(t, e)?;
-        self.all_seen.store(e, Ordering::Relaxed);
+        let e = self.share(t, send)?;
         for j in 0..self.n {
             if let Some(to) = recv.sub(offs[j], lens[j]) {
                 to.copy_from(&self.data(j, e, lens[j]));
