@@ -40,6 +40,10 @@ static void revoking(MPI_Comm comm) {
     MPI_Comm_dup(comm, &d);
     MPIX_Comm_is_revoked(d, &flag);
     CHECK(flag == 0, "a new communicator is revoked");
+    /* A first collective: on one host, `d` now has its shared-memory
+     * segment for collectives. */
+    rc = MPI_Barrier(d);
+    CHECK(rc == MPI_SUCCESS, "a barrier before the revoke: %d", rc);
     if (rank == 0) {
         /* Let the others block first (not needed for correctness). */
         usleep(100000);
@@ -55,6 +59,14 @@ static void revoking(MPI_Comm comm) {
     CHECK(class_of(rc) == MPIX_ERR_REVOKED, "a send on a revoked communicator: %d", rc);
     rc = MPI_Barrier(d);
     CHECK(class_of(rc) == MPIX_ERR_REVOKED, "a barrier on a revoked communicator: %d", rc);
+    /* Every member knows by now: a collective through shared memory, which
+     * would complete with all of them taking part, is refused too (ULFM's
+     * benchrevoke: the revoker's next allreduce succeeded). */
+    int y = 0;
+    rc = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, d);
+    CHECK(class_of(rc) == MPIX_ERR_REVOKED, "an allreduce on a revoked communicator: %d", rc);
+    rc = MPI_Bcast(&x, 1, MPI_INT, 0, d);
+    CHECK(class_of(rc) == MPIX_ERR_REVOKED, "a bcast on a revoked communicator: %d", rc);
     flag = rank == 1 ? 0x6 : 0x7;
     rc = MPIX_Comm_agree(d, &flag);
     CHECK(rc == MPI_SUCCESS && flag == (size > 1 ? 0x6 : 0x7), "agree on a revoked communicator: %d, flag %d", rc, flag);

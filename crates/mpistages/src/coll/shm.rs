@@ -142,10 +142,15 @@ impl Segment {
         unsafe { RawBuf::new(self.base.add(off), len) }
     }
 
-    fn next_epoch(&self) -> u64 {
+    /// Starts a collective: refused at once on a revoked communicator or
+    /// after a failure of a member or a halt (as a message would be: a
+    /// member that revoked it must not see its next collective succeed
+    /// because the others had not heard yet); else its epoch.
+    fn begin(&self, t: &Team) -> CollResult<u64> {
+        self.refused(t)?;
         let e = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
         self.epoch.store(e, Ordering::Relaxed);
-        e
+        Ok(e)
     }
 
     /// Publishes this member's epoch `e`, waking sleepers if any.
@@ -233,7 +238,7 @@ impl Segment {
     /// member's part published at the next epoch, every other member's
     /// awaited; the epoch, whose slots now hold all parts.
     fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
-        let e = self.next_epoch();
+        let e = self.begin(t)?;
         self.make_room(t, e)?;
         self.data(self.me, e, part.len()).copy_from(&part);
         self.publish(e);
@@ -243,7 +248,7 @@ impl Segment {
     }
 
     pub fn barrier(&self, t: &Team) -> CollResult<()> {
-        let e = self.next_epoch();
+        let e = self.begin(t)?;
         self.publish(e);
         self.wait_all(t, e)?;
         self.all_seen.store(e, Ordering::Relaxed);
@@ -299,7 +304,7 @@ impl Segment {
                 "shared-memory reduce of {len} bytes to {root}"
             )));
         }
-        let e = self.next_epoch();
+        let e = self.begin(t)?;
         self.make_room(t, e)?;
         self.data(self.me, e, len).copy_from(&send);
         self.publish(e);
@@ -320,7 +325,7 @@ impl Segment {
                 "shared-memory gather of {len} bytes to {root}"
             )));
         }
-        let e = self.next_epoch();
+        let e = self.begin(t)?;
         self.make_room(t, e)?;
         if self.me != root {
             self.data(self.me, e, len).copy_from(&send);
@@ -353,7 +358,7 @@ impl Segment {
                 "shared-memory scatter of {len} bytes each from {root}"
             )));
         }
-        let e = self.next_epoch();
+        let e = self.begin(t)?;
         if self.me == root {
             self.make_room(t, e)?;
             self.data(root, e, all).copy_from(&send);
@@ -430,7 +435,7 @@ impl Segment {
                 "shared-memory broadcast of {len} bytes from {root}"
             )));
         }
-        let e = self.next_epoch();
+        let e = self.begin(t)?;
         if self.me == root {
             self.make_room(t, e)?;
             self.data(root, e, len).copy_from(&buf);
