@@ -98,6 +98,11 @@ pub struct Tables {
     pub parent: i32,
 }
 
+/// The object an integer handle names in its table, if any.
+fn slot<T>(v: &[Option<T>], h: i32) -> Option<&T> {
+    v.get(usize::try_from(h).ok()?)?.as_ref()
+}
+
 pub(super) fn alloc<T>(v: &mut Vec<Option<T>>, first: usize, x: T) -> i32 {
     if v.len() < first {
         v.resize_with(first, || None);
@@ -177,11 +182,7 @@ impl Tables {
     }
     /// A communicator, borrowed for as long as the tables are held.
     pub fn comm_ref(&self, h: i32) -> MpiResult<&Arc<Comm>> {
-        match usize::try_from(h)
-            .ok()
-            .and_then(|i| self.comms.get(i))
-            .and_then(Option::as_ref)
-        {
+        match slot(&self.comms, h) {
             Some(e) => Ok(&e.comm),
             None => fail(err::COMM, format!("invalid communicator handle {h}")),
         }
@@ -199,11 +200,7 @@ impl Tables {
         )
     }
     pub fn group(&self, h: i32) -> MpiResult<Arc<Group>> {
-        match usize::try_from(h)
-            .ok()
-            .and_then(|i| self.groups.get(i))
-            .and_then(Option::as_ref)
-        {
+        match slot(&self.groups, h) {
             Some(g) => Ok(g.clone()),
             None => fail(err::GROUP, format!("invalid group handle {h}")),
         }
@@ -221,16 +218,12 @@ impl Tables {
     }
     /// A committed datatype, borrowed (the fast paths; no error text).
     pub fn dtype_ref(&self, h: i32) -> Option<&Datatype> {
-        let t = self.types.get(usize::try_from(h).ok()?)?.as_ref()?;
+        let t = slot(&self.types, h)?;
         t.committed.then_some(&**t)
     }
     /// A datatype, committed or not (for constructors and queries).
     pub fn any_dtype(&self, h: i32) -> MpiResult<Arc<Datatype>> {
-        match usize::try_from(h)
-            .ok()
-            .and_then(|i| self.types.get(i))
-            .and_then(Option::as_ref)
-        {
+        match slot(&self.types, h) {
             Some(t) => Ok(t.clone()),
             None => fail(err::TYPE, format!("invalid datatype handle {h}")),
         }
@@ -239,11 +232,7 @@ impl Tables {
         alloc(&mut self.types, dt::FIRST_DERIVED as usize, Arc::new(t))
     }
     pub fn op(&self, h: i32) -> MpiResult<OpDef> {
-        match usize::try_from(h)
-            .ok()
-            .and_then(|i| self.ops.get(i))
-            .and_then(Option::as_ref)
-        {
+        match slot(&self.ops, h) {
             Some(o) => Ok(*o),
             None => fail(err::OP, format!("invalid operation handle {h}")),
         }
