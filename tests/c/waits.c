@@ -78,6 +78,70 @@ int main(int argc, char **argv) {
         MPI_Barrier(MPI_COMM_WORLD);
     }
 
+    /* A request's error goes to its own communicator's handler: on a
+     * duplicate that returns errors, while MPI_COMM_WORLD keeps
+     * MPI_ERRORS_ARE_FATAL, a truncated receive is reported by each of
+     * the wait and test calls, never fatal. */
+    {
+        MPI_Comm dup;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+        int big[4] = {1, 2, 3, 4}, small[2] = {0, 0};
+        MPI_Request rq[3];
+        MPI_Status st, sts[3];
+        for (int t = 0; t < 3; t++) MPI_Isend(big, 4, MPI_INT, right, 40 + t, dup, &rq[t]);
+        CHECK_RC(MPI_Waitall(3, rq, MPI_STATUSES_IGNORE));
+        MPI_Irecv(small, 2, MPI_INT, left, 40, dup, &rq[0]);
+        CHECK(MPI_Wait(&rq[0], &st) == MPI_ERR_TRUNCATE && st.MPI_ERROR == MPI_ERR_TRUNCATE,
+              "truncation by MPI_Wait");
+        MPI_Irecv(small, 2, MPI_INT, left, 41, dup, &rq[0]);
+        int flag = 0, rc;
+        do rc = MPI_Test(&rq[0], &flag, &st);
+        while (!flag && rc == MPI_SUCCESS);
+        CHECK(rc == MPI_ERR_TRUNCATE && rq[0] == MPI_REQUEST_NULL, "truncation by MPI_Test");
+        int in = 0, one = 7;
+        MPI_Irecv(small, 2, MPI_INT, left, 42, dup, &rq[0]);
+        MPI_Irecv(&in, 1, MPI_INT, left, 43, dup, &rq[1]);
+        rq[2] = MPI_REQUEST_NULL;
+        MPI_Send(&one, 1, MPI_INT, right, 43, dup);
+        CHECK(MPI_Waitall(3, rq, sts) == MPI_ERR_IN_STATUS, "MPI_Waitall: MPI_ERR_IN_STATUS");
+        CHECK(sts[0].MPI_ERROR == MPI_ERR_TRUNCATE && sts[1].MPI_ERROR == MPI_SUCCESS && in == 7,
+              "waitall statuses %d %d, in %d", sts[0].MPI_ERROR, sts[1].MPI_ERROR, in);
+        CHECK(rq[0] == MPI_REQUEST_NULL && rq[1] == MPI_REQUEST_NULL, "waitall handles");
+        MPI_Comm_free(&dup);
+    }
+
+    /* A window of small sends, most complete as they are posted: each
+     * handle is a request until a wait or test takes it, the messages
+     * arrive in order, and a cancel of a send already complete leaves
+     * it complete and not cancelled. */
+    {
+        enum { W = 64 };
+        int out[W], in[W];
+        MPI_Request s[W], r[W];
+        for (int i = 0; i < W; i++) {
+            out[i] = rank * 1000 + i;
+            in[i] = -1;
+            MPI_Irecv(&in[i], 1, MPI_INT, left, 50, MPI_COMM_WORLD, &r[i]);
+        }
+        for (int i = 0; i < W; i++) MPI_Isend(&out[i], 1, MPI_INT, right, 50, MPI_COMM_WORLD, &s[i]);
+        for (int i = 0; i < W; i++) CHECK(s[i] != MPI_REQUEST_NULL, "send handle %d", i);
+        int flag = 0;
+        MPI_Status st;
+        CHECK_RC(MPI_Request_get_status(s[0], &flag, &st));
+        CHECK_RC(MPI_Cancel(&s[0]));
+        CHECK_RC(MPI_Wait(&s[0], &st));
+        int c = 1;
+        MPI_Test_cancelled(&st, &c);
+        CHECK(!c && s[0] == MPI_REQUEST_NULL, "a complete send cancelled");
+        CHECK_RC(MPI_Waitall(W, s, MPI_STATUSES_IGNORE));
+        CHECK_RC(MPI_Waitall(W, r, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < W; i++) {
+            CHECK(s[i] == MPI_REQUEST_NULL && r[i] == MPI_REQUEST_NULL, "handles %d", i);
+            CHECK(in[i] == left * 1000 + i, "message %d: %d", i, in[i]);
+        }
+    }
+
     /* Test on MPI_REQUEST_NULL: flag set, empty status. */
     {
         MPI_Request rq = MPI_REQUEST_NULL;

@@ -398,7 +398,6 @@ fn end(fh: c_int, begun_by: &str, status: *mut CStatus) -> MpiResult<()> {
         None => fail(err::OTHER, format!("no {begun_by} to end")),
     })?;
     let st = m.engine.wait(id);
-    m.tables().req_comm.remove(&id.index);
     if let Some(e) = &st.error {
         return Err(crate::api::error::request_error(e));
     }

@@ -9,7 +9,7 @@ use crate::api::p2p;
 use crate::api::Mpi;
 use crate::api::Owned;
 use crate::api::RawBuf;
-use crate::api::{Layout, Op, ReqId, SendMode, Status};
+use crate::api::{Data, Layout, Op, ReqId, SendMode, Status};
 use std::os::raw::{c_int, c_void};
 
 /// A send's operation, from one look at the tables; `None` for a send of
@@ -90,6 +90,13 @@ unsafe fn start_send(
     comm: c_int,
     mode: SendMode,
 ) -> MpiResult<ReqId> {
+    let n = n.into();
+    // A standard send shared memory takes whole at once is complete now:
+    // its request needs no more than a slot.
+    // SAFETY: forwarded; the buffer is read within this call.
+    if mode == SendMode::Standard && unsafe { send_quick(m, buf, n, dt, dest, tag, comm) } {
+        return Ok(p2p::sent(m, comm));
+    }
     // SAFETY: forwarded.
     Ok(
         match unsafe { send_op(m, buf, n, dt, dest, tag, comm, mode)? } {
@@ -151,7 +158,6 @@ unsafe fn start_recv(
 /// `status` is NULL or a writable `MPI_Status`.
 pub(super) unsafe fn finish_recv(m: &Mpi, id: ReqId, status: *mut CStatus) -> MpiResult<()> {
     let st = wait_blocking(m, id);
-    m.tables().req_comm.remove(&id.index);
     // SAFETY: forwarded.
     unsafe { put_status(status, &st) };
     st.error.as_ref().map_or(Ok(()), |e| Err(req_error(e)))
@@ -174,7 +180,7 @@ fn from_copy(op: Op, data: Vec<u8>) -> Op {
             context,
             tag,
             mode,
-            layout: Box::new(Owned(data)),
+            layout: Data::of(Owned(data)),
         },
         recv => recv,
     }
@@ -207,7 +213,6 @@ fn cancel_blocked(m: &Mpi, id: ReqId) -> Status {
 
 fn finish(m: &Mpi, id: ReqId) -> MpiResult<Status> {
     let st = wait_blocking(m, id);
-    m.tables().req_comm.remove(&id.index);
     match &st.error {
         Some(e) => Err(req_error(e)),
         None => Ok(st),
@@ -373,7 +378,7 @@ mpi_fn!(fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, n: c_int, dt: c_int, des
         // SAFETY: the buffer is copied during the call.
         unsafe { bsend(m, buf, n, dt, dest, tag, comm)? };
         // The copy is made: the request is complete from the start.
-        let id = p2p::post(m, Op::Send { dest: None, src: 0, context: 0, tag: 0, mode: SendMode::Standard, layout: Box::new(Owned(Vec::new())) }, comm);
+        let id = p2p::post(m, Op::Send { dest: None, src: 0, context: 0, tag: 0, mode: SendMode::Standard, layout: Data::of(Owned(Vec::new())) }, comm);
         // SAFETY: caller's out-pointer.
         unsafe { put(req, handle(id)) }
     });

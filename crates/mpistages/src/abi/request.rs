@@ -6,6 +6,7 @@ use crate::api::consts::{err, COMM_WORLD, REQUEST_NULL, UNDEFINED};
 use crate::api::error::{fail, MpiResult};
 use crate::api::Mpi;
 use crate::api::{ReqId, ReqState, Status};
+use crate::progress::{Found, Waited, NO_OWNER};
 use std::os::raw::c_int;
 
 pub fn handle(id: ReqId) -> c_int {
@@ -26,30 +27,33 @@ fn gone(h: c_int) -> crate::api::error::MpiError {
     )
 }
 
-fn comm_of(m: &Mpi, id: ReqId) -> i32 {
-    *m.tables().req_comm.get(&id.index).unwrap_or(&COMM_WORLD)
+/// The communicator whose handler a request's errors go to, from its
+/// owner: `MPI_COMM_WORLD` for one made without (a window's).
+fn comm_from(owner: i32) -> i32 {
+    if owner == NO_OWNER {
+        COMM_WORLD
+    } else {
+        owner
+    }
 }
 
 /// After a request's status is taken: forget a one-shot request's handle
 /// (a generalized request's query and free functions run, their error in
 /// the status).
-/// Returns the request's communicator (whose handler its error goes to).
-fn retire(m: &Mpi, id: ReqId, persistent: bool, h: &mut c_int, st: &mut Status) -> i32 {
-    let comm = comm_of(m, id);
-    if !persistent {
-        match super::misc::grequest_release(id, Some(st)) {
-            Some(rc) if rc != err::SUCCESS && st.error.is_none() => {
-                st.error = Some(crate::api::ReqError::Failed {
-                    class: rc,
-                    detail: format!("a generalized request's query or free function returned {rc}"),
-                });
-            }
-            _ => {}
-        }
-        m.tables().req_comm.remove(&id.index);
-        *h = REQUEST_NULL;
+fn retire(id: ReqId, persistent: bool, h: &mut c_int, st: &mut Status) {
+    if persistent {
+        return;
     }
-    comm
+    match super::misc::grequest_release(id, Some(st)) {
+        Some(rc) if rc != err::SUCCESS && st.error.is_none() => {
+            st.error = Some(crate::api::ReqError::Failed {
+                class: rc,
+                detail: format!("a generalized request's query or free function returned {rc}"),
+            });
+        }
+        _ => {}
+    }
+    *h = REQUEST_NULL;
 }
 
 /// A completed request's error, raised on its communicator `comm` (or,
@@ -67,9 +71,9 @@ fn status_result(name: &str, comm: i32, st: &Status) -> c_int {
 /// ULFM: a wildcard receive that cannot complete while a failure on its
 /// communicator is not acknowledged. The request stays posted: a wait
 /// may resume after `MPIX_Comm_failure_ack`.
-fn blocked(name: &str, m: &Mpi, id: ReqId) -> c_int {
+fn blocked(name: &str, comm: i32) -> c_int {
     let e = crate::api::error::request_error(&crate::api::ReqError::ProcFailedPending);
-    super::raise(name, comm_of(m, id), e)
+    super::raise(name, comm, e)
 }
 
 /// The status of a request `blocked` reports.
@@ -79,23 +83,50 @@ fn blocked_status() -> CStatus {
     CStatus::from_status(&st)
 }
 
+/// A live request behind a handle: its id, whether persistent, and the
+/// communicator its errors go to.
+#[derive(Clone, Copy)]
+struct Live {
+    id: ReqId,
+    persistent: bool,
+    comm: i32,
+}
+
 /// What a handle is right now, for the wait/test family.
 enum Slot {
     /// `MPI_REQUEST_NULL` or an inactive persistent request.
     Idle,
-    Live(ReqId, bool),
+    Live(Live),
+}
+
+/// A handle's slot from what the engine found there.
+fn slot_of(h: c_int, found: Option<Found>) -> MpiResult<Slot> {
+    match found {
+        Some(Found {
+            id,
+            state: ReqState::Live { persistent },
+            owner,
+        }) => Ok(Slot::Live(Live {
+            id,
+            persistent,
+            comm: comm_from(owner),
+        })),
+        Some(Found {
+            state: ReqState::Inactive,
+            ..
+        }) => Ok(Slot::Idle),
+        _ => Err(gone(h)),
+    }
 }
 
 fn slot(m: &Mpi, h: c_int) -> MpiResult<Slot> {
     if h == REQUEST_NULL {
         return Ok(Slot::Idle);
     }
-    let id = id_of(m, h)?;
-    match m.engine.state(id) {
-        ReqState::Live { persistent } => Ok(Slot::Live(id, persistent)),
-        ReqState::Inactive => Ok(Slot::Idle),
-        ReqState::Gone => Err(gone(h)),
+    if h <= 0 {
+        return fail(err::REQUEST, format!("invalid request handle {h}"));
     }
+    slot_of(h, m.engine.lookup((h - 1) as u32))
 }
 
 mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
@@ -109,13 +140,13 @@ mpi_fn!(fn MPI_Wait / PMPI_Wait(req: *mut c_int, status: *mut CStatus) {
             unsafe { put_status(status, &Status::empty()) };
             err::SUCCESS
         }
-        Slot::Live(id, persistent) => {
+        Slot::Live(Live { id, persistent, comm }) => {
             crate::api::nbc::run_here(m, id);
             let Some(mut st) = m.engine.wait_unless_blocked(id) else {
-                return blocked("MPI_Wait", m, id);
+                return blocked("MPI_Wait", comm);
             };
             let mut hh = h;
-            let comm = retire(m, id, persistent, &mut hh, &mut st);
+            retire(id, persistent, &mut hh, &mut st);
             // SAFETY: caller's pointers, checked non-null above for req.
             unsafe {
                 req.write(hh);
@@ -132,76 +163,78 @@ mpi_fn!(fn MPI_Test / PMPI_Test(req: *mut c_int, flag: *mut c_int, status: *mut 
         // SAFETY: caller's request pointer.
         let h = unsafe { super::get(req)? };
         m.engine.poke();
-        let got = match slot(m, h)? {
-            Slot::Idle => Some((ReqId { index: u32::MAX, serial: 0 }, true, Status::empty())),
-            Slot::Live(id, p) => m.engine.take(id).map(|st| (id, p, st)),
-        };
-        match got {
-            None => {
-                // SAFETY: caller's flag pointer.
-                unsafe { put(flag, 0)? };
-                match slot(m, h)? {
-                    Slot::Live(id, _) if !m.engine.blocked_among(&[id]).is_empty() => {
-                        Ok(blocked("MPI_Test", m, id))
-                    }
-                    _ => Ok(err::SUCCESS),
-                }
-            }
-            Some((id, persistent, mut st)) => {
-                let mut hh = h;
-                let comm = if id.index != u32::MAX {
-                    retire(m, id, persistent, &mut hh, &mut st)
-                } else {
-                    COMM_WORLD
-                };
+        let live = match slot(m, h)? {
+            Slot::Idle => {
                 // SAFETY: caller's pointers.
                 unsafe {
                     put(flag, 1)?;
-                    req.write(hh);
-                    put_status(status, &st);
+                    put_status(status, &Status::empty());
                 }
-                Ok(if id.index == u32::MAX { err::SUCCESS } else { status_result("MPI_Test", comm, &st) })
+                return Ok(err::SUCCESS);
             }
+            Slot::Live(live) => live,
+        };
+        let Some(mut st) = m.engine.take(live.id) else {
+            // SAFETY: caller's flag pointer.
+            unsafe { put(flag, 0)? };
+            if !m.engine.blocked_among(&[live.id]).is_empty() {
+                return Ok(blocked("MPI_Test", live.comm));
+            }
+            return Ok(err::SUCCESS);
+        };
+        let mut hh = h;
+        retire(live.id, live.persistent, &mut hh, &mut st);
+        // SAFETY: caller's pointers.
+        unsafe {
+            put(flag, 1)?;
+            req.write(hh);
+            put_status(status, &st);
         }
+        Ok(status_result("MPI_Test", live.comm, &st))
     })();
     match r { Ok(c) => c, Err(e) => super::raise("MPI_Test", COMM_WORLD, e) }
 });
 
-/// Shared by the -all/-any/-some variants: takes every completed live
-/// request among `hs`, writing statuses; returns the indices completed,
-/// each with its request's communicator and status.
+/// Shared by the -any/-some variants: takes every completed request among
+/// `lives` (handles `hs[i]`), writing statuses; returns the indices
+/// completed, each with its request's communicator and status.
 fn collect(
     m: &Mpi,
     hs: &mut [c_int],
-    statuses: Option<&mut [CStatus]>,
-    pick: &[usize],
+    mut statuses: Option<&mut [CStatus]>,
+    lives: &[(usize, Live)],
 ) -> Vec<(usize, i32, Status)> {
     let mut done = Vec::new();
-    for &i in pick {
-        if let Ok(Slot::Live(id, p)) = slot(m, hs[i]) {
-            if let Some(st) = m.engine.take(id) {
-                done.push((i, id, st, p));
-            }
-        }
-    }
-    let mut statuses = statuses;
-    done.into_iter()
-        .map(|(i, id, mut st, p)| {
-            let comm = retire(m, id, p, &mut hs[i], &mut st);
+    for &(i, live) in lives {
+        if let Some(mut st) = m.engine.take(live.id) {
+            retire(live.id, live.persistent, &mut hs[i], &mut st);
             if let Some(s) = statuses.as_deref_mut() {
                 s[i] = CStatus::from_status(&st);
             }
-            (i, comm, st)
-        })
-        .collect()
+            done.push((i, live.comm, st));
+        }
+    }
+    done
 }
 
-/// Live requests among the handles; an invalid handle is an error.
-fn live(m: &Mpi, hs: &[c_int]) -> MpiResult<Vec<(usize, ReqId)>> {
+/// Live requests among the handles, each with its position; an invalid
+/// handle is an error.
+fn live(m: &Mpi, hs: &[c_int]) -> MpiResult<Vec<(usize, Live)>> {
+    if let Some(&h) = hs.iter().find(|&&h| h != REQUEST_NULL && h <= 0) {
+        return fail(err::REQUEST, format!("invalid request handle {h}"));
+    }
+    let given = hs
+        .iter()
+        .filter(|&&h| h != REQUEST_NULL)
+        .map(|&h| (h - 1) as u32);
+    let mut found = m.engine.lookup_all(given).into_iter();
     let mut v = Vec::new();
     for (i, &h) in hs.iter().enumerate() {
-        if let Slot::Live(id, _) = slot(m, h)? {
-            v.push((i, id));
+        if h == REQUEST_NULL {
+            continue;
+        }
+        if let Slot::Live(live) = slot_of(h, found.next().flatten())? {
+            v.push((i, live));
         }
     }
     Ok(v)
@@ -241,23 +274,33 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
             let empty = CStatus::from_status(&Status::empty());
             s.iter_mut().for_each(|x| *x = empty);
         }
-        let ids = live(m, hs)?;
-        let mut stuck = Vec::new();
-        for &(i, id) in &ids {
-            crate::api::nbc::run_here(m, id);
-            if !m.engine.wait_done_unless_blocked(id) {
-                stuck.push((i, id));
+        let lives = live(m, hs)?;
+        for &(_, live) in &lives {
+            crate::api::nbc::run_here(m, live.id);
+        }
+        let ids: Vec<ReqId> = lives.iter().map(|(_, l)| l.id).collect();
+        let mut done = Vec::with_capacity(lives.len());
+        let mut stuck = None;
+        for (&(i, live), waited) in lives.iter().zip(m.engine.wait_all_unless_blocked(&ids)) {
+            match waited {
+                Waited::Done(mut st, _) => {
+                    retire(live.id, live.persistent, &mut hs[i], &mut st);
+                    if let Some(s) = sts.as_deref_mut() {
+                        s[i] = CStatus::from_status(&st);
+                    }
+                    done.push((i, live.comm, st));
+                }
+                Waited::Blocked => {
+                    if let Some(s) = sts.as_deref_mut() {
+                        s[i] = blocked_status();
+                    }
+                    stuck.get_or_insert(live.comm);
+                }
+                Waited::Idle => {}
             }
         }
-        let pick: Vec<usize> = ids.iter().map(|x| x.0).filter(|i| !stuck.iter().any(|s| s.0 == *i)).collect();
-        let done = collect(m, hs, sts.as_deref_mut(), &pick);
-        if let Some(&(_, id)) = stuck.first() {
-            if let Some(s) = sts {
-                for &(i, _) in &stuck {
-                    s[i] = blocked_status();
-                }
-            }
-            blocked("MPI_Waitall", m, id);
+        if let Some(comm) = stuck {
+            blocked("MPI_Waitall", comm);
             return Ok(err::IN_STATUS);
         }
         Ok(finish_many("MPI_Waitall", &done))
@@ -271,15 +314,15 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
         let n = super::count(n)?;
         // SAFETY: caller's arrays of n elements.
         let hs = unsafe { array_mut(reqs, n)? };
-        let ids = live(m, hs)?;
+        let lives = live(m, hs)?;
         m.engine.poke();
-        let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
+        let reqs: Vec<ReqId> = lives.iter().map(|(_, l)| l.id).collect();
         let all = m.engine.done_among(&reqs).len() == reqs.len();
         if !all {
             // SAFETY: caller's flag.
             unsafe { put(flag, 0)? };
             if let Some(&k) = m.engine.blocked_among(&reqs).first() {
-                return Ok(blocked("MPI_Testall", m, reqs[k]));
+                return Ok(blocked("MPI_Testall", lives[k].1.comm));
             }
             return Ok(err::SUCCESS);
         }
@@ -289,8 +332,7 @@ mpi_fn!(fn MPI_Testall / PMPI_Testall(n: c_int, reqs: *mut c_int, flag: *mut c_i
             let empty = CStatus::from_status(&Status::empty());
             s.iter_mut().for_each(|x| *x = empty);
         }
-        let pick: Vec<usize> = ids.iter().map(|x| x.0).collect();
-        let done = collect(m, hs, sts, &pick);
+        let done = collect(m, hs, sts, &lives);
         // SAFETY: caller's flag.
         unsafe { put(flag, 1)? };
         Ok(finish_many("MPI_Testall", &done))
@@ -334,8 +376,8 @@ unsafe fn any(
         let n = super::count(n)?;
         // SAFETY: caller's array.
         let hs = unsafe { array_mut(reqs, n)? };
-        let ids = live(m, hs)?;
-        if ids.is_empty() {
+        let lives = live(m, hs)?;
+        if lives.is_empty() {
             // SAFETY: caller's pointers.
             unsafe {
                 put(index, UNDEFINED)?;
@@ -346,11 +388,11 @@ unsafe fn any(
             }
             return Ok(err::SUCCESS);
         }
-        let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
+        let reqs: Vec<ReqId> = lives.iter().map(|(_, l)| l.id).collect();
         let done = match done_or_blocked(m, &reqs, block) {
             Ok(done) => done,
             Err(stuck) => {
-                let (i, id) = ids[stuck[0]];
+                let (i, live) = lives[stuck[0]];
                 // SAFETY: caller's pointers.
                 unsafe {
                     put(index, i as c_int)?;
@@ -361,11 +403,10 @@ unsafe fn any(
                         status.write(blocked_status());
                     }
                 }
-                return Ok(blocked(name, m, id));
+                return Ok(blocked(name, live.comm));
             }
         };
-        let hit = done.first().map(|&k| ids[k].0);
-        let Some(i) = hit else {
+        let Some(&k) = done.first() else {
             // SAFETY: caller's pointers.
             unsafe {
                 put(index, UNDEFINED)?;
@@ -373,8 +414,11 @@ unsafe fn any(
             }
             return Ok(err::SUCCESS);
         };
-        let done = collect(m, hs, None, &[i]);
-        let (_, comm, st) = &done[0];
+        let done = collect(m, hs, None, &lives[k..=k]);
+        let Some((i, comm, st)) = done.first() else {
+            return fail(err::INTERN, "a request complete a moment ago was gone");
+        };
+        let i = *i;
         // SAFETY: caller's pointers.
         unsafe {
             put(index, i as c_int)?;
@@ -419,13 +463,13 @@ unsafe fn some(
         let n = super::count(n)?;
         // SAFETY: caller's arrays.
         let hs = unsafe { array_mut(reqs, n)? };
-        let ids = live(m, hs)?;
-        if ids.is_empty() {
+        let lives = live(m, hs)?;
+        if lives.is_empty() {
             // SAFETY: caller's pointer.
             unsafe { put(outcount, UNDEFINED)? };
             return Ok(err::SUCCESS);
         }
-        let reqs: Vec<ReqId> = ids.iter().map(|x| x.1).collect();
+        let reqs: Vec<ReqId> = lives.iter().map(|(_, l)| l.id).collect();
         let done = match done_or_blocked(m, &reqs, block) {
             Ok(done) => done,
             Err(stuck) => {
@@ -437,17 +481,17 @@ unsafe fn some(
                     let idx = array_mut(indices, stuck.len())?;
                     let mut sts = statuses_arg(statuses, n);
                     for (k, &j) in stuck.iter().enumerate() {
-                        idx[k] = ids[j].0 as c_int;
+                        idx[k] = lives[j].0 as c_int;
                         if let Some(s) = sts.as_deref_mut() {
                             s[k] = blocked_status();
                         }
                     }
                 }
-                blocked(name, m, ids[stuck[0]].1);
+                blocked(name, lives[stuck[0]].1.comm);
                 return Ok(err::IN_STATUS);
             }
         };
-        let pick: Vec<usize> = done.iter().map(|&k| ids[k].0).collect();
+        let pick: Vec<(usize, Live)> = done.iter().map(|&k| lives[k]).collect();
         let mut tmp = vec![CStatus::default(); n];
         let done = collect(m, hs, Some(&mut tmp), &pick);
         // SAFETY: caller's arrays of n elements.
@@ -489,7 +533,6 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut c_int) {
         m.engine.free(id);
         crate::api::nbc::free_persistent(m, id);
         let freed = super::misc::grequest_release(id, None).unwrap_or(err::SUCCESS);
-        m.tables().req_comm.remove(&id.index);
         // SAFETY: as above.
         unsafe { req.write(REQUEST_NULL) };
         if freed != err::SUCCESS {

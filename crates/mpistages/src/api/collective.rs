@@ -275,7 +275,7 @@ pub struct Part {
 /// Sends and receives the parts of a neighbourhood collective on the
 /// communicator's collective context, and waits for all of them.
 pub fn neighbor_exchange(m: &Mpi, c: &Comm, sends: &[Part], recvs: &[Part]) -> MpiResult<()> {
-    use crate::progress::request::Bytes;
+    use crate::progress::request::Data;
     use crate::progress::{Op, SendMode, Src};
     let mut ids = Vec::new();
     for p in recvs.iter().filter(|p| p.rank >= 0) {
@@ -283,7 +283,7 @@ pub fn neighbor_exchange(m: &Mpi, c: &Comm, sends: &[Part], recvs: &[Part]) -> M
             src: Some(Src::Rank(p.rank as u32)),
             tag: Some(p.tag),
             context: c.coll_context(),
-            layout: Box::new(Bytes(p.buf)),
+            layout: Data::Bytes(p.buf),
         }));
     }
     for p in sends.iter().filter(|p| p.rank >= 0) {
@@ -293,7 +293,7 @@ pub fn neighbor_exchange(m: &Mpi, c: &Comm, sends: &[Part], recvs: &[Part]) -> M
             context: c.coll_context(),
             tag: p.tag,
             mode: SendMode::Standard,
-            layout: Box::new(Bytes(p.buf)),
+            layout: Data::Bytes(p.buf),
         }));
     }
     let mut first = None;

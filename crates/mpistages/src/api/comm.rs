@@ -8,7 +8,7 @@ use super::group::Group;
 use super::topo::{self, Topology};
 use super::{Comm, Mpi};
 use crate::coll::{self, Team};
-use crate::progress::request::{Bytes, Owned};
+use crate::progress::request::{Data, Owned};
 use crate::progress::{Op, SendMode, Src};
 use crate::transport::RawBuf;
 use std::sync::Arc;
@@ -469,7 +469,7 @@ fn swap_with(m: &Mpi, c: &Comm, peer: usize, tag: i32, mine: Vec<u8>) -> MpiResu
         context: c.context,
         tag,
         mode: SendMode::Standard,
-        layout: Box::new(Owned(mine)),
+        layout: Data::of(Owned(mine)),
     });
     let probed = req_result(m.engine.probe(c.context, Src::Rank(peer as u32), Some(tag)))?;
     let mut theirs = vec![0u8; probed.bytes];
@@ -479,7 +479,7 @@ fn swap_with(m: &Mpi, c: &Comm, peer: usize, tag: i32, mine: Vec<u8>) -> MpiResu
         src: Some(Src::Rank(peer as u32)),
         tag: Some(tag),
         context: c.context,
-        layout: Box::new(Bytes(buf)),
+        layout: Data::Bytes(buf),
     });
     let got = m.engine.wait(recv);
     let sent = m.engine.wait(send);

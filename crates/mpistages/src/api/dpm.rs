@@ -14,7 +14,7 @@ use super::error::{fail, MpiError, MpiResult};
 use super::group::Group;
 use super::{Comm, Mpi};
 use crate::control::proto::{NameRequest, ToController};
-use crate::progress::request::{Bytes, Owned};
+use crate::progress::request::{Data, Owned};
 use crate::progress::{Op, SendMode, Src};
 use crate::transport::RawBuf;
 use std::collections::BTreeSet;
@@ -128,7 +128,7 @@ fn send(m: &Mpi, dest: usize, tag: i32, bytes: Vec<u8>) -> MpiResult<()> {
         context: DPM_CONTEXT,
         tag,
         mode: SendMode::Standard,
-        layout: Box::new(Owned(bytes)),
+        layout: Data::of(Owned(bytes)),
     });
     req_result(m.engine.wait(id)).map(|_| ())
 }
@@ -145,7 +145,7 @@ fn recv(m: &Mpi, src: Src, tag: i32) -> MpiResult<(usize, Vec<u8>)> {
         src: Some(from),
         tag: Some(tag),
         context: DPM_CONTEXT,
-        layout: Box::new(Bytes(buf)),
+        layout: Data::Bytes(buf),
     });
     req_result(m.engine.wait(id))?;
     Ok((probed.source as usize, bytes))

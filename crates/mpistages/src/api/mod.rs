@@ -40,8 +40,8 @@ use crate::control::proto::ToController;
 /// The vocabulary of the engine and the transports that the C ABI speaks
 /// too: requests, their statuses and the memory they move.
 pub use crate::progress::request::Owned;
+pub use crate::progress::{Data, Layout, Op, ReqError, ReqId, ReqState, SendMode, Status};
 use crate::progress::{Engine, EngineConfig, ProgressMode};
-pub use crate::progress::{Layout, Op, ReqError, ReqId, ReqState, SendMode, Status};
 use crate::sys::epoll::Epoll;
 pub use crate::transport::RawBuf;
 use consts::{dt, err};

@@ -93,7 +93,7 @@ pub fn send_op_in(
         context: c.context,
         tag,
         mode,
-        layout: Box::new(buf),
+        layout: buf.into_data(),
     })
 }
 
@@ -139,29 +139,23 @@ pub fn recv_op_in(c: &super::Comm, buf: TypedBuf, src: i32, tag: i32) -> MpiResu
         src,
         tag,
         context: c.context,
-        layout: Box::new(buf),
+        layout: buf.into_data(),
     })
 }
 
 /// Starts a one-shot request and remembers its communicator.
 pub fn post(m: &Mpi, op: Op, comm: i32) -> ReqId {
-    let id = m.engine.post(op);
-    m.tables().req_comm.insert(id.index, comm);
-    id
+    m.engine.post_owned(op, comm)
 }
 
 /// Posts several operations as one request (`MPI_Isendrecv`), reporting
 /// the status of `ops[report]`.
 pub fn join(m: &Mpi, ops: Vec<Op>, report: usize, comm: i32) -> ReqId {
-    let id = m.engine.join(ops, report);
-    m.tables().req_comm.insert(id.index, comm);
-    id
+    m.engine.join(ops, report, comm)
 }
 
 pub fn create_persistent(m: &Mpi, op: Op, comm: i32) -> ReqId {
-    let id = m.engine.create(op, true);
-    m.tables().req_comm.insert(id.index, comm);
-    id
+    m.engine.create(op, true, comm)
 }
 
 /// A probe's (context, source, tag), or `None` for `MPI_PROC_NULL`.
@@ -183,11 +177,15 @@ pub fn proc_null_status() -> Status {
     s
 }
 
-/// A request complete from the start: a receive from `MPI_PROC_NULL`,
-/// which the engine completes as it is posted (source `MPI_PROC_NULL`,
-/// tag `MPI_ANY_TAG`, no bytes).
+/// A request complete from the start, as a receive from `MPI_PROC_NULL`
+/// is (source `MPI_PROC_NULL`, tag `MPI_ANY_TAG`, no bytes).
 pub fn completed(m: &Mpi, comm: i32) -> ReqId {
-    post(m, null_recv_op(), comm)
+    m.engine.completed_owned(proc_null_status(), comm)
+}
+
+/// The request of a standard send written whole at once: complete.
+pub fn sent(m: &Mpi, comm: i32) -> ReqId {
+    m.engine.completed_owned(Status::empty(), comm)
 }
 
 /// A receive from `MPI_PROC_NULL` into nothing.
@@ -196,9 +194,7 @@ pub fn null_recv_op() -> Op {
         src: None,
         tag: None,
         context: 0,
-        layout: Box::new(crate::progress::request::Bytes(
-            crate::transport::RawBuf::empty(),
-        )),
+        layout: crate::progress::request::Data::Bytes(crate::transport::RawBuf::empty()),
     }
 }
 
@@ -247,7 +243,7 @@ pub fn mrecv(m: &Mpi, buf: TypedBuf, message: i32) -> MpiResult<ReqId> {
                 src: None,
                 tag: None,
                 context: 0,
-                layout: Box::new(buf),
+                layout: buf.into_data(),
             },
             super::consts::COMM_WORLD,
         ));
@@ -256,7 +252,7 @@ pub fn mrecv(m: &Mpi, buf: TypedBuf, message: i32) -> MpiResult<ReqId> {
         src: Some(Src::Any),
         tag: None,
         context: 0,
-        layout: Box::new(buf),
+        layout: buf.into_data(),
     };
     let h = u64::try_from(message - 1)
         .ok()

@@ -16,7 +16,7 @@ use super::redundancy;
 use super::{Comm, Mpi};
 use crate::checkpoint::erasure::Redundancy;
 use crate::checkpoint::store::Restored;
-use crate::progress::request::Bytes;
+use crate::progress::request::Data;
 use crate::progress::{Op, ReqId, SendMode, Src};
 use crate::transport::RawBuf;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ impl<'a> Exchange<'a> {
             context: STAGES_CONTEXT,
             tag: TAG_PARTNER,
             mode: SendMode::Standard,
-            layout: Box::new(Bytes(raw)),
+            layout: Data::Bytes(raw),
         }));
     }
 
@@ -92,7 +92,7 @@ impl<'a> Exchange<'a> {
             src: Some(Src::Rank(from as u32)),
             tag: Some(TAG_PARTNER),
             context: STAGES_CONTEXT,
-            layout: Box::new(Bytes(raw)),
+            layout: Data::Bytes(raw),
         }));
     }
 

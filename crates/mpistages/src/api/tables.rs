@@ -76,8 +76,6 @@ pub struct Tables {
     pub groups: Vec<Option<Arc<Group>>>,
     pub types: Vec<Option<Arc<Datatype>>>,
     pub ops: Vec<Option<OpDef>>,
-    /// Communicator of each active request (by request slot), for errors.
-    pub req_comm: rustc_hash::FxHashMap<u32, i32>,
     /// Highest context id in use by this process; new ones are agreed above it.
     pub max_context: u32,
     /// Attribute keys and the attributes set on objects.
@@ -129,13 +127,12 @@ pub enum Pin {
 
 impl Tables {
     /// Forgets what was in flight when the job rolled back (every kind of
-    /// rollback: Stages to a saved epoch or to epoch 0, Reinit): request
-    /// owners, buffered sends, pins, and the count of non-blocking
+    /// rollback: Stages to a saved epoch or to epoch 0, Reinit): buffered
+    /// sends, pins, and the count of non-blocking
     /// collectives, which must start again at 0 in every process alike, as
     /// in a replacement (a survivor that kept its count tagged its next
     /// collective differently from the replacement's, and both hung).
     pub fn forget_in_flight(&mut self) {
-        self.req_comm.clear();
         self.bsend_pending.clear();
         self.nbc_seq.clear();
         self.pins.clear();
@@ -284,7 +281,6 @@ pub fn initial_tables(rank: usize, world: &[usize]) -> Tables {
         groups: vec![None, Some(Arc::new(Group { members: vec![] }))],
         types,
         ops,
-        req_comm: Default::default(),
         attrs: Default::default(),
         nbc_seq: Default::default(),
         pins: Default::default(),

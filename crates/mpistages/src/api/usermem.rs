@@ -5,7 +5,7 @@
 //! until the operation completes.
 
 use super::datatype::Datatype;
-use crate::progress::Layout;
+use crate::progress::{Data, Layout};
 use crate::transport::RawBuf;
 use std::sync::Arc;
 
@@ -24,6 +24,15 @@ unsafe impl Send for TypedBuf {}
 unsafe impl Sync for TypedBuf {}
 
 impl TypedBuf {
+    /// As an operation's data: a contiguous run as bytes (nothing to
+    /// allocate), else this typed buffer.
+    pub fn into_data(self) -> Data {
+        match self.contiguous() {
+            Some(b) => Data::Bytes(b),
+            None => Data::of(self),
+        }
+    }
+
     /// # Safety
     /// Every byte the datatype's typemap names for `count` elements from
     /// `base` must be valid for reads (sends) or writes (receives) until the

@@ -4,7 +4,7 @@
 
 use super::engine::Engine;
 use super::req::Req;
-use super::request::{Bytes, Op, ReqError, ReqId, SendMode, Status};
+use super::request::{Data, Op, ReqError, ReqId, SendMode, Status};
 use super::Src;
 use crate::transport::RawBuf;
 use smallvec::SmallVec;
@@ -82,7 +82,7 @@ impl Engine {
                         src: Some(Src::Rank(from)),
                         tag: Some(round.tag),
                         context: round.context,
-                        layout: Box::new(Bytes(buf)),
+                        layout: Data::Bytes(buf),
                     };
                     let id = c.alloc(Req::new(op, false));
                     c.start(id);
@@ -98,7 +98,7 @@ impl Engine {
                         context: round.context,
                         tag: round.tag,
                         mode: SendMode::Standard,
-                        layout: Box::new(Bytes(buf)),
+                        layout: Data::Bytes(buf),
                     };
                     let id = c.alloc(Req::new(op, false));
                     c.start(id);

@@ -146,8 +146,13 @@ impl Engine {
         self.core.lock()
     }
 
-    pub fn create(&self, op: Op, persistent: bool) -> ReqId {
-        self.with(|c| c.alloc(Req::new(op, persistent)))
+    /// An inactive request for `op`, owned by `owner` (`Engine::owner`).
+    pub fn create(&self, op: Op, persistent: bool, owner: i32) -> ReqId {
+        self.with(|c| {
+            let mut r = Req::new(op, persistent);
+            r.owner = owner;
+            c.alloc(r)
+        })
     }
 
     /// Starts an inactive request. Returns false if it is not inactive.
@@ -186,9 +191,11 @@ impl Engine {
     /// Posts `ops` and returns one request that completes when all of them
     /// have, with the status of `ops[report]` (or the first error): the
     /// parts go by themselves (`MPI_Isendrecv`: a send and a receive).
-    pub fn join(&self, ops: Vec<Op>, report: usize) -> ReqId {
+    pub fn join(&self, ops: Vec<Op>, report: usize, owner: i32) -> ReqId {
         self.with(|c| {
-            let parent = c.alloc(Req::new(Op::External, false));
+            let mut r = Req::new(Op::External, false);
+            r.owner = owner;
+            let parent = c.alloc(r);
             c.start(parent);
             let parts: Vec<ReqId> = ops
                 .into_iter()
@@ -439,13 +446,7 @@ impl Engine {
     }
 
     pub fn state(&self, id: ReqId) -> ReqState {
-        self.with(|c| match c.req(id) {
-            None => ReqState::Gone,
-            Some(r) if matches!(r.state, State::Inactive) => ReqState::Inactive,
-            Some(r) => ReqState::Live {
-                persistent: r.persistent,
-            },
-        })
+        self.with(|c| super::handles::state_of(c, id))
     }
 
     /// Takes the status of a completed request (a one-shot request is

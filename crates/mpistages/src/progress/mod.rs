@@ -10,6 +10,7 @@
 
 mod blocking;
 pub mod engine;
+mod handles;
 mod inplace;
 pub mod matcher;
 mod protocol;
@@ -25,5 +26,7 @@ mod wait;
 
 pub use blocking::Round;
 pub use engine::{Engine, EngineConfig, ProgressMode, ReqState};
+pub use handles::{Found, Waited};
 pub use matcher::{Src, TagSel};
-pub use request::{Layout, Op, ReqError, ReqId, SendMode, Status};
+pub use req::NO_OWNER;
+pub use request::{Data, Layout, Op, ReqError, ReqId, SendMode, Status};

@@ -3,7 +3,7 @@
 //! a failure notice with the frames of a message in flight can be tried.
 
 use super::req::Req;
-use super::request::{Bytes, Op, ReqError, ReqId, SendMode, Status};
+use super::request::{Data, Op, ReqError, ReqId, SendMode, Status};
 use super::state::Core;
 use super::Src;
 use crate::control::proto::{ToController, ToRank};
@@ -195,7 +195,7 @@ fn send(to: usize, tag: i32, data: &mut [u8], mode: SendMode) -> Op {
         context: 0,
         tag,
         mode,
-        layout: Box::new(Bytes(raw(data))),
+        layout: Data::Bytes(raw(data)),
     }
 }
 
@@ -204,7 +204,7 @@ fn recv(from: u32, tag: i32, buf: &mut [u8]) -> Op {
         src: Some(Src::Rank(from)),
         tag: Some(tag),
         context: 0,
-        layout: Box::new(Bytes(raw(buf))),
+        layout: Data::Bytes(raw(buf)),
     }
 }
 

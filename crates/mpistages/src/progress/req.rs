@@ -5,6 +5,9 @@
 
 use super::request::{Op, ReqId, Status};
 
+/// `Req::owner` of a request nobody said owns it.
+pub const NO_OWNER: i32 = 0;
+
 /// A message the matcher holds until a receive takes it.
 pub(super) struct Msg {
     /// World rank of the sender.
@@ -62,6 +65,9 @@ pub(super) struct Req {
     /// The library's own (a window agent's reply), not the application's:
     /// not one of the requests a checkpoint must wait for.
     pub(super) internal: bool,
+    /// Whose error handler the request's errors go to (the API's
+    /// communicator or file; opaque here, `NO_OWNER` when none).
+    pub(super) owner: i32,
 }
 
 impl Req {
@@ -76,6 +82,7 @@ impl Req {
             packed: None,
             part_of: None,
             internal: false,
+            owner: NO_OWNER,
         }
     }
 }

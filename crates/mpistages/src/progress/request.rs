@@ -51,6 +51,45 @@ impl Layout for Owned {
     fn unpack(&self, _bytes: &[u8]) {}
 }
 
+/// An operation's data: a run of bytes held inline (most messages: no
+/// allocation per operation), or any other layout.
+pub enum Data {
+    Bytes(RawBuf),
+    Other(Box<dyn Layout>),
+}
+
+// The layout's methods as Data's own, so that using them needs no import
+// of the trait.
+impl Data {
+    pub fn of(layout: impl Layout + 'static) -> Data {
+        Data::Other(Box::new(layout))
+    }
+    pub fn packed_len(&self) -> usize {
+        match self {
+            Data::Bytes(b) => b.len(),
+            Data::Other(l) => l.packed_len(),
+        }
+    }
+    pub fn contiguous(&self) -> Option<RawBuf> {
+        match self {
+            Data::Bytes(b) => Some(*b),
+            Data::Other(l) => l.contiguous(),
+        }
+    }
+    pub fn pack(&self) -> Vec<u8> {
+        match self {
+            Data::Bytes(b) => Bytes(*b).pack(),
+            Data::Other(l) => l.pack(),
+        }
+    }
+    pub fn unpack(&self, bytes: &[u8]) {
+        match self {
+            Data::Bytes(b) => Bytes(*b).unpack(bytes),
+            Data::Other(l) => l.unpack(bytes),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendMode {
     Standard,
@@ -67,14 +106,14 @@ pub enum Op {
         context: u32,
         tag: i32,
         mode: SendMode,
-        layout: Box<dyn Layout>,
+        layout: Data,
     },
     Recv {
         /// `None` for `MPI_PROC_NULL`.
         src: Option<super::Src>,
         tag: super::TagSel,
         context: u32,
-        layout: Box<dyn Layout>,
+        layout: Data,
     },
     /// Work done outside the engine (a non-blocking collective run by a
     /// worker thread): active until `Engine::complete`, or failed by a halt

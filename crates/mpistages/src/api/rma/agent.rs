@@ -16,7 +16,7 @@ use super::lock::{Ask, LockState, Released};
 use super::target::Target;
 use super::wire::{self, Request};
 use crate::api::{Comm, Mpi};
-use crate::progress::request::{Bytes, Owned};
+use crate::progress::request::{Data, Owned};
 use crate::progress::{Op, SendMode, Src};
 use crate::transport::RawBuf;
 use std::collections::HashMap;
@@ -233,7 +233,7 @@ fn receive(m: &Mpi) -> Option<(usize, Vec<u8>)> {
         src: Some(Src::Any),
         tag: None,
         context: 0,
-        layout: Box::new(Bytes(raw)),
+        layout: Data::Bytes(raw),
     };
     let id = m.engine.receive_claimed(h, op)?;
     let got = m.engine.wait(id);
@@ -253,7 +253,7 @@ fn answer(m: &Mpi, comm: &Comm, to: usize, tag: i32, bytes: Vec<u8>) {
         context: comm.context,
         tag,
         mode: SendMode::Standard,
-        layout: Box::new(Owned(bytes)),
+        layout: Data::of(Owned(bytes)),
     });
     m.engine.wait(id);
 }

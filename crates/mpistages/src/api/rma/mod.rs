@@ -55,7 +55,7 @@ use super::info::Info;
 use super::usermem::TypedBuf;
 use super::Mpi;
 use crate::coll;
-use crate::progress::request::{Bytes, Owned};
+use crate::progress::request::{Data, Owned};
 use crate::progress::{Layout, Op, ReqId, SendMode, Src, Status};
 use crate::transport::RawBuf;
 use std::sync::{Arc, Mutex};
@@ -618,12 +618,12 @@ fn send(m: &Mpi, w: &Win, rank: usize, req: Request, data: &[u8]) -> MpiResult<R
         context: agent::RMA_CONTEXT,
         tag: wire::REQUEST,
         mode: SendMode::Standard,
-        layout: Box::new(Owned(wire::encode(w.comm.context, &req, data))),
+        layout: Data::of(Owned(wire::encode(w.comm.context, &req, data))),
     }))
 }
 
 /// Posts the receive of a reply from `rank` on `tag` into `into`.
-fn expect(m: &Mpi, w: &Win, rank: usize, tag: i32, into: Box<dyn Layout>) -> ReqId {
+fn expect(m: &Mpi, w: &Win, rank: usize, tag: i32, into: Data) -> ReqId {
     m.engine.post(Op::Recv {
         src: Some(Src::Rank(rank as u32)),
         tag: Some(tag),

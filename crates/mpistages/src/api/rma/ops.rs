@@ -69,7 +69,7 @@ pub fn get(
     }
     let reply = w.reply_tag();
     let bytes = origin.bytes();
-    let id = expect(m, w, rank, reply, Box::new(origin));
+    let id = expect(m, w, rank, reply, origin.into_data());
     let sent = send(m, w, rank, Request::Get { at: place, reply }, &[])?;
     w.replied(rank, sent, id, bytes, user);
     Ok(Some(id))
@@ -225,7 +225,7 @@ pub fn get_accumulate(
         }
     }
     let reply = w.reply_tag();
-    let id = expect(m, w, rank, reply, Box::new(result));
+    let id = expect(m, w, rank, reply, result.into_data());
     let req = Request::GetAccumulate {
         at: place,
         elem,
@@ -264,7 +264,7 @@ pub fn compare_and_swap(
         }
     }
     let reply = w.reply_tag();
-    let id = expect(m, w, rank, reply, Box::new(result));
+    let id = expect(m, w, rank, reply, result.into_data());
     let sent = send(
         m,
         w,

@@ -59,7 +59,7 @@ pub(super) fn round_trip(
     let mut code = [0u8; 4];
     // SAFETY: `code` outlives the receive, waited for below.
     let raw = unsafe { RawBuf::new(code.as_mut_ptr(), 4) };
-    let id = expect(m, w, rank, reply, Box::new(Bytes(raw)));
+    let id = expect(m, w, rank, reply, Data::Bytes(raw));
     let sent = send(m, w, rank, req(reply), &[]);
     let got = m.engine.wait(id);
     check(m.engine.wait(sent?))?;
@@ -131,7 +131,7 @@ pub fn lock(m: &Mpi, w: &mut Win, kind: i32, rank: i32, a: i32) -> MpiResult<()>
         host_lock(m, w, r, exclusive)?;
     } else if a & assert::NOCHECK == 0 {
         let reply = w.reply_tag();
-        let id = expect(m, w, r, reply, Box::new(Bytes(RawBuf::empty())));
+        let id = expect(m, w, r, reply, Data::Bytes(RawBuf::empty()));
         let sent = send(m, w, r, Request::Lock { exclusive, reply }, &[]);
         let got = m.engine.wait(id);
         check(m.engine.wait(sent?))?;
@@ -244,13 +244,13 @@ pub(super) fn notice(m: &Mpi, w: &Win, rank: usize, tag: i32) -> MpiResult<()> {
         context: w.comm.context,
         tag,
         mode: SendMode::Standard,
-        layout: Box::new(Owned(Vec::new())),
+        layout: Data::of(Owned(Vec::new())),
     });
     check(m.engine.wait(id)).map(|_| ())
 }
 
 pub(super) fn await_notice(m: &Mpi, w: &Win, rank: usize, tag: i32) -> MpiResult<()> {
-    let id = expect(m, w, rank, tag, Box::new(Bytes(RawBuf::empty())));
+    let id = expect(m, w, rank, tag, Data::Bytes(RawBuf::empty()));
     check(m.engine.wait(id)).map(|_| ())
 }
 

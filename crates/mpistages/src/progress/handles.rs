@@ -1,0 +1,131 @@
+//! What the API's request handles need of the engine, each in one hold of
+//! the lock: requests made with their owner (the communicator or file
+//! whose error handler their errors go to, opaque here), a handle's slot
+//! looked up, and a whole `MPI_Waitall` waited for and taken at once.
+//! A message-rate loop (a window of `MPI_Isend`s, then `MPI_Waitall`)
+//! pays per request a few loads here instead of several locks and a map.
+
+use super::engine::{Engine, ReqState};
+use super::req::{Req, State};
+use super::request::{Op, ReqId, Status};
+use super::state::Core;
+
+/// What `Engine::wait_all_unless_blocked` found of one request.
+#[derive(Debug)]
+pub enum Waited {
+    /// Complete: its status, taken (a one-shot request is released, a
+    /// persistent one inactive), and its owner.
+    Done(Status, i32),
+    /// A wildcard receive blocked by a failure not acknowledged (ULFM):
+    /// still posted.
+    Blocked,
+    /// Gone meanwhile (freed), or an inactive persistent request.
+    Idle,
+}
+
+/// A handle's request, as `Engine::lookup` finds it.
+#[derive(Clone, Copy, Debug)]
+pub struct Found {
+    pub id: ReqId,
+    pub state: ReqState,
+    /// `Engine::owner`.
+    pub owner: i32,
+}
+
+impl Engine {
+    /// Creates and starts a one-shot request owned by `owner`.
+    pub fn post_owned(&self, op: Op, owner: i32) -> ReqId {
+        self.with(|c| {
+            let mut r = Req::new(op, false);
+            r.owner = owner;
+            let id = c.alloc(r);
+            c.start(id);
+            id
+        })
+    }
+
+    /// A one-shot request owned by `owner`, complete from the start with
+    /// `status` (a standard send shared memory took whole at once).
+    pub fn completed_owned(&self, status: Status, owner: i32) -> ReqId {
+        self.with(|c| {
+            let mut r = Req::new(Op::External, false);
+            r.owner = owner;
+            r.state = State::Done(status);
+            c.alloc(r)
+        })
+    }
+
+    /// The owner a request was made with (`NO_OWNER` if none or gone).
+    pub fn owner(&self, id: ReqId) -> i32 {
+        self.with(|c| c.req(id).map_or(super::req::NO_OWNER, |r| r.owner))
+    }
+
+    /// The request in slot `index`, if any.
+    pub fn lookup(&self, index: u32) -> Option<Found> {
+        self.with(|c| lookup_in(c, index))
+    }
+
+    /// `lookup` of each of `indices`, in order, under one hold of the lock.
+    pub fn lookup_all(&self, indices: impl Iterator<Item = u32>) -> Vec<Option<Found>> {
+        self.with(|c| indices.map(|i| lookup_in(c, i)).collect())
+    }
+
+    /// Takes the status of a complete request (as `Engine::take`), with
+    /// its owner.
+    pub fn take_owned(&self, id: ReqId) -> Option<(Status, i32)> {
+        self.with(|c| {
+            let owner = c.req(id)?.owner;
+            Some((c.take(id)?, owner))
+        })
+    }
+
+    /// `MPI_Waitall`'s engine side: waits until each of `ids` is complete
+    /// or blocked (`Waited::Blocked`), then takes the status and owner of
+    /// every complete one, all under one hold of the lock.
+    pub fn wait_all_unless_blocked(&self, ids: &[ReqId]) -> Vec<Waited> {
+        // A request once complete stays so: each round looks on from the
+        // first one that was not.
+        let mut from = 0;
+        self.wait_until(|c| {
+            let settled = |&id: &ReqId| !c.is_running(id) || c.wildcard_blocked(id);
+            from += ids[from..].iter().take_while(|id| settled(id)).count();
+            if from < ids.len() {
+                return None;
+            }
+            Some(
+                ids.iter()
+                    .map(|&id| {
+                        if c.is_running(id) {
+                            return Waited::Blocked;
+                        }
+                        let owner = c.req(id).map(|r| r.owner);
+                        match (c.take(id), owner) {
+                            (Some(st), Some(owner)) => Waited::Done(st, owner),
+                            _ => Waited::Idle,
+                        }
+                    })
+                    .collect(),
+            )
+        })
+    }
+}
+
+fn lookup_in(c: &Core, index: u32) -> Option<Found> {
+    let id = c.id_at(index)?;
+    Some(Found {
+        id,
+        state: state_of(c, id),
+        owner: c.req(id).map_or(super::req::NO_OWNER, |r| r.owner),
+    })
+}
+
+/// `Engine::state`.
+pub(super) fn state_of(c: &Core, id: ReqId) -> ReqState {
+    match c.req(id) {
+        None => ReqState::Gone,
+        Some(r) if matches!(r.state, State::Inactive) => ReqState::Inactive,
+        Some(r) => ReqState::Live {
+            persistent: r.persistent,
+        },
+    }
+}
