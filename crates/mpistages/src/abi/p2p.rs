@@ -313,7 +313,6 @@ macro_rules! nonblocking_send {
             let r = mpi().and_then(|m| {
                 // SAFETY: the MPI buffer rule holds until the request completes.
                 let id = unsafe { start_send(m, buf, n, dt, dest, tag, comm, $mode)? };
-                m.engine.background();
                 // SAFETY: caller's out-pointer.
                 unsafe { put(req, handle(id)) }
             });
@@ -432,7 +431,6 @@ mpi_fn!(fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, n: c_int, dt: c_int, src: c_
     let r = mpi().and_then(|m| {
         // SAFETY: the MPI buffer rule holds until the request completes.
         let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
-        m.engine.background();
         // SAFETY: caller's out-pointer.
         unsafe { put(req, handle(id)) }
     });
@@ -453,7 +451,6 @@ mpi_fn!(fn MPI_Irecv_c / PMPI_Irecv_c(buf: *mut c_void, n: i64, dt: c_int, src: 
     let r = mpi().and_then(|m| {
         // SAFETY: the MPI buffer rule holds until the request completes.
         let id = unsafe { start_recv(m, buf, n, dt, src, tag, comm)? };
-        m.engine.background();
         // SAFETY: caller's out-pointer.
         unsafe { put(req, handle(id)) }
     });

@@ -283,7 +283,7 @@ mpi_fn!(fn MPI_Waitall / PMPI_Waitall(n: c_int, reqs: *mut c_int, statuses: *mut
         let mut stuck = None;
         for (&(i, live), waited) in lives.iter().zip(m.engine.wait_all_unless_blocked(&ids)) {
             match waited {
-                Waited::Done(mut st, _) => {
+                Waited::Done(mut st) => {
                     retire(live.id, live.persistent, &mut hs[i], &mut st);
                     if let Some(s) = sts.as_deref_mut() {
                         s[i] = CStatus::from_status(&st);

@@ -14,8 +14,8 @@ use super::state::Core;
 #[derive(Debug)]
 pub enum Waited {
     /// Complete: its status, taken (a one-shot request is released, a
-    /// persistent one inactive), and its owner.
-    Done(Status, i32),
+    /// persistent one inactive).
+    Done(Status),
     /// A wildcard receive blocked by a failure not acknowledged (ULFM):
     /// still posted.
     Blocked,
@@ -28,18 +28,21 @@ pub enum Waited {
 pub struct Found {
     pub id: ReqId,
     pub state: ReqState,
-    /// `Engine::owner`.
+    /// Whose error handler its errors go to (`Req::owner`).
     pub owner: i32,
 }
 
 impl Engine {
-    /// Creates and starts a one-shot request owned by `owner`.
+    /// Creates and starts a one-shot request owned by `owner`, and leaves
+    /// it to the progress thread as `background` does (one hold of the
+    /// lock for both).
     pub fn post_owned(&self, op: Op, owner: i32) -> ReqId {
         self.with(|c| {
             let mut r = Req::new(op, false);
             r.owner = owner;
             let id = c.alloc(r);
             c.start(id);
+            self.hand_off(c);
             id
         })
     }
@@ -55,11 +58,6 @@ impl Engine {
         })
     }
 
-    /// The owner a request was made with (`NO_OWNER` if none or gone).
-    pub fn owner(&self, id: ReqId) -> i32 {
-        self.with(|c| c.req(id).map_or(super::req::NO_OWNER, |r| r.owner))
-    }
-
     /// The request in slot `index`, if any.
     pub fn lookup(&self, index: u32) -> Option<Found> {
         self.with(|c| lookup_in(c, index))
@@ -70,18 +68,9 @@ impl Engine {
         self.with(|c| indices.map(|i| lookup_in(c, i)).collect())
     }
 
-    /// Takes the status of a complete request (as `Engine::take`), with
-    /// its owner.
-    pub fn take_owned(&self, id: ReqId) -> Option<(Status, i32)> {
-        self.with(|c| {
-            let owner = c.req(id)?.owner;
-            Some((c.take(id)?, owner))
-        })
-    }
-
     /// `MPI_Waitall`'s engine side: waits until each of `ids` is complete
-    /// or blocked (`Waited::Blocked`), then takes the status and owner of
-    /// every complete one, all under one hold of the lock.
+    /// or blocked (`Waited::Blocked`), then takes the status of every
+    /// complete one, all under one hold of the lock.
     pub fn wait_all_unless_blocked(&self, ids: &[ReqId]) -> Vec<Waited> {
         // A request once complete stays so: each round looks on from the
         // first one that was not.
@@ -98,11 +87,7 @@ impl Engine {
                         if c.is_running(id) {
                             return Waited::Blocked;
                         }
-                        let owner = c.req(id).map(|r| r.owner);
-                        match (c.take(id), owner) {
-                            (Some(st), Some(owner)) => Waited::Done(st, owner),
-                            _ => Waited::Idle,
-                        }
+                        c.take(id).map_or(Waited::Idle, Waited::Done)
                     })
                     .collect(),
             )

@@ -97,7 +97,7 @@ impl Engine {
     }
 
     /// `background` under the engine lock already held.
-    fn hand_off(&self, core: &mut Core) {
+    pub(super) fn hand_off(&self, core: &mut Core) {
         if core.progress_parked && !core.polling && core.bulk_active > 0 {
             core.handoff_polls = core.user_polls;
             if !core.handoff_armed {
