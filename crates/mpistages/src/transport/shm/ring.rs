@@ -2,23 +2,29 @@
 //! processes: one writes the bytes of its frames to a peer, the other
 //! reads them, as through a socket but without the kernel.
 //!
-//! Layout (offsets in bytes, each word on its own cache line):
+//! Layout (offsets in bytes; the words one side writes often are 128
+//! bytes apart, not 64: the processors here fetch lines in pairs, and a
+//! pair shared by the two sides' counters moved at every message):
 //!
 //! ```text
 //! 0    head        u64  bytes ever written (the producer's; Release)
-//! 64   tail        u64  bytes ever read (the consumer's; Release)
-//! 128  want_data   u32  the consumer is going to sleep: ring its doorbell
+//! 128  tail        u64  bytes ever read (the consumer's; Release)
+//! 256  want_data   u32  the consumer is going to sleep: ring its doorbell
 //!                       when bytes come
-//! 192  want_room   u32  the producer is waiting for room: ring its
+//! 384  want_room   u32  the producer is waiting for room: ring its
 //!                       doorbell when bytes are taken
-//! 200  reader_cma  u32  the consumer can read the producer's memory
-//! 208  probe_addr  u64  an address in the producer's memory ...
-//! 216  probe_value u64  ... that holds this value (written at creation)
-//! 224  halted      u32  the producer halted for the failure announced at
+//! 392  reader_cma  u32  the consumer can read the producer's memory
+//! 400  probe_addr  u64  an address in the producer's memory ...
+//! 408  probe_value u64  ... that holds this value (written at creation)
+//! 416  halted      u32  the producer halted for the failure announced at
 //!                       this generation: memory it referred to in frames
 //!                       of older generations may be gone
-//! 256  data        CAP bytes, CAP a power of two
+//! 512  data        CAP bytes, CAP a power of two
 //! ```
+//!
+//! Each side keeps its own counter in a local copy as well and never
+//! loads it back from the region (a load that missed whenever the other
+//! side had just read it).
 //!
 //! The doorbells themselves are outside the ring (a byte on the pair's
 //! Unix socket): the ring only says when one is needed. Each "set my flag,
@@ -33,14 +39,14 @@ use std::io::IoSlice;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const HEAD: usize = 0;
-const TAIL: usize = 64;
-const WANT_DATA: usize = 128;
-const WANT_ROOM: usize = 192;
-const READER_CMA: usize = 200;
-const PROBE_ADDR: usize = 208;
-const PROBE_VALUE: usize = 216;
-const HALTED: usize = 224;
-const DATA: usize = 256;
+const TAIL: usize = 128;
+const WANT_DATA: usize = 256;
+const WANT_ROOM: usize = 384;
+const READER_CMA: usize = 392;
+const PROBE_ADDR: usize = 400;
+const PROBE_VALUE: usize = 408;
+const HALTED: usize = 416;
+const DATA: usize = 512;
 
 /// The size of a region holding a ring of `cap` data bytes.
 pub fn region_len(cap: usize) -> usize {
@@ -60,6 +66,10 @@ pub struct Ring {
     /// load `tail` again (a cache line the consumer owns: a miss per
     /// message in a ping-pong).
     seen_tail: std::cell::Cell<u64>,
+    /// Producer: `head` as it last stored it.
+    head: std::cell::Cell<u64>,
+    /// Consumer: `tail` as it last stored it.
+    tail: std::cell::Cell<u64>,
 }
 
 // SAFETY: a Ring is a pointer into a shared mapping that outlives it (the
@@ -75,11 +85,19 @@ impl Ring {
     pub unsafe fn new(base: *mut u8, cap: usize) -> Ring {
         assert!(cap.is_power_of_two() && cap >= 64);
         assert_eq!(base as usize % 64, 0);
-        Ring {
+        let ring = Ring {
             base,
             cap,
             seen_tail: std::cell::Cell::new(0),
-        }
+            head: std::cell::Cell::new(0),
+            tail: std::cell::Cell::new(0),
+        };
+        // Where the counters stand (0 for a new ring).
+        let tail = ring.word(TAIL).load(Ordering::Acquire);
+        ring.seen_tail.set(tail);
+        ring.tail.set(tail);
+        ring.head.set(ring.word(HEAD).load(Ordering::Acquire));
+        ring
     }
 
     pub fn capacity(&self) -> usize {
@@ -138,7 +156,7 @@ impl Ring {
     /// The producer's position and the room after it, the consumer's
     /// `tail` loaded only when the room last seen is less than `want`.
     fn room_for(&self, want: usize) -> Result<(u64, usize), Broken> {
-        let head = self.word(HEAD).load(Ordering::Relaxed);
+        let head = self.head.get();
         let mut tail = self.seen_tail.get();
         let cached_used = head.wrapping_sub(tail);
         if cached_used > self.cap as u64 || self.cap - (cached_used as usize) < want {
@@ -181,6 +199,7 @@ impl Ring {
         if wrote == 0 {
             return Ok((0, false));
         }
+        self.head.set(pos);
         self.word(HEAD).store(pos, Ordering::Release);
         fence(Ordering::SeqCst);
         Ok((wrote, self.take_flag(WANT_DATA)))
@@ -220,7 +239,7 @@ impl Ring {
     /// Copies bytes `at` past the read position; the caller checked they
     /// are written (`pending`, whose Acquire load of head published them).
     fn copy_out(&self, at: usize, out: &mut [u8]) {
-        let tail = self.word(TAIL).load(Ordering::Relaxed);
+        let tail = self.tail.get();
         let mut to = 0;
         for (off, len) in self.spans(tail + at as u64, out.len()) {
             // SAFETY: inside the data area (spans); these bytes were
@@ -242,8 +261,9 @@ impl Ring {
     /// Moves the read position `n` bytes on (checked by the caller);
     /// whether the producer asked for its doorbell.
     fn advance(&self, n: usize) -> bool {
-        let tail = self.word(TAIL).load(Ordering::Relaxed);
-        self.word(TAIL).store(tail + n as u64, Ordering::Release);
+        let tail = self.tail.get() + n as u64;
+        self.tail.set(tail);
+        self.word(TAIL).store(tail, Ordering::Release);
         fence(Ordering::SeqCst);
         self.take_flag(WANT_ROOM)
     }
@@ -259,7 +279,7 @@ impl Ring {
         self.flag(WANT_DATA).store(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let head = self.word(HEAD).load(Ordering::Acquire);
-        if self.used(head, self.word(TAIL).load(Ordering::Relaxed))? != 0 {
+        if self.used(head, self.tail.get())? != 0 {
             self.flag(WANT_DATA).store(0, Ordering::Relaxed);
             return Ok(false);
         }
@@ -272,7 +292,7 @@ impl Ring {
         self.flag(WANT_ROOM).store(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let tail = self.word(TAIL).load(Ordering::Acquire);
-        if self.used(self.word(HEAD).load(Ordering::Relaxed), tail)? < self.cap {
+        if self.used(self.head.get(), tail)? < self.cap {
             self.flag(WANT_ROOM).store(0, Ordering::Relaxed);
             return Ok(false);
         }
@@ -320,7 +340,7 @@ impl Ring {
     /// Bytes waiting to be read (consumer's view).
     pub fn pending(&self) -> Result<usize, Broken> {
         let head = self.word(HEAD).load(Ordering::Acquire);
-        self.used(head, self.word(TAIL).load(Ordering::Relaxed))
+        self.used(head, self.tail.get())
     }
 }
 

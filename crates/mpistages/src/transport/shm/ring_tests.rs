@@ -103,7 +103,15 @@ fn broken_counters_are_errors() {
     let mut out = [0u8; 8];
     assert!(rx.read(&mut out).is_err());
     assert!(rx.pending().is_err());
-    assert!(tx.write(&[IoSlice::new(b"x")]).is_err());
+    // The producer counts from its own copy of head, and finds a broken
+    // consumer's tail when it looks at it (for more room than it knew of).
+    head.store(10, Ordering::Relaxed);
+    // SAFETY: the tail counter is the u64 at TAIL, inside the region; the
+    // test plays a broken consumer.
+    let tail = unsafe { &*(base.add(TAIL) as *const AtomicU64) };
+    tail.store(1000, Ordering::Relaxed);
+    assert_eq!(tx.write(&[IoSlice::new(b"x")]), Ok((1, false)));
+    assert!(tx.write(&[IoSlice::new(&[0u8; 60])]).is_err());
 }
 
 #[test]
