@@ -37,6 +37,33 @@ fn messages_survive_loss_duplication_and_reordering() {
     }
 }
 
+/// In poll mode nothing but the ranks' own calls moves data: a rank
+/// waiting in a shared-memory barrier goes on answering its peers over
+/// UDP, so a peer waiting for the acknowledgement of a large send reaches
+/// the barrier too (before, both waited until the peer's silence ended
+/// the job: bench/transports' overlap rounds).
+#[test]
+fn a_rank_waiting_in_a_barrier_answers_its_peers_in_poll_mode() {
+    let exe = build("poll_exchange.c");
+    let env = [
+        ("MPISTAGES_PROGRESS", "poll"),
+        ("MPISTAGES_UDP_SILENCE", "3"),
+    ];
+    for n in ["2", "3"] {
+        let r = mpiexec(
+            &["--transport", "udp", "-n", n, exe.to_str().unwrap()],
+            &env,
+            LIMIT,
+        );
+        assert!(
+            r.ok() && r.stdout.contains("OK poll_exchange"),
+            "{n} ranks: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
+
 #[test]
 fn a_rank_killed_over_udp_is_recovered_in_every_mode() {
     let exe = build_example("stencil2d.c");

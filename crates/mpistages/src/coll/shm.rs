@@ -227,7 +227,12 @@ impl Segment {
         }
     }
 
+    /// Between two looks at the slot: communication advances (in poll
+    /// mode nothing else moves it, and a peer may wait for this process's
+    /// acknowledgements before it can come to this collective), then a
+    /// halt, a revoked communicator or a dead member ends the wait.
     fn refused(&self, t: &Team) -> CollResult<()> {
+        t.engine.poke();
         match t.engine.team_refused(t.context, t.members) {
             Some(e) => Err(CollError::Request(e)),
             None => Ok(()),
