@@ -5,8 +5,8 @@ use super::{array_mut, mpi, mpi_fn, put, put_status, ret, CStatus};
 use crate::api::consts::{err, COMM_WORLD, REQUEST_NULL, UNDEFINED};
 use crate::api::error::{fail, MpiResult};
 use crate::api::Mpi;
+use crate::api::{Found, Waited, NO_OWNER};
 use crate::api::{ReqId, ReqState, Status};
-use crate::progress::{Found, Waited, NO_OWNER};
 use std::os::raw::c_int;
 
 pub fn handle(id: ReqId) -> c_int {

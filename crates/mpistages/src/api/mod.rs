@@ -40,7 +40,9 @@ use crate::control::proto::ToController;
 /// The vocabulary of the engine and the transports that the C ABI speaks
 /// too: requests, their statuses and the memory they move.
 pub use crate::progress::request::Owned;
-pub use crate::progress::{Data, Layout, Op, ReqError, ReqId, ReqState, SendMode, Status};
+pub use crate::progress::{
+    Data, Found, Layout, Op, ReqError, ReqId, ReqState, SendMode, Status, Waited, NO_OWNER,
+};
 use crate::progress::{Engine, EngineConfig, ProgressMode};
 use crate::sys::epoll::Epoll;
 pub use crate::transport::RawBuf;
