@@ -146,13 +146,9 @@ impl Engine {
         self.core.lock()
     }
 
-    /// An inactive request for `op`, owned by `owner` (`Engine::owner`).
+    /// An inactive request for `op`, owned by `owner` (`Req::owner`).
     pub fn create(&self, op: Op, persistent: bool, owner: i32) -> ReqId {
-        self.with(|c| {
-            let mut r = Req::new(op, persistent);
-            r.owner = owner;
-            c.alloc(r)
-        })
+        self.with(|c| c.alloc(Req::new(op, persistent).owned_by(owner)))
     }
 
     /// Starts an inactive request. Returns false if it is not inactive.
@@ -193,9 +189,7 @@ impl Engine {
     /// parts go by themselves (`MPI_Isendrecv`: a send and a receive).
     pub fn join(&self, ops: Vec<Op>, report: usize, owner: i32) -> ReqId {
         self.with(|c| {
-            let mut r = Req::new(Op::External, false);
-            r.owner = owner;
-            let parent = c.alloc(r);
+            let parent = c.alloc(Req::new(Op::External, false).owned_by(owner));
             c.start(parent);
             let parts: Vec<ReqId> = ops
                 .into_iter()

@@ -38,9 +38,7 @@ impl Engine {
     /// lock for both).
     pub fn post_owned(&self, op: Op, owner: i32) -> ReqId {
         self.with(|c| {
-            let mut r = Req::new(op, false);
-            r.owner = owner;
-            let id = c.alloc(r);
+            let id = c.alloc(Req::new(op, false).owned_by(owner));
             c.start(id);
             self.hand_off(c);
             id
@@ -51,8 +49,7 @@ impl Engine {
     /// `status` (a standard send shared memory took whole at once).
     pub fn completed_owned(&self, status: Status, owner: i32) -> ReqId {
         self.with(|c| {
-            let mut r = Req::new(Op::External, false);
-            r.owner = owner;
+            let mut r = Req::new(Op::External, false).owned_by(owner);
             r.state = State::Done(status);
             c.alloc(r)
         })

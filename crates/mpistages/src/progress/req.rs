@@ -85,4 +85,10 @@ impl Req {
             owner: NO_OWNER,
         }
     }
+
+    /// This request, owned by `owner` (`Req::owner`).
+    pub(super) fn owned_by(mut self, owner: i32) -> Req {
+        self.owner = owner;
+        self
+    }
 }
