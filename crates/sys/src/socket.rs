@@ -65,26 +65,26 @@ impl Write for NoSignal {
     }
 }
 
-/// Receives one datagram on a connected socket into two pieces, `head`
-/// first, then `body`, without waiting. Returns the bytes received and
-/// whether the datagram was longer than both pieces (the rest is lost).
-pub fn recv_parts(fd: RawFd, head: &mut [u8], body: &mut [u8]) -> io::Result<(usize, bool)> {
-    let mut iov = [
-        libc::iovec {
-            iov_base: head.as_mut_ptr() as *mut libc::c_void,
-            iov_len: head.len(),
-        },
-        libc::iovec {
-            iov_base: body.as_mut_ptr() as *mut libc::c_void,
-            iov_len: body.len(),
-        },
-    ];
-    // SAFETY: the header points at `iov`, which describes the two buffers
-    // (valid for writes of their lengths, borrowed mutably for the call),
-    // and names no address or control data; all else is zero.
+/// Receives one datagram on a connected socket into up to three pieces,
+/// in order, without waiting. Returns the bytes received and whether the
+/// datagram was longer than all pieces (the rest is lost).
+pub fn recv_parts(fd: RawFd, parts: &mut [&mut [u8]]) -> io::Result<(usize, bool)> {
+    assert!(parts.len() <= 3, "at most three pieces");
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 3];
+    for (v, p) in iov.iter_mut().zip(parts.iter_mut()) {
+        v.iov_base = p.as_mut_ptr() as *mut libc::c_void;
+        v.iov_len = p.len();
+    }
+    // SAFETY: the header points at `iov`, whose first `parts.len()`
+    // entries describe the pieces (valid for writes of their lengths,
+    // borrowed mutably for the call), and names no address or control
+    // data; all else is zero.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = iov.len() as _;
+    msg.msg_iovlen = parts.len() as _;
     // SAFETY: see above; `recvmsg` writes at most each iovec's length.
     let n = cvt_size(unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) })?;
     Ok((n, msg.msg_flags & libc::MSG_TRUNC != 0))

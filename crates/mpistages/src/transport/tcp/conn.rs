@@ -50,6 +50,57 @@ impl Conn {
         }
     }
 
+    /// `write_vectored`; over UDP the pieces with a `lend` are taken by
+    /// reference (`UdpConn::write_lending`), elsewhere copied as the rest.
+    pub fn write_lending(
+        &mut self,
+        bufs: &[IoSlice],
+        lend: &[Option<crate::transport::RawBuf>],
+    ) -> io::Result<usize> {
+        match self {
+            Conn::Udp(c) => c.write_lending(bufs, lend),
+            _ => self.write_vectored(bufs),
+        }
+    }
+
+    /// Sends what `write_lending` took (UDP; the others sent it then).
+    pub fn send_written(&mut self) {
+        if let Conn::Udp(c) = self {
+            c.send_written();
+        }
+    }
+
+    /// `token` is reported once the peer acknowledged every byte written
+    /// but the last `after` (UDP with lent bytes; see `write_lending`).
+    pub fn mark(&mut self, token: u64, after: usize) {
+        if let Conn::Udp(c) = self {
+            c.mark(token, after);
+        }
+    }
+
+    /// Bytes lent and not yet acknowledged: a send whose data went by
+    /// reference completes only once the peer has it (`mark`).
+    pub fn lent(&self) -> usize {
+        match self {
+            Conn::Udp(c) => c.lent(),
+            _ => 0,
+        }
+    }
+
+    /// Tokens of marks now acknowledged.
+    pub fn take_completed(&mut self) -> Vec<u64> {
+        match self {
+            Conn::Udp(c) => c.take_completed(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A large message's data may be lent to the connection rather than
+    /// copied (UDP: its stream keeps what it may send again).
+    pub fn lends(&self) -> bool {
+        matches!(self, Conn::Udp(_))
+    }
+
     /// Writes all of `bufs` at once or nothing (false): only shared memory
     /// can promise that without writing (its room is known); a socket
     /// says false.
@@ -106,9 +157,11 @@ impl Conn {
     }
 
     /// This process halted for the failure announced at `generation`.
-    pub fn set_halted(&self, generation: u32) {
-        if let Conn::Shm(c) = self {
-            c.set_halted(generation);
+    pub fn set_halted(&mut self, generation: u32) {
+        match self {
+            Conn::Shm(c) => c.set_halted(generation),
+            Conn::Udp(c) => c.own_lent(),
+            Conn::Tcp(_) => {}
         }
     }
 

@@ -58,6 +58,11 @@ const POLL_READS_MAX_PEERS: usize = 2;
 /// DATA of at least this many bytes goes by reference between ranks of
 /// one host whose memory the peer can read (one copy instead of two).
 const BY_REFERENCE_MIN: usize = 32 << 10;
+/// A bulk frame's data of at least this many bytes is lent to a UDP
+/// connection rather than copied into it (`UdpConn::write_lending`): its
+/// send then completes once the peer acknowledged it, a round trip later
+/// than a copy would, which only a large piece repays.
+const LEND_MIN: usize = 64 << 10;
 
 pub struct TcpConfig {
     pub me: usize,
@@ -574,7 +579,7 @@ impl Transport for Tcp {
 
     fn halt(&mut self, generation: u32) {
         for p in self.peers.iter_mut() {
-            p.conns().for_each(|s| s.set_halted(generation));
+            p.conns_mut().for_each(|s| s.set_halted(generation));
             p.urgent.clear();
             p.bulk.clear();
             // Frames on the wire list have their sequence numbers: those

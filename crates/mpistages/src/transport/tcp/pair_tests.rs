@@ -9,11 +9,14 @@ use crate::transport::Payload;
 /// Ranks 0 and 1 of a job of two (TCP, and shared memory if `shm`), each
 /// knowing the other's address, not yet connected.
 fn addressed_pair(shm: bool) -> ((Tcp, Arc<Epoll>), (Tcp, Arc<Epoll>)) {
-    let links = Links {
+    addressed_pair_over(Links {
         tcp: true,
         shm,
         udp: false,
-    };
+    })
+}
+
+fn addressed_pair_over(links: Links) -> ((Tcp, Arc<Epoll>), (Tcp, Arc<Epoll>)) {
     let (mut a, ea) = transport_as(0, 2, links);
     let (mut b, eb) = transport_as(1, 2, links);
     a.set_address(1, b.local_addr().unwrap());
@@ -202,4 +205,80 @@ fn frames_are_placed_in_order_until_one_is_declined() {
     assert_eq!(placed, [0, 2], "{got:?}");
     assert_eq!(tags(&got), [3, 4]);
     assert_eq!(&place.bufs[1][..4], &2i32.to_le_bytes());
+}
+
+/// Over UDP a large DATA frame's bytes are lent to the connection, not
+/// copied: its token is reported once the peer acknowledged them (not when
+/// written), and write interest is then off, or the next frame would wait
+/// for an event that UDP never gives (seen: a 64 KiB message after 1 MiB
+/// ones waited 125 ms for a keepalive). A halt copies what is still lent:
+/// the sender's memory may then change, the peer still gets the bytes as
+/// they were, and the token never comes.
+#[test]
+fn data_lent_to_udp_completes_when_acknowledged_and_a_halt_copies_it() {
+    const N: usize = 1 << 20;
+    for halt in [false, true] {
+        let udp = Links {
+            tcp: true,
+            shm: false,
+            udp: true,
+        };
+        let ((mut a, ea), (mut b, eb)) = addressed_pair_over(udp);
+        // Frames as large as the message (the limit of a frame's payload).
+        b.limits.max_payload = N as u32;
+        let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+        send_eager(&mut a, 1, 1, &mut got_a);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while tags(&got_b).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "not connected");
+            pump(&mut a, &ea, &mut got_a, 1);
+            pump(&mut b, &eb, &mut got_b, 1);
+        }
+        assert_eq!(a.peers[1].stream.as_ref().map(Conn::kind), Some("udp"));
+        let mut target = vec![0u8; N];
+        // SAFETY: (test) `target` outlives the transfer.
+        let raw = unsafe { RawBuf::new(target.as_mut_ptr(), N) };
+        b.expect_data(0, 33, raw, N as u64);
+        let mut data: Vec<u8> = (0..N).map(|i| (i * 13 / 7) as u8).collect();
+        let want = data.clone();
+        // SAFETY: (test) `data` outlives the transfer; it is written only
+        // after the halt, which stops every read of it.
+        let lent = unsafe { RawBuf::new(data.as_mut_ptr(), N) };
+        let mut d = Header::new(Kind::Data);
+        (d.src, d.rdv, d.len) = (0, 33, N as u32);
+        let frame = OutFrame::new(&d, Payload::Borrowed(lent), Some(9));
+        a.send(1, frame, Class::Bulk, &mut got_a).unwrap();
+        let sent = |evs: &[Event]| evs.iter().any(|e| matches!(e, Event::Sent { token: 9 }));
+        assert!(!sent(&got_a), "reported sent before the peer had the bytes");
+        if halt {
+            a.halt(1);
+            data.fill(0xEE);
+        }
+        while !b.peers[0].targets.is_empty() || (!halt && !sent(&got_a)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "halt {halt}: {got_a:?} {got_b:?} {:?}",
+                b.peers[0]
+                    .targets
+                    .values()
+                    .map(|t| t.got)
+                    .collect::<Vec<_>>()
+            );
+            // The sender polls as a waiting rank does (epoll only while
+            // frames wait to be written).
+            if !a.poll_reads(&mut got_a, &mut crate::transport::Ordinary) {
+                pump(&mut a, &ea, &mut got_a, 1);
+            }
+            pump(&mut b, &eb, &mut got_b, 1);
+        }
+        assert!(got_b
+            .iter()
+            .any(|e| matches!(e, Event::DataDone { rid: 33, .. })));
+        assert!(target == want, "halt {halt}: the bytes changed on the way");
+        assert_eq!(sent(&got_a), !halt, "halt {halt}");
+        assert!(
+            !a.peers[1].want_write,
+            "write interest left on with nothing to write"
+        );
+    }
 }

@@ -347,6 +347,12 @@ impl Tcp {
         }
         // Parse what the last read brought in.
         self.consume(peer, out);
+        // Acknowledgements read may complete sends whose data was lent.
+        for c in self.peers[peer].conns_mut() {
+            for token in c.take_completed() {
+                out.push(Event::Sent { token });
+            }
+        }
     }
 
     /// Reads (and parses) until the socket is drained or the budget spent.

@@ -67,15 +67,12 @@ impl Tcp {
     pub(super) fn flush(&mut self, peer: usize, out: &mut Vec<Event>) {
         let mut budget = WRITE_BUDGET;
         loop {
-            if budget == 0 {
-                self.set_write_interest(peer, true);
-                return;
-            }
             let p = &mut self.peers[peer];
             let Some(stream) = p.stream.as_mut() else {
                 return;
             };
             let by_ref = stream.by_reference();
+            let lends = stream.lends();
             // Refill the wire list: urgent frames first, then at most one bulk
             // fragment, so later urgent frames wait for one fragment at most.
             // Each frame gets its `seq` as it joins the wire list.
@@ -101,16 +98,30 @@ impl Tcp {
                 self.set_write_interest(peer, false);
                 return;
             }
+            // Checked only once something is left to write: write interest
+            // left on with nothing queued would hold back the next frame
+            // where no writability event comes (UDP, shared memory).
+            if budget == 0 {
+                self.set_write_interest(peer, true);
+                return;
+            }
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
+            // Pieces of large messages' data that UDP may keep by reference.
+            let mut lend = [None; MAX_IOV];
             let mut n_iov = 0;
             let mut skip = p.woff;
-            'frames: for (f, _) in p.wire.iter() {
-                for part in [&f.header[..], f.payload.bytes()] {
+            'frames: for (f, class) in p.wire.iter() {
+                for (i, part) in [&f.header[..], f.payload.bytes()].into_iter().enumerate() {
                     if skip >= part.len() {
                         skip -= part.len();
                         continue;
                     }
                     iov[n_iov] = IoSlice::new(&part[skip..]);
+                    if lends && i == 1 && *class == Class::Bulk && part.len() >= LEND_MIN {
+                        if let Payload::Borrowed(buf) = &f.payload {
+                            lend[n_iov] = buf.sub(skip, part.len() - skip);
+                        }
+                    }
                     n_iov += 1;
                     skip = 0;
                     if n_iov == MAX_IOV {
@@ -119,7 +130,11 @@ impl Tcp {
                 }
             }
             let iov = &iov[..n_iov];
-            let res = stream.write_vectored(iov);
+            let res = if lends {
+                stream.write_lending(iov, &lend[..n_iov])
+            } else {
+                stream.write_vectored(iov)
+            };
             match res {
                 Ok(0) => {
                     self.lose(peer, "connection closed while writing".into(), out);
@@ -133,12 +148,18 @@ impl Tcp {
                         if n >= left {
                             n -= left;
                             p.woff = 0;
-                            let (f, _) = p.wire.pop_front().expect("non-empty wire");
+                            let (f, class) = p.wire.pop_front().expect("non-empty wire");
                             if let Some(token) = f.token {
+                                let stream = p.stream.as_mut().expect("written to");
                                 // Earlier frames of its transfer that went
-                                // by reference may not be copied yet.
+                                // by reference may not be copied yet, or
+                                // (UDP) not yet acknowledged: its buffer
+                                // may still be read.
                                 match Header::data_rid(&f.header).and_then(|r| p.refs.get_mut(&r)) {
                                     Some(refs) => refs.token = Some(token),
+                                    None if class == Class::Bulk && stream.lent() > 0 => {
+                                        stream.mark(token, n)
+                                    }
                                     None => out.push(Event::Sent { token }),
                                 }
                             }
@@ -146,6 +167,9 @@ impl Tcp {
                             p.woff += n;
                             n = 0;
                         }
+                    }
+                    if let Some(s) = p.stream.as_mut() {
+                        s.send_written();
                     }
                 }
                 Err(e) if would_block(&e) => {

@@ -11,6 +11,7 @@
 //! socket to that address. From there on each side reads only its peer.
 
 mod inbox;
+mod outbox;
 pub mod reliable;
 
 use crate::sys::socket::NoSignal;
@@ -22,6 +23,9 @@ use std::time::Instant;
 
 /// Packets larger than any frame slice we send, for receiving.
 const MAX_PACKET: usize = 65_536;
+/// A read for at least this many bytes receives packets straight into the
+/// reader's buffer (`UdpConn::receive_direct`).
+const DIRECT_MIN: usize = 4 << 10;
 /// Data bytes per packet: large on loopback (fewer system calls), within
 /// an Ethernet MTU elsewhere (1500 bytes, less the IPv4 and UDP headers
 /// and ours).
@@ -278,13 +282,15 @@ impl UdpConn {
         let mut head = [0u8; HEADER];
         let (n, truncated) = crate::sys::socket::recv_parts(
             self.sock.as_raw_fd(),
-            &mut head,
-            self.stream.rx_space(),
+            &mut [&mut head, self.stream.rx_space()],
         )?;
         if n < HEADER || truncated || Reliable::conn_of(&head) != Some(self.stream.conn()) {
             return Ok(()); // a stranger's, or an earlier process's
         }
-        if let Err(e) = self.stream.on_received(&head, n - HEADER, Instant::now()) {
+        if let Err(e) = self
+            .stream
+            .on_received(&head, n - HEADER, 0, Instant::now())
+        {
             self.failed = Some(format!("{e:?}"));
         }
         Ok(())
@@ -307,7 +313,61 @@ impl UdpConn {
         Ok(())
     }
 
+    /// Packets that continue the stream, received with their data straight
+    /// into `out` (the reader's buffer: a copy less), until `out` is full,
+    /// none waits, or one arrives out of order (its data then goes where
+    /// `receive_in_place` would have put it). How many bytes `out` got.
+    fn receive_direct(&mut self, out: &mut [u8]) -> usize {
+        let mut filled = 0;
+        while filled < out.len() && self.failed.is_none() && !self.stream.readable() {
+            let mut head = [0u8; HEADER];
+            let dst = &mut out[filled..];
+            let got = crate::sys::socket::recv_parts(
+                self.sock.as_raw_fd(),
+                &mut [&mut head, dst, self.stream.rx_space()],
+            );
+            let (n, truncated) = match got {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break, // as in `receive`
+            };
+            if n < HEADER || truncated || Reliable::conn_of(&head) != Some(self.stream.conn()) {
+                continue; // a stranger's, or an earlier process's
+            }
+            let data = n - HEADER;
+            let k = data.min(dst.len());
+            let direct = if self.stream.continues_at_reader(&head) {
+                k
+            } else {
+                // Early, late or not data: its bytes join those in
+                // `rx_space`, where every other packet's are.
+                let space = self.stream.rx_space();
+                space.copy_within(..data - k, k);
+                space[..k].copy_from_slice(&dst[..k]);
+                0
+            };
+            match self.stream.on_received(&head, data, direct, Instant::now()) {
+                Ok(()) => filled += direct,
+                Err(e) => self.failed = Some(format!("{e:?}")),
+            }
+            // Acknowledgements owed go now, not after the whole buffer.
+            self.transmit();
+            // A short packet ends a burst: asking for another would most
+            // likely cost a system call that finds none.
+            if data < DIRECT_MIN {
+                break;
+            }
+        }
+        filled
+    }
+
     pub fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if out.len() >= DIRECT_MIN && self.connected && !self.stream.readable() {
+            let n = self.receive_direct(out);
+            if n > 0 {
+                return Ok(n);
+            }
+        }
         self.receive(true);
         self.transmit();
         if let Some(why) = &self.failed {
@@ -327,6 +387,59 @@ impl UdpConn {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         Ok(n)
+    }
+
+    /// `write_vectored`, but the pieces whose `lend` is `Some` are taken by
+    /// reference to that memory (`Reliable::lend`), which must then stay
+    /// untouched until a later `mark` comes back from `take_completed`.
+    /// Nothing is sent before `send_written`, so that marks placed after
+    /// the call flag the packets they end in.
+    pub fn write_lending(
+        &mut self,
+        bufs: &[IoSlice],
+        lend: &[Option<crate::transport::RawBuf>],
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        for (b, l) in bufs.iter().zip(lend) {
+            let took = match l {
+                Some(buf) => self.stream.lend(*buf),
+                None => self.stream.write(std::slice::from_ref(b)),
+            };
+            n += took;
+            if took < b.len() {
+                break;
+            }
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    }
+
+    /// Sends what `write_lending` took.
+    pub fn send_written(&mut self) {
+        self.transmit();
+    }
+
+    /// Bytes lent to the stream and not yet acknowledged.
+    pub fn lent(&self) -> usize {
+        self.stream.lent()
+    }
+
+    /// `token` comes back from `take_completed` once the peer has every
+    /// byte written so far but the last `after`.
+    pub fn mark(&mut self, token: u64, after: usize) {
+        self.stream.mark(token, after);
+    }
+
+    pub fn take_completed(&mut self) -> Vec<u64> {
+        self.stream.take_completed()
+    }
+
+    /// The sends under way failed: nothing lent is read any more (the
+    /// bytes are copied) and no mark comes back.
+    pub fn own_lent(&mut self) {
+        self.stream.own_lent();
     }
 
     /// When `on_timer` must run next.
@@ -358,6 +471,8 @@ impl UdpConn {
     /// once this process is gone, unlike TCP's kernel — then says so.
     pub fn shutdown_write(&mut self) {
         let limit = Instant::now() + std::time::Duration::from_secs(2);
+        // Whatever is still lent belongs to sends that will not complete.
+        self.stream.own_lent();
         self.stream.close();
         while !self.stream.all_acked() && Instant::now() < limit && self.failed.is_none() {
             self.receive(false);

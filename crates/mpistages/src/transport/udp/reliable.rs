@@ -45,12 +45,16 @@
 //! of another connection — an earlier process of the peer — are dropped.
 
 use super::inbox::Inbox;
+use super::outbox::{Outbox, MAX_PIECES};
+use crate::transport::RawBuf;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
 const MAGIC: u16 = 0x554D;
 const MAX_SACK: usize = 4;
+/// In a DATA packet's kind: acknowledge at once (it completes a send).
+const ACK_NOW: u8 = 0x80;
 /// Bytes before a packet's data.
 pub const HEADER: usize = 36 + 16 * MAX_SACK;
 /// The most data bytes a packet may carry (what fits in a datagram).
@@ -144,7 +148,9 @@ pub struct Reliable {
     conn: u64,
     // Sending: `sbuf` holds the stream from `snd_una` on (in flight, then
     // not yet sent); `snd_nxt` is the offset of the first unsent byte.
-    sbuf: VecDeque<u8>,
+    sbuf: Outbox,
+    /// Tokens of marks whose bytes were all acknowledged (`take_completed`).
+    completed: Vec<u64>,
     snd_una: u64,
     snd_nxt: u64,
     flight: BTreeMap<u64, Segment>,
@@ -216,7 +222,8 @@ impl Reliable {
             rto: cfg.min_rto.max(Duration::from_millis(50)).min(cfg.max_rto),
             cfg,
             conn,
-            sbuf: VecDeque::new(),
+            sbuf: Outbox::new(),
+            completed: Vec::new(),
             snd_una: 0,
             snd_nxt: 0,
             flight: BTreeMap::new(),
@@ -277,13 +284,46 @@ impl Reliable {
         let mut took = 0;
         for b in bufs {
             let n = b.len().min(room - took);
-            self.sbuf.extend(&b[..n]);
+            self.sbuf.copy_in(&b[..n]);
             took += n;
             if took == room {
                 break;
             }
         }
         took
+    }
+
+    /// Takes as much of `buf` as the send buffer has room for (as `write`)
+    /// by reference, not copied: the memory must stay untouched until a
+    /// `mark` placed after it is in `take_completed`, or `own_lent`.
+    pub fn lend(&mut self, buf: RawBuf) -> usize {
+        let room = (2 * self.cfg.window).saturating_sub(self.sbuf.len());
+        let n = buf.len().min(room);
+        self.sbuf.lend(buf.sub(0, n).expect("within the buffer"));
+        n
+    }
+
+    /// Bytes lent and not yet acknowledged.
+    pub fn lent(&self) -> usize {
+        self.sbuf.lent()
+    }
+
+    /// `token` is in `take_completed` once every byte written so far but
+    /// the last `after` is acknowledged; the packet that carries the last
+    /// of them asks the peer to acknowledge at once.
+    pub fn mark(&mut self, token: u64, after: usize) {
+        self.sbuf.mark(token, after);
+    }
+
+    /// Tokens of marks now acknowledged.
+    pub fn take_completed(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.completed)
+    }
+
+    /// The sends whose bytes are lent failed: the bytes are copied (the
+    /// stream still delivers them) and the marks dropped.
+    pub fn own_lent(&mut self) {
+        self.sbuf.own_all();
     }
 
     /// The owner is about to sleep: an acknowledgement that waits for
@@ -340,6 +380,9 @@ impl Reliable {
         let mut head = [0u8; HEADER];
         head[0..2].copy_from_slice(&MAGIC.to_le_bytes());
         head[2] = kind as u8;
+        if kind == PacketKind::Data && self.sbuf.marked_within(seq, seq + len as u64) {
+            head[2] |= ACK_NOW;
+        }
         head[3] = sack.len() as u8;
         head[4..12].copy_from_slice(&self.conn.to_le_bytes());
         head[12..20].copy_from_slice(&seq.to_le_bytes());
@@ -353,23 +396,15 @@ impl Reliable {
         Packet { head, seq, len }
     }
 
-    /// The pieces of `p` to send: its header and its data (in one or two
-    /// slices of the send buffer).
-    pub fn slices<'a>(&'a self, p: &'a Packet) -> [IoSlice<'a>; 3] {
-        let empty = IoSlice::new(&[]);
-        if p.len == 0 {
-            return [IoSlice::new(&p.head), empty, empty];
+    /// The pieces of `p` to send: its header and its data (pieces of the
+    /// send buffer; unused ones empty).
+    pub fn slices<'a>(&'a self, p: &'a Packet) -> [IoSlice<'a>; 1 + MAX_PIECES] {
+        let mut out = [IoSlice::new(&[]); 1 + MAX_PIECES];
+        out[0] = IoSlice::new(&p.head);
+        if p.len > 0 {
+            self.sbuf.slices(p.seq, p.len, &mut out[1..]);
         }
-        let off = (p.seq - self.snd_una) as usize;
-        let end = off + p.len;
-        let (a, b) = self.sbuf.as_slices();
-        let first = &a[off.min(a.len())..end.min(a.len())];
-        let second = &b[off.saturating_sub(a.len())..end.saturating_sub(a.len())];
-        [
-            IoSlice::new(&p.head),
-            IoSlice::new(first),
-            IoSlice::new(second),
-        ]
+        out
     }
 
     /// Ranges that arrived beyond `rcv_nxt`, merged, lowest first.
@@ -439,8 +474,9 @@ impl Reliable {
         let peer = self.peer_room.max(mss);
         let probe = std::mem::take(&mut self.probe_due);
         if unsent > 0 && outstanding < peer && (pipe < cwnd || probe) {
-            let len = unsent.min(mss).min(peer - outstanding) as usize;
             let seq = self.snd_nxt;
+            let len = unsent.min(mss).min(peer - outstanding) as usize;
+            let len = self.sbuf.fits(seq, len);
             let xmit = self.next_xmit();
             self.flight.insert(
                 seq,
@@ -488,7 +524,17 @@ impl Reliable {
             return Err(StreamError::Malformed("packet length".into()));
         }
         self.rx_space()[..body.len()].copy_from_slice(body);
-        self.on_received(head, body.len(), now)
+        self.on_received(head, body.len(), 0, now)
+    }
+
+    /// The packet whose header is `head` carries the next bytes of the
+    /// stream and none wait before them: its data may go straight to the
+    /// reader (`on_received`'s `direct`).
+    pub fn continues_at_reader(&self, head: &[u8; HEADER]) -> bool {
+        head[2] & !ACK_NOW == PacketKind::Data as u8
+            && Reliable::conn_of(head) == Some(self.conn)
+            && word(head, 12) == self.rcv_nxt
+            && self.inbox.is_empty()
     }
 
     /// Where the data of the next packet from the peer is to be received
@@ -498,11 +544,14 @@ impl Reliable {
     }
 
     /// A packet arrived whose header is `head` and whose `got` bytes of
-    /// data are at the start of `rx_space`.
+    /// data are at the start of `rx_space` — but for the first `direct`,
+    /// which the reader already has (only when `continues_at_reader` said
+    /// so; 0 otherwise).
     pub fn on_received(
         &mut self,
         head: &[u8; HEADER],
         got: usize,
+        direct: usize,
         now: Instant,
     ) -> Result<(), StreamError> {
         let bad = |why: &str| Err(StreamError::Malformed(why.to_string()));
@@ -517,7 +566,7 @@ impl Reliable {
         if n_sack > MAX_SACK || got != len || len > self.cfg.mss.max(65536) {
             return bad("packet length");
         }
-        let kind = match head[2] {
+        let kind = match head[2] & !ACK_NOW {
             1 => PacketKind::Data,
             2 => PacketKind::Ack,
             3 => PacketKind::Ping,
@@ -527,6 +576,7 @@ impl Reliable {
         if kind != PacketKind::Data && len != 0 {
             return bad("data in a control packet");
         }
+        debug_assert!(direct == 0 || (direct <= len && self.continues_at_reader(head)));
         self.heard = now;
         let (seq, ack) = (word(head, 12), word(head, 20));
         let room = u32::from_le_bytes(head[28..32].try_into().expect("4 bytes")) as u64;
@@ -536,7 +586,13 @@ impl Reliable {
         }
         self.on_ack(ack, room, &sack[..n_sack], now)?;
         match kind {
-            PacketKind::Data => self.on_data(seq, len, now),
+            PacketKind::Data => {
+                self.on_data(seq, len, direct, now);
+                // It completes a send: the sender waits for this.
+                if head[2] & ACK_NOW != 0 {
+                    self.ack_due = true;
+                }
+            }
             PacketKind::Fin => {
                 if self.peer_fin.is_none_or(|f| f == seq) {
                     self.peer_fin = Some(seq);
@@ -552,8 +608,9 @@ impl Reliable {
         Ok(())
     }
 
-    /// `len` bytes of the stream from offset `seq` landed in `rx_space`.
-    fn on_data(&mut self, seq: u64, len: usize, now: Instant) {
+    /// `len` bytes of the stream from offset `seq` arrived: the first
+    /// `direct` at the reader, the rest in `rx_space`.
+    fn on_data(&mut self, seq: u64, len: usize, direct: usize, now: Instant) {
         let end = seq + len as u64;
         // A second unacknowledged packet, or anything but the next bytes,
         // is acknowledged at once; a lone in-order one may wait.
@@ -578,7 +635,11 @@ impl Reliable {
             return; // no room: the sender tries again after its timeout
         }
         // In order: the bytes stay where they landed.
-        self.inbox.commit((self.rcv_nxt - seq) as usize, len);
+        if direct > 0 {
+            self.inbox.commit(0, len - direct);
+        } else {
+            self.inbox.commit((self.rcv_nxt - seq) as usize, len);
+        }
         self.rcv_nxt = end;
         // What waited beyond the hole follows, if it is contiguous now.
         while let Some((&s, _)) = self.ooo.first_key_value() {

@@ -231,8 +231,24 @@ impl Reliable {
                     self.lost_bytes -= seg.len as u64;
                 }
             }
+            // An acknowledgement within a segment (ours come at segment
+            // ends only) leaves the segment's rest in flight from `ack`:
+            // no segment begins before the bytes held.
+            if self.flight.first_key_value().is_some_and(|(&s, _)| s < ack) {
+                let (s, mut seg) = self.flight.pop_first().expect("just seen");
+                let cut = ack - s;
+                seg.len -= cut as usize;
+                if seg.sacked {
+                    self.sacked_bytes -= cut;
+                }
+                if seg.lost {
+                    self.lost_bytes -= cut;
+                    self.resend.push_back(ack);
+                }
+                self.flight.insert(ack, seg);
+            }
             let acked = ack - self.snd_una;
-            self.sbuf.drain(..acked as usize);
+            self.sbuf.drain(acked as usize, &mut self.completed);
             self.snd_una = ack;
             if self.recovery_until.is_some_and(|r| ack >= r) {
                 self.end_episode();

@@ -371,3 +371,107 @@ fn a_lost_tail_is_found_by_a_probe_not_by_the_timeout() {
     let st = a.stats();
     assert_eq!((st.probes, st.timeouts, st.resent), (1, 0, 1), "{st:?}");
 }
+
+/// Side 0 sends frames of a copied head and a lent body (a mark after
+/// each) over a lossy network; side 1 reads. A mark comes back only once
+/// side 1 has every byte before it, and the body is then scribbled over,
+/// as a sender whose send completed may: a later retransmission that read
+/// it would show in the bytes checked.
+#[test]
+fn lent_bytes_are_read_until_acknowledged_and_only_then_given_back() {
+    const FRAMES: usize = 40;
+    const BODY: usize = 9_000;
+    let cfg = small_cfg();
+    let mut net = Net::new(11, 0.05, 0.01, 0.02);
+    let mut now = Instant::now();
+    let mut ends = [Reliable::new(cfg, 7, now), Reliable::new(cfg, 7, now)];
+    let mut memory: Vec<u8> = (0..FRAMES * BODY).map(|i| pattern(0, i)).collect();
+    // SAFETY: `memory` outlives both ends; it is written only where a
+    // mark came back (that body is no longer read) or not at all.
+    let lent = unsafe { RawBuf::new(memory.as_mut_ptr(), memory.len()) };
+    let mut want = Vec::new();
+    let mut marks = Vec::new();
+    let mut written = 0;
+    for f in 0..FRAMES {
+        let head = [f as u8; 20];
+        assert_eq!(ends[0].write(&[IoSlice::new(&head)]), head.len());
+        let body = lent.sub(f * BODY, BODY).unwrap();
+        assert_eq!(ends[0].lend(body), BODY);
+        ends[0].mark(f as u64, 0);
+        want.extend_from_slice(&head);
+        want.extend_from_slice(body.as_slice());
+        written += head.len() + BODY;
+        marks.push(written);
+    }
+    assert_eq!(ends[0].lent(), FRAMES * BODY);
+    let mut got = Vec::new();
+    let mut back = Vec::new();
+    let mut buf = vec![0u8; 50_000];
+    for step in 0.. {
+        assert!(
+            step < 2_000_000,
+            "stuck: {} of {} bytes",
+            got.len(),
+            want.len()
+        );
+        for (side, end) in ends.iter_mut().enumerate() {
+            while let Some(p) = end.poll_transmit(now) {
+                net.send(1 - side, p, now);
+            }
+            if now >= end.next_timeout() {
+                end.on_timeout(now).expect("alive");
+            }
+        }
+        for (to, p) in net.due(now) {
+            ends[to].on_packet(&p, now).expect("a well-formed packet");
+        }
+        let k = ends[1].read(&mut buf).expect("open");
+        got.extend_from_slice(&buf[..k]);
+        for token in ends[0].take_completed() {
+            let f = token as usize;
+            assert_eq!(f, back.len(), "marks come back in order");
+            assert!(
+                got.len() >= marks[f],
+                "mark {f} back before its bytes arrived"
+            );
+            memory[f * BODY..(f + 1) * BODY].fill(0xEE);
+            back.push(token);
+        }
+        if back.len() == FRAMES && got.len() == want.len() {
+            break;
+        }
+        now += Duration::from_micros(10);
+    }
+    assert_eq!(got, want);
+    assert_eq!(ends[0].lent(), 0);
+    assert!(
+        ends[0].stats().resent > 0,
+        "the network lost nothing: no test"
+    );
+}
+
+/// The packet that completes a mark is acknowledged at once; a lone
+/// packet without one waits for data to carry its acknowledgement.
+#[test]
+fn the_packet_that_completes_a_send_is_acknowledged_at_once() {
+    let now = Instant::now();
+    for marked in [false, true] {
+        let mut a = Reliable::new(small_cfg(), 3, now);
+        let mut b = Reliable::new(small_cfg(), 3, now);
+        let mut memory = vec![5u8; 100];
+        // SAFETY: `memory` outlives `a` and is not written.
+        let lent = unsafe { RawBuf::new(memory.as_mut_ptr(), memory.len()) };
+        a.lend(lent);
+        if marked {
+            a.mark(1, 0);
+        }
+        let p = a.poll_transmit(now).expect("data");
+        b.on_packet(&p, now).unwrap();
+        let ack = b.poll_transmit(now);
+        assert_eq!(ack.is_some(), marked, "marked: {marked}");
+        if let Some(ack) = ack {
+            a.on_packet(&ack, now).unwrap();
+            assert_eq!(a.take_completed(), vec![1]);
+        }
+    }
+}
