@@ -3,12 +3,12 @@
 //! (`MPI_ERRORS_ARE_FATAL` unless the program set another).
 
 use super::errors::{create_handler, valid_handler, HandlerFn};
-use super::{cstr, get, mpi, mpi_fn, put, put_str, typed, COMM_WORLD};
+use super::{cstr, get, mpi, mpi_fn, put, put_str, typed, typed_in, COMM_WORLD};
 use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::rma::{self, win, At, Memory};
 use crate::api::usermem::TypedBuf;
-use crate::api::{info, Mpi, ReqId};
+use crate::api::{info, Mpi, ReqId, Tables};
 use std::os::raw::{c_char, c_int, c_void};
 
 /// Turns a window call's result into a return code, running the window's
@@ -133,13 +133,18 @@ mpi_fn!(fn MPI_Win_free / PMPI_Win_free(w: *mut c_int) {
 
 /// The target side of a call's arguments.
 fn at(m: &Mpi, rank: c_int, disp: isize, count: c_int, dtype: c_int) -> MpiResult<At> {
+    at_in(&m.tables(), rank, disp, count, dtype)
+}
+
+/// `at` with the tables already held.
+fn at_in(tables: &Tables, rank: c_int, disp: isize, count: c_int, dtype: c_int) -> MpiResult<At> {
     let count = usize::try_from(count)
         .or_else(|_| fail(err::COUNT, format!("target count {count} is negative")))?;
     Ok(At {
         rank,
         disp: disp as i64,
         count,
-        dtype: m.tables().dtype(dtype)?,
+        dtype: tables.dtype(dtype)?,
     })
 }
 
@@ -167,9 +172,12 @@ macro_rules! transfer {
     ($($name:ident / $pname:ident => $kind:ident $(($op:ident))? $(, request $req:ident)?;)*) => {$(
         mpi_fn!(fn $name / $pname(obuf: *mut c_void, ocount: c_int, otype: c_int, rank: c_int, disp: isize, tcount: c_int, ttype: c_int, $($op: c_int,)? w: c_int $(, $req: *mut c_int)?) {
             let r = with(w, |m, win| {
+                // Both datatypes under one lock of the tables.
+                let tables = m.tables();
                 // SAFETY: the program keeps its buffer until the operation completes.
-                let o = unsafe { origin(m, obuf, ocount, otype)? };
-                let t = at(m, rank, disp, tcount, ttype)?;
+                let o = unsafe { typed_in(&tables, obuf, ocount, otype)? };
+                let t = at_in(&tables, rank, disp, tcount, ttype)?;
+                drop(tables);
                 let user = transfer!(@user $($req)?);
                 let id = transfer!(@do $kind m, win, o, t, user $(, $op)?)?;
                 $(put_request($req, id)?;)?

@@ -84,9 +84,10 @@ pub(super) fn flush_all(m: &Mpi, w: &mut Win) -> MpiResult<()> {
 
 /// `MPI_Win_flush` (`rank` `None`: `_all`) and `MPI_Win_flush_local`.
 pub fn flush(m: &Mpi, w: &mut Win, rank: Option<i32>, local: bool) -> MpiResult<()> {
-    let ranks: Vec<usize> = match rank {
-        Some(r) => w.target_rank(r)?.into_iter().collect(),
-        None => (0..w.comm.size()).collect(),
+    // A range, not a list: a flush to one rank allocates nothing.
+    let ranks = match rank {
+        Some(r) => w.target_rank(r)?.map_or(0..0, |t| t..t + 1),
+        None => 0..w.comm.size(),
     };
     let mut first = Ok(());
     for r in ranks {
