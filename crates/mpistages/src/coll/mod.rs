@@ -80,7 +80,9 @@ pub struct Reduction<'a> {
     pub commutative: bool,
 }
 
-/// From this many bytes on, a commutative allreduce uses the ring.
+/// From this many bytes on, a commutative allreduce uses the ring (at two
+/// ranks too: each reduces half the vector instead of all of it —
+/// 1 MiB of doubles 347 -> 270-294 us, Open MPI 226-246).
 const RING_ALLREDUCE_MIN: usize = 64 << 10;
 
 pub fn reduce(t: &Team, root: usize, send: RawBuf, recv: RawBuf, r: &Reduction) -> CollResult<()> {
@@ -90,7 +92,7 @@ pub fn reduce(t: &Team, root: usize, send: RawBuf, recv: RawBuf, r: &Reduction) 
 
 pub fn allreduce(t: &Team, send: RawBuf, recv: RawBuf, r: &Reduction) -> CollResult<()> {
     let n = t.size();
-    let ring = r.commutative && n > 2 && r.count >= n && r.count * r.elem >= RING_ALLREDUCE_MIN;
+    let ring = r.commutative && n >= 2 && r.count >= n && r.count * r.elem >= RING_ALLREDUCE_MIN;
     let s = if ring {
         schedule::ring_allreduce(t.rank, n, r.count, r.elem)
     } else {
