@@ -254,7 +254,9 @@ mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int,
         let root = root_ok(&cm, root)?;
         let n = cm.size();
         let at_root = cm.rank == root;
-        let (mut temp, lens, offs, blocks) = if at_root {
+        // At the root: the blocks, and the run they make when they lie
+        // back to back (then received in place, not staged).
+        let (mut temp, lens, offs, blocks, dense) = if at_root {
             // SAFETY: caller's arrays of comm-size elements.
             let counts = check_counts(unsafe { array(rcounts, n)? })?;
             // SAFETY: caller's arrays of the stated number of elements.
@@ -264,9 +266,13 @@ mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int,
             let blocks: Vec<TypedBuf> = (0..n).map(|r| all.slice(ds[r] as usize, counts[r])).collect();
             let lens: Vec<usize> = blocks.iter().map(|b| b.bytes()).collect();
             let offs = offsets(&lens);
-            (vec![0u8; lens.iter().sum()], lens, offs, blocks)
+            let ds: Vec<usize> = ds.iter().map(|&d| d as usize).collect();
+            // SAFETY: as above.
+            let dense = unsafe { dense_run(m, rbuf, &counts, &ds, rt)? }.map(|(run, _)| run);
+            let temp = if dense.is_some() { Vec::new() } else { vec![0u8; lens.iter().sum()] };
+            (temp, lens, offs, blocks, dense)
         } else {
-            (Vec::new(), vec![], vec![], vec![])
+            (Vec::new(), vec![], vec![], vec![], None)
         };
         let s = if at_root && is_in_place(sbuf) {
             Stage::packed(blocks[root].clone(), true)
@@ -276,6 +282,9 @@ mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int,
         };
         if at_root && s.raw.len() != lens[root] {
             return fail(err::TRUNCATE, format!("the root sends {} bytes but expects {} from itself", s.raw.len(), lens[root]));
+        }
+        if let Some(run) = dense {
+            return coll::gatherv(m, &cm, root, s.raw, run, &offs, &lens);
         }
         let raw = raw_of(&mut temp);
         coll::gatherv(m, &cm, root, s.raw, raw, &offs, &lens)?;
@@ -298,25 +307,34 @@ mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_i
         let root = root_ok(&cm, root)?;
         let n = cm.size();
         let at_root = cm.rank == root;
-        let (mut temp, lens, offs) = if at_root {
+        // At the root: the blocks packed, or sent from where they lie when
+        // they make one run back to back.
+        let (mut temp, lens, offs, dense) = if at_root {
             // SAFETY: caller's arrays of comm-size elements; the send buffer
             // stays valid for this blocking call.
             let counts = check_counts(unsafe { array(scounts, n)? })?;
             // SAFETY: caller's arrays of the stated number of elements.
             let ds = unsafe { array(displs, n)? };
+            let dsu: Vec<usize> = ds.iter().map(|&d| d as usize).collect();
             // SAFETY: the buffer stays valid for this blocking call.
-            let all = unsafe { typed(m, sbuf, 0, st)? };
-            let mut temp = Vec::new();
-            let mut lens = Vec::new();
-            for r in 0..n {
-                let p = all.slice(ds[r] as usize, counts[r]).pack();
-                lens.push(p.len());
-                temp.extend_from_slice(&p);
+            if let Some((run, lens)) = unsafe { dense_run(m, sbuf, &counts, &dsu, st)? } {
+                let offs = offsets(&lens);
+                (Vec::new(), lens, offs, Some(run))
+            } else {
+                // SAFETY: the buffer stays valid for this blocking call.
+                let all = unsafe { typed(m, sbuf, 0, st)? };
+                let mut temp = Vec::new();
+                let mut lens = Vec::new();
+                for r in 0..n {
+                    let p = all.slice(ds[r] as usize, counts[r]).pack();
+                    lens.push(p.len());
+                    temp.extend_from_slice(&p);
+                }
+                let offs = offsets(&lens);
+                (temp, lens, offs, None)
             }
-            let offs = offsets(&lens);
-            (temp, lens, offs)
         } else {
-            (Vec::new(), vec![], vec![])
+            (Vec::new(), vec![], vec![], None)
         };
         let mut scratch = Vec::new();
         let out = if at_root && is_in_place(rbuf) {
@@ -329,7 +347,7 @@ mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_i
         if at_root && out.raw.len() != lens[root] {
             return fail(err::TRUNCATE, format!("the root sends {} bytes to itself but receives {}", lens[root], out.raw.len()));
         }
-        let raw = raw_of(&mut temp);
+        let raw = dense.unwrap_or_else(|| raw_of(&mut temp));
         coll::scatterv(m, &cm, root, raw, out.raw, &offs, &lens)?;
         out.store();
         Ok(())
@@ -376,7 +394,16 @@ unsafe fn allgather_impl(
             ),
         );
     }
-    let mut temp = vec![0u8; lens.iter().sum()];
+    // Blocks back to back in one dense run (MPI_Allgather of a contiguous
+    // type): received where they belong, no staging copy (1 MiB blocks at
+    // 2 ranks: 604 -> 298 us; Open MPI 259).
+    // SAFETY: forwarded.
+    if let Some((whole, _)) = unsafe { dense_run(m, rbuf, counts, displs, rt)? } {
+        coll::allgatherv(m, &cm, s.raw, whole, &offs, &lens)?;
+        return Ok(());
+    }
+    let total = lens.iter().sum::<usize>();
+    let mut temp = vec![0u8; total];
     let raw = raw_of(&mut temp);
     coll::allgatherv(m, &cm, s.raw, raw, &offs, &lens)?;
     for (r, b) in blocks.iter().enumerate() {
