@@ -106,8 +106,9 @@ impl Tcp {
                 return;
             }
             let mut iov = [IoSlice::new(&[]); MAX_IOV];
-            // Pieces of large messages' data that UDP may keep by reference.
-            let mut lend = [None; MAX_IOV];
+            // Pieces of large messages' data that UDP may keep by reference
+            // (no array at all for the other connections: a hot path).
+            let mut lend = lends.then_some([None; MAX_IOV]);
             let mut n_iov = 0;
             let mut skip = p.woff;
             'frames: for (f, class) in p.wire.iter() {
@@ -117,8 +118,8 @@ impl Tcp {
                         continue;
                     }
                     iov[n_iov] = IoSlice::new(&part[skip..]);
-                    if lends && i == 1 && *class == Class::Bulk && part.len() >= LEND_MIN {
-                        if let Payload::Borrowed(buf) = &f.payload {
+                    if let (Some(lend), Payload::Borrowed(buf)) = (lend.as_mut(), &f.payload) {
+                        if i == 1 && *class == Class::Bulk && part.len() >= LEND_MIN {
                             lend[n_iov] = buf.sub(skip, part.len() - skip);
                         }
                     }
@@ -130,10 +131,9 @@ impl Tcp {
                 }
             }
             let iov = &iov[..n_iov];
-            let res = if lends {
-                stream.write_lending(iov, &lend[..n_iov])
-            } else {
-                stream.write_vectored(iov)
+            let res = match &lend {
+                Some(lend) => stream.write_lending(iov, &lend[..n_iov]),
+                None => stream.write_vectored(iov),
             };
             match res {
                 Ok(0) => {
