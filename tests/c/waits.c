@@ -142,6 +142,42 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* One MPI_Waitall over receives of any tag and length, a persistent
+     * receive and null handles (all ending without an error: the quick
+     * path): each status says its message's source, tag and count, a
+     * null handle's is empty, one-shot handles become null and the
+     * persistent one stays, ready to start again. */
+    {
+        enum { N = 6 };
+        int out[N][N], in[N][N], pin = -1, pout = rank + 500;
+        MPI_Request rq[N + 2], p;
+        MPI_Status sts[N + 2];
+        rq[0] = MPI_REQUEST_NULL;
+        for (int i = 0; i < N; i++) {
+            for (int k = 0; k < N; k++) out[i][k] = rank * 100 + i * 10 + k;
+            MPI_Irecv(in[i], N, MPI_INT, left, MPI_ANY_TAG, MPI_COMM_WORLD, &rq[i + 1]);
+        }
+        MPI_Recv_init(&pin, 1, MPI_INT, left, 61, MPI_COMM_WORLD, &p);
+        MPI_Start(&p);
+        rq[N + 1] = p;
+        for (int i = 0; i < N; i++) MPI_Send(out[i], i + 1, MPI_INT, right, 70 + i, MPI_COMM_WORLD);
+        MPI_Send(&pout, 1, MPI_INT, right, 61, MPI_COMM_WORLD);
+        CHECK_RC(MPI_Waitall(N + 2, rq, sts));
+        CHECK(sts[0].MPI_SOURCE == MPI_ANY_SOURCE && sts[0].MPI_TAG == MPI_ANY_TAG, "null handle's status");
+        for (int i = 0; i < N; i++) {
+            int count = -1;
+            MPI_Get_count(&sts[i + 1], MPI_INT, &count);
+            CHECK(sts[i + 1].MPI_SOURCE == left && sts[i + 1].MPI_TAG == 70 + i && count == i + 1,
+                  "status %d: source %d tag %d count %d", i, sts[i + 1].MPI_SOURCE, sts[i + 1].MPI_TAG, count);
+            CHECK(rq[i + 1] == MPI_REQUEST_NULL && in[i][i] == left * 100 + i * 10 + i, "receive %d", i);
+        }
+        CHECK(rq[N + 1] == p && pin == left + 500 && sts[N + 1].MPI_TAG == 61, "persistent receive");
+        MPI_Start(&p);
+        MPI_Send(&pout, 1, MPI_INT, right, 61, MPI_COMM_WORLD);
+        CHECK_RC(MPI_Wait(&p, MPI_STATUS_IGNORE));
+        MPI_Request_free(&p);
+    }
+
     /* Test on MPI_REQUEST_NULL: flag set, empty status. */
     {
         MPI_Request rq = MPI_REQUEST_NULL;

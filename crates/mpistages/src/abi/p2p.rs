@@ -44,12 +44,13 @@ unsafe fn send_op(
     )?))
 }
 
-/// A blocking standard send written whole at once, with nothing
-/// allocated (`Engine::send_bytes_now`); false: not done, send it the
-/// ordinary way (which also reports any error in the arguments).
+/// A standard send to be written whole at once, with nothing allocated
+/// (`Engine::send_bytes_now`): its arguments as the tables describe them
+/// and the run of bytes; `None`: send it the ordinary way (which also
+/// reports any error in the arguments).
 ///
 /// # Safety
-/// MPI buffer rule for `buf` (read during this call only).
+/// MPI buffer rule for `buf` (read during the send that uses the run).
 unsafe fn send_quick(
     m: &Mpi,
     buf: *const c_void,
@@ -58,21 +59,19 @@ unsafe fn send_quick(
     dest: c_int,
     tag: c_int,
     comm: c_int,
-) -> bool {
-    let Some(q) = p2p::quick_send(&m.tables(), n, dt, dest, tag, comm) else {
-        return false;
-    };
+) -> Option<(p2p::QuickSend, RawBuf)> {
+    let q = p2p::quick_send(&m.tables(), n, dt, dest, tag, comm)?;
     if q.len > 0 && buf.is_null() {
-        return false;
+        return None;
     }
     let data = if q.len == 0 {
         RawBuf::empty()
     } else {
         // SAFETY: the MPI buffer rule: the run the datatype describes is
-        // readable for this blocking call; it is read within it.
+        // readable for the call; the send reads it within the call.
         unsafe { RawBuf::new((buf as *mut u8).wrapping_offset(q.off), q.len) }
     };
-    m.engine.send_bytes_now(q.dest, q.context, q.src, tag, data)
+    Some((q, data))
 }
 
 /// Starts a nonblocking send.
@@ -93,9 +92,14 @@ unsafe fn start_send(
     let n = n.into();
     // A standard send shared memory takes whole at once is complete now:
     // its request needs no more than a slot.
-    // SAFETY: forwarded; the buffer is read within this call.
-    if mode == SendMode::Standard && unsafe { send_quick(m, buf, n, dt, dest, tag, comm) } {
-        return Ok(p2p::sent(m, comm));
+    if mode == SendMode::Standard {
+        // SAFETY: forwarded; the buffer is read within this call.
+        if let Some((q, data)) = unsafe { send_quick(m, buf, n, dt, dest, tag, comm) } {
+            let e = &m.engine;
+            if let Some(id) = e.send_bytes_now_owned(q.dest, q.context, q.src, tag, data, comm) {
+                return Ok(id);
+            }
+        }
     }
     // SAFETY: forwarded.
     Ok(
@@ -122,6 +126,24 @@ unsafe fn recv_op(
     comm: c_int,
 ) -> MpiResult<Op> {
     let t = m.tables();
+    let n = n.into();
+    if let Some(q) = p2p::quick_recv(&t, n, dt, src, tag, comm) {
+        if q.len == 0 || !buf.is_null() {
+            let run = if q.len == 0 {
+                RawBuf::empty()
+            } else {
+                // SAFETY: the MPI buffer rule: the run the datatype
+                // describes is writable until the request completes.
+                unsafe { RawBuf::new((buf as *mut u8).wrapping_offset(q.off), q.len) }
+            };
+            return Ok(Op::Recv {
+                src: Some(q.src),
+                tag: q.tag,
+                context: q.context,
+                layout: Data::Bytes(run),
+            });
+        }
+    }
     if src == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
         t.comm_ref(comm)?;
         return Ok(p2p::null_recv_op());
@@ -285,9 +307,13 @@ macro_rules! blocking_send {
     ($name:ident, $pname:ident, $label:literal, $mode:expr, $cnt:ty) => {
         mpi_fn!(fn $name / $pname(buf: *const c_void, n: $cnt, dt: c_int, dest: c_int, tag: c_int, comm: c_int) {
             let r = mpi().and_then(|m| {
-                // SAFETY: the caller's buffer stays valid for this blocking call.
-                if $mode == SendMode::Standard && unsafe { send_quick(m, buf, n.into(), dt, dest, tag, comm) } {
-                    return Ok(());
+                if $mode == SendMode::Standard {
+                    // SAFETY: the caller's buffer stays valid for this blocking call.
+                    if let Some((q, data)) = unsafe { send_quick(m, buf, n.into(), dt, dest, tag, comm) } {
+                        if m.engine.send_bytes_now(q.dest, q.context, q.src, tag, data) {
+                            return Ok(());
+                        }
+                    }
                 }
                 // SAFETY: the caller's buffer stays valid for this blocking call.
                 let Some(op) = (unsafe { send_op(m, buf, n, dt, dest, tag, comm, $mode)? }) else {

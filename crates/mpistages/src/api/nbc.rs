@@ -105,12 +105,18 @@ fn workers() -> MutexGuard<'static, Option<HashMap<u32, Arc<Worker>>>> {
     WORKERS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Whether any collective waits in a worker's queue (`run_here` may
+/// then have something to do).
+pub fn any_queued() -> bool {
+    QUEUED.load(std::sync::atomic::Ordering::Relaxed) > 0
+}
+
 /// `MPI_Wait` (and `MPI_Waitall`) on request `id`: if it is the next
 /// collective of a worker that is idle, this thread runs it (in order, as
 /// the worker would have) instead of waking the worker and waiting to be
 /// woken. Returns whether it did.
 pub fn run_here(m: &Mpi, id: ReqId) -> bool {
-    if QUEUED.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+    if !any_queued() {
         return false;
     }
     let all: Vec<Arc<Worker>> = match workers().as_ref() {

@@ -65,6 +65,41 @@ pub fn quick_send(
     })
 }
 
+/// A receive into one contiguous run of bytes, as the tables describe it
+/// (read without cloning the datatype: no reference count to change).
+pub struct QuickRecv {
+    pub src: Src,
+    pub tag: Option<i32>,
+    pub context: u32,
+    /// The run: offset from the buffer's address, and length.
+    pub off: isize,
+    pub len: usize,
+}
+
+/// The quick form of a receive, or `None` for anything unusual (an
+/// argument in error, `MPI_PROC_NULL`, a datatype with gaps): the ordinary
+/// path then runs, and reports the errors.
+pub fn quick_recv(
+    t: &super::Tables,
+    n: i64,
+    dt: i32,
+    src: i32,
+    tag: i32,
+    comm: i32,
+) -> Option<QuickRecv> {
+    let count = usize::try_from(n).ok()?;
+    let dtype = t.dtype_ref(dt)?;
+    let c = t.comm_ref(comm).ok()?;
+    let (off, len) = dtype.contiguous_span(count)?;
+    Some(QuickRecv {
+        src: source_sel(c, src).ok()??,
+        tag: tag_sel(tag).ok()?,
+        context: c.context,
+        off,
+        len,
+    })
+}
+
 /// `send_op` on a communicator in hand.
 pub fn send_op_in(
     c: &super::Comm,

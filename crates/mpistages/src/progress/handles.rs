@@ -55,6 +55,72 @@ impl Engine {
         })
     }
 
+    /// `completed_owned` of a standard send written whole at once
+    /// (`send_bytes_now`), under the same hold of the lock; `None`: not
+    /// written, nothing made.
+    pub fn send_bytes_now_owned(
+        &self,
+        dest: usize,
+        context: u32,
+        src: u32,
+        tag: i32,
+        data: crate::transport::RawBuf,
+        owner: i32,
+    ) -> Option<ReqId> {
+        self.with(|c| {
+            if !c.send_bytes_now(dest, context, src, tag, data) {
+                return None;
+            }
+            let mut r = Req::new(Op::External, false).owned_by(owner);
+            r.state = State::Done(Status::empty());
+            Some(c.alloc(r))
+        })
+    }
+
+    /// `MPI_Waitall`'s quick path, for requests that end without an
+    /// error: `slots` are (position, slot index) of the handles. Waits as
+    /// `wait_all_unless_blocked` does, then, if every request is complete
+    /// and none with an error, takes each and gives `each` its position,
+    /// whether it is persistent, and its status; all under one hold of
+    /// the lock. False, with nothing taken, if a slot holds no request or
+    /// any request ends blocked or with an error: the ordinary path then
+    /// does it (and finds them complete).
+    pub fn wait_all_quick(
+        &self,
+        slots: &[(usize, u32)],
+        mut each: impl FnMut(usize, bool, Status),
+    ) -> bool {
+        let mut from = 0;
+        self.wait_until(|c| {
+            let id = |index: u32| c.id_at(index);
+            let settled = |&(_, i): &(usize, u32)| match id(i) {
+                Some(id) => !c.is_running(id) || c.wildcard_blocked(id),
+                None => true,
+            };
+            from += slots[from..].iter().take_while(|s| settled(s)).count();
+            if from < slots.len() {
+                return None;
+            }
+            let clean = slots.iter().all(|&(_, i)| {
+                matches!(
+                    id(i).and_then(|id| c.req(id)),
+                    Some(Req { state: State::Done(st), .. }) if st.error.is_none()
+                )
+            });
+            if !clean {
+                return Some(false);
+            }
+            for &(at, i) in slots {
+                let Some(id) = c.id_at(i) else { continue };
+                let persistent = c.req(id).is_some_and(|r| r.persistent);
+                if let Some(st) = c.take(id) {
+                    each(at, persistent, st);
+                }
+            }
+            Some(true)
+        })
+    }
+
     /// The request in slot `index`, if any.
     pub fn lookup(&self, index: u32) -> Option<Found> {
         self.with(|c| lookup_in(c, index))

@@ -35,38 +35,66 @@ struct Unexpected<M> {
     msg: M,
 }
 
+/// What one context holds for one source: its posted receives and its
+/// unexpected messages, found with one lookup (a receive looks at the
+/// unexpected ones, then queues itself; an arrival looks at the posted
+/// ones, then queues itself).
+struct Source<R, M> {
+    posted: VecDeque<Posted<R>>,
+    unexpected: VecDeque<Unexpected<M>>,
+}
+
+impl<R, M> Default for Source<R, M> {
+    fn default() -> Self {
+        Source {
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+        }
+    }
+}
+
 struct Context<R, M> {
-    posted_src: HashMap<u32, VecDeque<Posted<R>>>,
+    sources: HashMap<u32, Source<R, M>>,
     posted_any: VecDeque<Posted<R>>,
-    unexpected: HashMap<u32, VecDeque<Unexpected<M>>>,
 }
 
 impl<R, M> Default for Context<R, M> {
     fn default() -> Self {
         Context {
-            posted_src: HashMap::default(),
+            sources: HashMap::default(),
             posted_any: VecDeque::new(),
-            unexpected: HashMap::default(),
         }
     }
 }
 
-/// A source's emptied posted-receive queue is kept (not freed and made
-/// again at its next receive: an allocation per message of a ping-pong)
-/// unless a burst grew it beyond this many entries.
-const KEEP_EMPTY: usize = 8;
+/// An emptied queue keeps its memory (not freed and made again at its
+/// next entry: an allocation per message of a ping-pong, and five
+/// regrowths per window of a message-rate loop that posts 64 receives at
+/// once) unless a burst grew it beyond this many entries (6 KiB of posted
+/// receives, 16 KiB of unexpected messages).
+const KEEP_EMPTY: usize = 256;
 
 fn tag_matches(sel: TagSel, tag: i32) -> bool {
     sel.is_none_or(|t| t == tag)
+}
+
+/// Takes entry `i` of `q` (nearly always the first: `pop_front` is
+/// cheaper), giving back the memory of a burst once `q` is empty.
+fn take_at<T>(q: &mut VecDeque<T>, i: usize) -> Option<T> {
+    let v = if i == 0 { q.pop_front() } else { q.remove(i) };
+    if q.is_empty() && q.capacity() > KEEP_EMPTY {
+        *q = VecDeque::new();
+    }
+    v
 }
 
 impl<R: Copy, M> Context<R, M> {
     /// Takes the receive a message from `src` with `tag` matches (among
     /// those for that source and the wildcard ones, the one posted first)
     /// if `ok` accepts it; else leaves everything as it was. One lookup of
-    /// the source's list: this runs for every message that arrives.
+    /// the source: this runs for every message that arrives.
     fn take_posted(&mut self, src: u32, tag: i32, ok: impl FnOnce(R) -> bool) -> Option<R> {
-        let by_src = self.posted_src.get_mut(&src);
+        let by_src = self.sources.get_mut(&src).map(|s| &mut s.posted);
         let i = by_src
             .as_ref()
             .and_then(|q| q.iter().position(|p| tag_matches(p.tag, tag)));
@@ -83,32 +111,22 @@ impl<R: Copy, M> Context<R, M> {
             (None, Some(_)) => false,
             (None, None) => return None,
         };
-        if from_src {
-            let (q, i) = (by_src?, i?);
-            if !ok(q[i].req) {
-                return None;
-            }
-            // The first in line, nearly always: pop_front is cheaper.
-            let req = if i == 0 { q.pop_front() } else { q.remove(i) }?.req;
-            if q.is_empty() && q.capacity() > KEEP_EMPTY {
-                self.posted_src.remove(&src);
-            }
-            Some(req)
+        let (q, i) = if from_src {
+            (by_src?, i?)
         } else {
-            let j = j?;
-            if !ok(self.posted_any[j].req) {
-                return None;
-            }
-            let q = &mut self.posted_any;
-            Some(if j == 0 { q.pop_front() } else { q.remove(j) }?.req)
+            (&mut self.posted_any, j?)
+        };
+        if !ok(q[i].req) {
+            return None;
         }
+        Some(take_at(q, i)?.req)
     }
 
     /// The earliest unexpected message a receive matches: (source, index
     /// in that source's list).
     fn find_unexpected(&self, src: Src, tag: TagSel) -> Option<(u32, usize)> {
         let first_in = |s: u32| -> Option<(u64, usize)> {
-            let q = self.unexpected.get(&s)?;
+            let q = &self.sources.get(&s)?.unexpected;
             q.iter()
                 .position(|u| tag_matches(tag, u.tag))
                 .map(|i| (q[i].seq, i))
@@ -116,7 +134,7 @@ impl<R: Copy, M> Context<R, M> {
         match src {
             Src::Rank(s) => first_in(s).map(|(_, i)| (s, i)),
             Src::Any => self
-                .unexpected
+                .sources
                 .keys()
                 .filter_map(|&s| first_in(s).map(|(seq, i)| (seq, s, i)))
                 .min_by_key(|&(seq, _, _)| seq)
@@ -126,11 +144,7 @@ impl<R: Copy, M> Context<R, M> {
 
     fn take_unexpected(&mut self, src: Src, tag: TagSel) -> Option<(u32, i32, M)> {
         let (s, i) = self.find_unexpected(src, tag)?;
-        let q = self.unexpected.get_mut(&s)?;
-        let u = if i == 0 { q.pop_front() } else { q.remove(i) }?;
-        if q.is_empty() && q.capacity() > KEEP_EMPTY {
-            self.unexpected.remove(&s);
-        }
+        let u = take_at(&mut self.sources.get_mut(&s)?.unexpected, i)?;
         Some((s, u.tag, u.msg))
     }
 }
@@ -154,9 +168,6 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     /// (with its source and tag), or queues the receive.
     pub fn post(&mut self, ctx: u32, src: Src, tag: TagSel, req: R) -> Option<(u32, i32, M)> {
         let c = self.contexts.entry(ctx).or_default();
-        if let Some(found) = c.take_unexpected(src, tag) {
-            return Some(found);
-        }
         self.next_seq += 1;
         let entry = Posted {
             seq: self.next_seq,
@@ -164,8 +175,20 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
             req,
         };
         match src {
-            Src::Any => c.posted_any.push_back(entry),
-            Src::Rank(s) => c.posted_src.entry(s).or_default().push_back(entry),
+            Src::Any => {
+                if let Some(found) = c.take_unexpected(src, tag) {
+                    return Some(found);
+                }
+                c.posted_any.push_back(entry);
+            }
+            Src::Rank(s) => {
+                let q = c.sources.entry(s).or_default();
+                if let Some(i) = q.unexpected.iter().position(|u| tag_matches(tag, u.tag)) {
+                    let u = take_at(&mut q.unexpected, i)?;
+                    return Some((s, u.tag, u.msg));
+                }
+                q.posted.push_back(entry);
+            }
         }
         None
     }
@@ -178,11 +201,15 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         match c.take_posted(src, tag, |_| true) {
             Some(req) => Some((req, msg)),
             None => {
-                c.unexpected.entry(src).or_default().push_back(Unexpected {
-                    seq: self.next_seq,
-                    tag,
-                    msg,
-                });
+                c.sources
+                    .entry(src)
+                    .or_default()
+                    .unexpected
+                    .push_back(Unexpected {
+                        seq: self.next_seq,
+                        tag,
+                        msg,
+                    });
                 None
             }
         }
@@ -205,7 +232,7 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     pub fn peek(&self, ctx: u32, src: Src, tag: TagSel) -> Option<(u32, i32, &M)> {
         let c = self.contexts.get(&ctx)?;
         let (s, i) = c.find_unexpected(src, tag)?;
-        let u = &c.unexpected.get(&s)?[i];
+        let u = &c.sources.get(&s)?.unexpected[i];
         Some((s, u.tag, &u.msg))
     }
 
@@ -215,26 +242,15 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         let Some(c) = self.contexts.get_mut(&ctx) else {
             return false;
         };
-        if let Some(i) = c.posted_any.iter().position(|p| p.req == req) {
-            c.posted_any.remove(i);
-            return true;
-        }
-        let mut emptied = None;
-        let mut found = false;
-        for (s, q) in c.posted_src.iter_mut() {
+        let queues =
+            std::iter::once(&mut c.posted_any).chain(c.sources.values_mut().map(|s| &mut s.posted));
+        for q in queues {
             if let Some(i) = q.iter().position(|p| p.req == req) {
-                q.remove(i);
-                found = true;
-                if q.is_empty() && q.capacity() > KEEP_EMPTY {
-                    emptied = Some(*s);
-                }
-                break;
+                take_at(q, i);
+                return true;
             }
         }
-        if let Some(s) = emptied {
-            c.posted_src.remove(&s);
-        }
-        found
+        false
     }
 
     /// Drops every posted receive and unexpected message (used when MPI state
@@ -243,8 +259,8 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
         let mut reqs = Vec::new();
         for (_, c) in self.contexts.drain() {
             reqs.extend(c.posted_any.into_iter().map(|p| p.req));
-            for (_, q) in c.posted_src {
-                reqs.extend(q.into_iter().map(|p| p.req));
+            for (_, s) in c.sources {
+                reqs.extend(s.posted.into_iter().map(|p| p.req));
             }
         }
         reqs
@@ -253,7 +269,12 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     pub fn unexpected_count(&self) -> usize {
         self.contexts
             .values()
-            .map(|c| c.unexpected.values().map(VecDeque::len).sum::<usize>())
+            .map(|c| {
+                c.sources
+                    .values()
+                    .map(|s| s.unexpected.len())
+                    .sum::<usize>()
+            })
             .sum()
     }
 }
