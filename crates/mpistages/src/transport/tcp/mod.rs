@@ -230,6 +230,20 @@ impl Peer {
         self.stream.iter_mut().chain(self.inbound.iter_mut())
     }
 
+    /// The shared-memory connection the peer sends on (a pair that
+    /// opened two: the one the peer opened, `inbound`), if it is one.
+    fn sending_shm(&mut self) -> Option<&mut crate::transport::shm::ShmConn> {
+        let from = if self.inbound.is_some() {
+            self.inbound.as_mut()
+        } else {
+            self.stream.as_mut()
+        };
+        match from {
+            Some(Conn::Shm(c)) => Some(&mut **c),
+            _ => None,
+        }
+    }
+
     fn backlog(&self) -> bool {
         !(self.urgent.is_empty() && self.bulk.is_empty() && self.wire.is_empty())
     }

@@ -153,6 +153,10 @@ impl Tcp {
     /// when nothing of the peer's stream is staged or waiting in `out`
     /// (an earlier message must be matched first); anything else is left
     /// for the ordinary read.
+    ///
+    /// The ring's read position moves once, after the last message placed:
+    /// each move is a store the writer's core must fetch back and a fence
+    /// (a window of small messages paid one per message).
     pub(super) fn place_in_memory(
         &mut self,
         peer: usize,
@@ -163,64 +167,72 @@ impl Tcp {
         if out.iter().any(staged) {
             return;
         }
-        loop {
-            let p = &mut self.peers[peer];
-            if !matches!(p.rstate, ReadState::Header) || p.rhead != p.rtail {
-                return;
-            }
-            // A pair that opened two connections: the peer sends on the
-            // one it opened, our `inbound`.
-            let from = if p.inbound.is_some() {
-                p.inbound.as_mut()
-            } else {
-                p.stream.as_mut()
-            };
-            let Some(Conn::Shm(c)) = from else {
-                return;
-            };
-            let mut raw = [0u8; HEADER_LEN];
-            if !matches!(c.peek(0, &mut raw), Ok(true)) {
-                return;
-            }
-            // A bad header is for the ordinary read to reject.
-            let Ok(hdr) = Header::decode(&raw, &self.limits) else {
-                return;
-            };
-            let len = hdr.len as usize;
-            if hdr.kind != Kind::Eager || hdr.seq != p.recv_seq || len > self.cfg.eager_limit {
-                return;
-            }
-            // The whole payload must be there before a receive is taken.
-            if !matches!(c.peek(HEADER_LEN + len, &mut []), Ok(true)) {
-                return;
-            }
-            let Some((token, buf)) = place.place(peer, &hdr) else {
-                return;
-            };
-            let Some(dst) = buf.sub(0, len) else {
-                // `place` promised room for the payload.
-                self.reject(peer, "a placed message does not fit".into(), out);
-                return;
-            };
-            // SAFETY: a posted receive's buffer is written by the engine
-            // alone (this call runs under its lock) until the receive
-            // completes, and no other slice of it is alive here.
-            let into = unsafe { dst.as_mut_slice() };
-            let taken = c
-                .peek(HEADER_LEN, into)
-                .and_then(|_| c.skip(HEADER_LEN + len));
-            if let Err(e) = taken {
-                self.lose(peer, format!("read failed: {e}"), out);
-                return;
-            }
-            p.recv_seq += 1;
-            out.push(Event::Placed {
-                token,
-                src: hdr.src,
-                tag: hdr.tag,
-                len,
-            });
+        let mut placed = 0;
+        while let Some(n) = self.place_next(peer, placed, place, out) {
+            placed += n;
         }
+        if placed == 0 {
+            return;
+        }
+        let Some(c) = self.peers[peer].sending_shm() else {
+            return; // lost meanwhile: nothing to take
+        };
+        if let Err(e) = c.skip(placed) {
+            self.lose(peer, format!("read failed: {e}"), out);
+        }
+    }
+
+    /// `place_in_memory` of the frame `at` bytes past the ring's read
+    /// position: its length in bytes if it was placed.
+    fn place_next(
+        &mut self,
+        peer: usize,
+        at: usize,
+        place: &mut dyn Placement,
+        out: &mut Vec<Event>,
+    ) -> Option<usize> {
+        let p = &mut self.peers[peer];
+        if !matches!(p.rstate, ReadState::Header) || p.rhead != p.rtail {
+            return None;
+        }
+        let seq = p.recv_seq;
+        let c = p.sending_shm()?;
+        let mut raw = [0u8; HEADER_LEN];
+        if !matches!(c.peek(at, &mut raw), Ok(true)) {
+            return None;
+        }
+        // A bad header is for the ordinary read to reject.
+        let hdr = Header::decode(&raw, &self.limits).ok()?;
+        let len = hdr.len as usize;
+        if hdr.kind != Kind::Eager || hdr.seq != seq || len > self.cfg.eager_limit {
+            return None;
+        }
+        // The whole payload must be there before a receive is taken.
+        if !matches!(c.peek(at + HEADER_LEN + len, &mut []), Ok(true)) {
+            return None;
+        }
+        let (token, buf) = place.place(peer, &hdr)?;
+        let Some(dst) = buf.sub(0, len) else {
+            // `place` promised room for the payload.
+            self.reject(peer, "a placed message does not fit".into(), out);
+            return None;
+        };
+        // SAFETY: a posted receive's buffer is written by the engine
+        // alone (this call runs under its lock) until the receive
+        // completes, and no other slice of it is alive here.
+        let into = unsafe { dst.as_mut_slice() };
+        if let Err(e) = c.peek(at + HEADER_LEN, into) {
+            self.lose(peer, format!("read failed: {e}"), out);
+            return None;
+        }
+        p.recv_seq += 1;
+        out.push(Event::Placed {
+            token,
+            src: hdr.src,
+            tag: hdr.tag,
+            len,
+        });
+        Some(HEADER_LEN + len)
     }
 
     /// A frame with its payload: a DATA_REF is the transport's own, any
