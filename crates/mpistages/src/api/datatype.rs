@@ -704,7 +704,9 @@ impl Datatype {
             return Some((0, 0));
         }
         match self.runs.as_slice() {
-            [r] if count == 1 || r.len as isize == self.extent => Some((r.off, self.size * count)),
+            [r] if count == 1 || r.len as isize == self.extent => {
+                Some((r.off, self.size.checked_mul(count)?))
+            }
             _ => None,
         }
     }
