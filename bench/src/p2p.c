@@ -3,6 +3,8 @@
  *   latency   half round trip of a ping-pong, microseconds
  *   pingpong_bw  bytes over half a round trip, MB/s, from 1 MiB on
  *   bandwidth streaming window of non-blocking sends, MB/s (1e6 bytes)
+ *   msgrate   a window of 64 non-blocking 8-byte sends, each from and into
+ *             its own slot, then one acknowledgement: Mmsg/s
  *   persistent / nonpersistent  8-byte ping-pong with and without
  *             persistent requests, microseconds
  *   overlap   4 MiB Isend/Irecv with computation between post and wait on
@@ -76,6 +78,27 @@ static double nonpersistent_pingpong(char *buf, int n, int iters) {
         }
     }
     return (MPI_Wtime() - t0) / iters / 2 * 1e6;
+}
+
+#define RATE_WINDOW 64
+static double msgrate(int iters) {
+    static char slot[RATE_WINDOW][8];
+    MPI_Request rq[RATE_WINDOW];
+    char ack = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) {
+        if (rank == 0) {
+            for (int w = 0; w < RATE_WINDOW; w++) MPI_Isend(slot[w], 8, MPI_BYTE, 1, 5, MPI_COMM_WORLD, &rq[w]);
+            MPI_Waitall(RATE_WINDOW, rq, MPI_STATUSES_IGNORE);
+            MPI_Recv(&ack, 1, MPI_BYTE, 1, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            for (int w = 0; w < RATE_WINDOW; w++) MPI_Irecv(slot[w], 8, MPI_BYTE, 0, 5, MPI_COMM_WORLD, &rq[w]);
+            MPI_Waitall(RATE_WINDOW, rq, MPI_STATUSES_IGNORE);
+            MPI_Send(&ack, 1, MPI_BYTE, 0, 6, MPI_COMM_WORLD);
+        }
+    }
+    return (double)RATE_WINDOW * iters / (MPI_Wtime() - t0) / 1e6;
 }
 
 #define WINDOW 32
@@ -227,6 +250,16 @@ int main(int argc, char **argv) {
             if (b > best) best = b;
         }
         if (rank == 0) printf("bandwidth %d %.1f\n", n, best);
+    }
+    {
+        int iters = quick ? 500 : 5000;
+        msgrate(iters / 10);
+        double best = 0;
+        for (int rep = 0; rep < 3; rep++) {
+            double r = msgrate(iters);
+            if (r > best) best = r;
+        }
+        if (rank == 0) printf("msgrate 8 %.3f\n", best);
     }
     {
         int iters = quick ? 2000 : 20000;
