@@ -44,6 +44,21 @@ unsafe fn send_op(
     )?))
 }
 
+/// The run of `len` bytes `off` bytes from `buf` that a contiguous
+/// datatype describes (an empty one for `len` 0, whatever `buf` is).
+///
+/// # Safety
+/// MPI buffer rule: for `len` > 0, `buf` is not NULL and the run stays
+/// valid (readable for a send, writable for a receive) until the operation
+/// using it completes.
+unsafe fn run_in(buf: *mut c_void, off: isize, len: usize) -> RawBuf {
+    if len == 0 {
+        return RawBuf::empty();
+    }
+    // SAFETY: this function's contract.
+    unsafe { RawBuf::new((buf as *mut u8).wrapping_offset(off), len) }
+}
+
 /// A standard send to be written whole at once, with nothing allocated
 /// (`Engine::send_bytes_now`): its arguments as the tables describe them
 /// and the run of bytes; `None`: send it the ordinary way (which also
@@ -64,13 +79,8 @@ unsafe fn send_quick(
     if q.len > 0 && buf.is_null() {
         return None;
     }
-    let data = if q.len == 0 {
-        RawBuf::empty()
-    } else {
-        // SAFETY: the MPI buffer rule: the run the datatype describes is
-        // readable for the call; the send reads it within the call.
-        unsafe { RawBuf::new((buf as *mut u8).wrapping_offset(q.off), q.len) }
-    };
+    // SAFETY: forwarded: the send reads the run within the call.
+    let data = unsafe { run_in(buf as *mut c_void, q.off, q.len) };
     Some((q, data))
 }
 
@@ -129,13 +139,8 @@ unsafe fn recv_op(
     let n = n.into();
     if let Some(q) = p2p::quick_recv(&t, n, dt, src, tag, comm) {
         if q.len == 0 || !buf.is_null() {
-            let run = if q.len == 0 {
-                RawBuf::empty()
-            } else {
-                // SAFETY: the MPI buffer rule: the run the datatype
-                // describes is writable until the request completes.
-                unsafe { RawBuf::new((buf as *mut u8).wrapping_offset(q.off), q.len) }
-            };
+            // SAFETY: forwarded: writable until the request completes.
+            let run = unsafe { run_in(buf, q.off, q.len) };
             return Ok(Op::Recv {
                 src: Some(q.src),
                 tag: q.tag,

@@ -218,11 +218,6 @@ pub fn completed(m: &Mpi, comm: i32) -> ReqId {
     m.engine.completed_owned(proc_null_status(), comm)
 }
 
-/// The request of a standard send written whole at once: complete.
-pub fn sent(m: &Mpi, comm: i32) -> ReqId {
-    m.engine.completed_owned(Status::empty(), comm)
-}
-
 /// A receive from `MPI_PROC_NULL` into nothing.
 pub fn null_recv_op() -> Op {
     Op::Recv {

@@ -48,11 +48,7 @@ impl Engine {
     /// A one-shot request owned by `owner`, complete from the start with
     /// `status` (a standard send shared memory took whole at once).
     pub fn completed_owned(&self, status: Status, owner: i32) -> ReqId {
-        self.with(|c| {
-            let mut r = Req::new(Op::External, false).owned_by(owner);
-            r.state = State::Done(status);
-            c.alloc(r)
-        })
+        self.with(|c| c.alloc(completed(status, owner)))
     }
 
     /// `completed_owned` of a standard send written whole at once
@@ -68,12 +64,8 @@ impl Engine {
         owner: i32,
     ) -> Option<ReqId> {
         self.with(|c| {
-            if !c.send_bytes_now(dest, context, src, tag, data) {
-                return None;
-            }
-            let mut r = Req::new(Op::External, false).owned_by(owner);
-            r.state = State::Done(Status::empty());
-            Some(c.alloc(r))
+            c.send_bytes_now(dest, context, src, tag, data)
+                .then(|| c.alloc(completed(Status::empty(), owner)))
         })
     }
 
@@ -156,6 +148,13 @@ impl Engine {
             )
         })
     }
+}
+
+/// A one-shot request owned by `owner`, complete with `status`.
+fn completed(status: Status, owner: i32) -> Req {
+    let mut r = Req::new(Op::External, false).owned_by(owner);
+    r.state = State::Done(status);
+    r
 }
 
 fn lookup_in(c: &Core, index: u32) -> Option<Found> {
