@@ -31,6 +31,17 @@ fn shm_collectives() {
     at_all_sizes("shm_coll.c");
 }
 
+/// Large collectives of one host copy from each other's memory; the same
+/// calls by messages too.
+#[test]
+fn copied_collectives() {
+    at_all_sizes("copied_coll.c");
+    let exe = build("copied_coll.c");
+    for np in [3, 4] {
+        run_ok(&exe, np, &[("MPISTAGES_CMA_COLL", "0")]);
+    }
+}
+
 #[test]
 fn large_messages() {
     at_all_sizes("large.c");

@@ -204,3 +204,35 @@ fn a_rank_dead_before_the_start_ends_a_ulfm_job_clearly() {
     );
     assert!(!r.stderr.contains("expected a welcome"), "{what}");
 }
+
+/// A rank killed while the ranks run large collectives that copy from each
+/// other's memory (tests/c/ulfm_copied.c: the kill lands at a moment its
+/// own main thread does not choose): every survivor gets
+/// MPIX_ERR_PROC_FAILED or MPIX_ERR_REVOKED from a collective and ends.
+#[test]
+fn a_rank_killed_during_copied_collectives_fails_them_at_every_survivor() {
+    let exe = build("ulfm_copied.c");
+    for delay_us in ["40000", "150000", "300000"] {
+        let r = mpiexec(
+            &[
+                "-n",
+                "4",
+                "--with-ft",
+                "ulfm",
+                exe.to_str().unwrap(),
+                delay_us,
+            ],
+            &[],
+            LIMIT,
+        );
+        let what = format!(
+            "delay {delay_us}: {:?}\n{}\n{}",
+            r.status, r.stdout, r.stderr
+        );
+        assert!(r.ok(), "{what}");
+        for x in 0..3 {
+            assert!(r.stdout.contains(&format!("survivor {x}: ")), "{what}");
+        }
+        assert!(r.stderr.contains("rank 3 (pid"), "{what}");
+    }
+}

@@ -222,6 +222,25 @@ int main(int argc, char **argv) {
         free(counts); free(displs); free(sb); free(rb); free(sc); free(sd); free(rc); free(rd);
         free(rs_in); free(rcounts); free(rsv_in);
     }
+    /* Collectives of no bytes end at once and touch nothing: the other
+     * ranks finish theirs and tell rank 0, which only then calls its own
+     * (were they to wait for rank 0, this would never end). */
+    {
+        int z[2] = {42, 43}, w[2] = {44, 45}, told = 0;
+        if (rank == 0 && n > 1) CHECK_RC(MPI_Recv(&told, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        for (int root = 0; root < n; root++) {
+            CHECK_RC(MPI_Bcast(z, 0, MPI_INT, root, MPI_COMM_WORLD));
+            CHECK_RC(MPI_Reduce(z, w, 0, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD));
+            CHECK_RC(MPI_Gather(z, 0, MPI_INT, w, 0, MPI_INT, root, MPI_COMM_WORLD));
+            CHECK_RC(MPI_Scatter(z, 0, MPI_INT, w, 0, MPI_INT, root, MPI_COMM_WORLD));
+        }
+        CHECK_RC(MPI_Allreduce(z, w, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        CHECK_RC(MPI_Allgather(z, 0, MPI_INT, w, 0, MPI_INT, MPI_COMM_WORLD));
+        CHECK_RC(MPI_Alltoall(z, 0, MPI_INT, w, 0, MPI_INT, MPI_COMM_WORLD));
+        if (rank == 1) CHECK_RC(MPI_Send(&rank, 1, MPI_INT, 0, 77, MPI_COMM_WORLD));
+        CHECK(z[0] == 42 && z[1] == 43 && w[0] == 44 && w[1] == 45, "an empty collective wrote");
+        CHECK(rank != 0 || n == 1 || told == 1, "rank 1 told %d", told);
+    }
     pass("collectives");
     MPI_Finalize();
     return 0;

@@ -67,6 +67,11 @@ static void revoking(MPI_Comm comm) {
     CHECK(class_of(rc) == MPIX_ERR_REVOKED, "an allreduce on a revoked communicator: %d", rc);
     rc = MPI_Bcast(&x, 1, MPI_INT, 0, d);
     CHECK(class_of(rc) == MPIX_ERR_REVOKED, "a bcast on a revoked communicator: %d", rc);
+    /* Collectives of no bytes end at once, but not on a revoked communicator. */
+    rc = MPI_Allreduce(&x, &y, 0, MPI_INT, MPI_SUM, d);
+    CHECK(class_of(rc) == MPIX_ERR_REVOKED, "an empty allreduce on a revoked communicator: %d", rc);
+    rc = MPI_Bcast(&x, 0, MPI_INT, 0, d);
+    CHECK(class_of(rc) == MPIX_ERR_REVOKED, "an empty bcast on a revoked communicator: %d", rc);
     flag = rank == 1 ? 0x6 : 0x7;
     rc = MPIX_Comm_agree(d, &flag);
     CHECK(rc == MPI_SUCCESS && flag == (size > 1 ? 0x6 : 0x7), "agree on a revoked communicator: %d, flag %d", rc, flag);

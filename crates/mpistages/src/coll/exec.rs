@@ -56,7 +56,7 @@ pub type Reducer = dyn Fn(&[u8], &mut [u8], usize);
 /// ranks took 65 or 175 µs, depending on whether the allocator had raised
 /// its mmap threshold). Not zeroed: schedules write their temp before they
 /// read it (the simulator fills it with garbage to make sure).
-struct Scratch(Vec<u8>);
+pub(super) struct Scratch(pub(super) Vec<u8>);
 
 /// Largest scratch kept between collectives.
 const SCRATCH_KEEP: usize = 64 << 20;
@@ -66,7 +66,7 @@ thread_local! {
 }
 
 impl Scratch {
-    fn take(len: usize) -> Scratch {
+    pub(super) fn take(len: usize) -> Scratch {
         let mut v = SCRATCH.take();
         if v.len() < len {
             v.resize(len, 0);

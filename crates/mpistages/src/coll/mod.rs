@@ -7,6 +7,7 @@
 pub mod exec;
 pub mod schedule;
 pub mod shm;
+pub mod single_copy;
 
 use crate::transport::RawBuf;
 pub use exec::{CollError, CollResult, Reducer, Team};

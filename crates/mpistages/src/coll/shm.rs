@@ -30,7 +30,7 @@
 use super::exec::{CollError, CollResult, Team};
 use super::Reduction;
 use crate::transport::RawBuf;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 /// Data bytes in a slot's own line (an 8-byte allreduce reads one line per
@@ -44,7 +44,7 @@ const LINE: usize = 64;
 /// Slots per member, used in turn by successive collectives.
 const PHASES: u32 = 4;
 /// A sleeping member looks at the engine at least this often.
-const NAP: Duration = Duration::from_millis(1);
+pub(super) const NAP: Duration = Duration::from_millis(1);
 /// Rounds of spinning between two looks at the engine and the clock.
 const CHECK_EVERY: u32 = 64;
 
@@ -64,13 +64,16 @@ pub struct Segment {
     /// Keeps the mapping alive as long as the view.
     _map: memmap2::MmapMut,
     base: *mut u8,
-    n: usize,
-    me: usize,
+    pub(super) n: usize,
+    pub(super) me: usize,
     /// The epoch of this member's last collective here (the slots hold
     /// its low 32 bits).
     epoch: AtomicU64,
     /// The newest epoch every member is known to have published.
-    all_seen: AtomicU64,
+    pub(super) all_seen: AtomicU64,
+    /// Whether the members may copy from each other's memory
+    /// (`single_copy.rs`): 0 not known yet, 1 yes, 2 no.
+    pub(super) cma: AtomicU8,
 }
 
 // SAFETY: the raw pointer is into `_map`, which the Segment owns; every
@@ -105,6 +108,7 @@ impl Segment {
             me,
             epoch: AtomicU64::new(0),
             all_seen: AtomicU64::new(0),
+            cma: AtomicU8::new(0),
         })
     }
 
@@ -130,7 +134,7 @@ impl Segment {
     }
 
     /// Where member's data of `len` bytes lies for epoch `e`.
-    fn data(&self, member: usize, e: u64, len: usize) -> RawBuf {
+    pub(super) fn data(&self, member: usize, e: u64, len: usize) -> RawBuf {
         let i = self.slot_index(member, e);
         let off = if len <= INLINE {
             LINE + i * LINE + 8
@@ -146,7 +150,7 @@ impl Segment {
     /// after a failure of a member or a halt (as a message would be: a
     /// member that revoked it must not see its next collective succeed
     /// because the others had not heard yet); else its epoch.
-    fn begin(&self, t: &Team) -> CollResult<u64> {
+    pub(super) fn begin(&self, t: &Team) -> CollResult<u64> {
         self.refused(t)?;
         let e = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
         self.epoch.store(e, Ordering::Relaxed);
@@ -154,7 +158,7 @@ impl Segment {
     }
 
     /// Publishes this member's epoch `e`, waking sleepers if any.
-    fn publish(&self, e: u64) {
+    pub(super) fn publish(&self, e: u64) {
         let w = self.published(self.me, e);
         w.store(e as u32, Ordering::Release);
         // Pairs with a sleeper's count-then-look (`wait_for`).
@@ -165,7 +169,7 @@ impl Segment {
     }
 
     /// Waits until every member (but this one) has published `e`.
-    fn wait_all(&self, t: &Team, e: u64) -> CollResult<()> {
+    pub(super) fn wait_all(&self, t: &Team, e: u64) -> CollResult<()> {
         for j in (0..self.n).filter(|&j| j != self.me) {
             self.wait_for(t, j, e)?;
         }
@@ -174,7 +178,7 @@ impl Segment {
 
     /// Before writing data at epoch `e`: every member published
     /// `e - PHASES + 1` (done with what the slot held before).
-    fn make_room(&self, t: &Team, e: u64) -> CollResult<()> {
+    pub(super) fn make_room(&self, t: &Team, e: u64) -> CollResult<()> {
         if e < PHASES as u64 {
             return Ok(());
         }
@@ -191,7 +195,7 @@ impl Segment {
     /// between rounds where ranks outnumber cores) for the engine's spin
     /// budget, then asleep on the word; a halt, a revoked communicator or
     /// a dead member ends the wait with its error.
-    fn wait_for(&self, t: &Team, member: usize, e: u64) -> CollResult<()> {
+    pub(super) fn wait_for(&self, t: &Team, member: usize, e: u64) -> CollResult<()> {
         let w = self.published(member, e);
         if reached(w.load(Ordering::Acquire), e) {
             return Ok(());
@@ -231,7 +235,7 @@ impl Segment {
     /// mode nothing else moves it, and a peer may wait for this process's
     /// acknowledgements before it can come to this collective), then a
     /// halt, a revoked communicator or a dead member ends the wait.
-    fn refused(&self, t: &Team) -> CollResult<()> {
+    pub(super) fn refused(&self, t: &Team) -> CollResult<()> {
         t.engine.poke();
         match t.engine.team_refused(t.context, t.members) {
             Some(e) => Err(CollError::Request(e)),
@@ -242,7 +246,7 @@ impl Segment {
     /// The step every member-to-member collective starts with: this
     /// member's part published at the next epoch, every other member's
     /// awaited; the epoch, whose slots now hold all parts.
-    fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
+    pub(super) fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
         let e = self.begin(t)?;
         self.make_room(t, e)?;
         self.data(self.me, e, part.len()).copy_from(&part);
