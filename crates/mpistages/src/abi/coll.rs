@@ -137,20 +137,23 @@ pub(super) fn is_in_place(p: *const c_void) -> bool {
 }
 
 mpi_fn!(fn MPI_Barrier / PMPI_Barrier(c: c_int) {
-    ret("MPI_Barrier", c, mpi().and_then(|m| match IC::inter(m, c) {
-        Some(ic) => IC::barrier(m, &ic),
-        None => coll::barrier(m, &*comm(m, c)?),
+    ret("MPI_Barrier", c, mpi().and_then(|m| {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
+            return IC::barrier(m, &cm);
+        }
+        coll::barrier(m, &cm)
     }))
 });
 
 mpi_fn!(fn MPI_Bcast / PMPI_Bcast(buf: *mut c_void, n: c_int, dt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { IC::bcast(m, &ic, buf, n, dt, root) };
+            return unsafe { IC::bcast(m, &cm, buf, n, dt, root) };
         }
-        let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         // SAFETY: the buffer stays valid for this blocking call.
         let st = Stage::packed(unsafe { typed(m, buf, n, dt)? }, cm.rank == root);
@@ -180,12 +183,12 @@ pub(super) fn check_counts(v: &[c_int]) -> MpiResult<Vec<usize>> {
 
 mpi_fn!(fn MPI_Gather / PMPI_Gather(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { IC::gather(m, &ic, (sbuf, sn, st), (rbuf, rt), |k| IC::uniform(rn, k), root) };
+            return unsafe { IC::gather(m, &cm, (sbuf, sn, st), (rbuf, rt), |k| IC::uniform(rn, k), root) };
         }
-        let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
         let at_root = cm.rank == root;
@@ -213,12 +216,12 @@ mpi_fn!(fn MPI_Gather / PMPI_Gather(sbuf: *const c_void, sn: c_int, st: c_int, r
 
 mpi_fn!(fn MPI_Scatter / PMPI_Scatter(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { IC::scatter(m, &ic, (sbuf, st), (rbuf, rn, rt), |k| IC::uniform(sn, k), root) };
+            return unsafe { IC::scatter(m, &cm, (sbuf, st), (rbuf, rn, rt), |k| IC::uniform(sn, k), root) };
         }
-        let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
         let at_root = cm.rank == root;
@@ -245,12 +248,12 @@ mpi_fn!(fn MPI_Scatter / PMPI_Scatter(sbuf: *const c_void, sn: c_int, st: c_int,
 
 mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rcounts: *const c_int, displs: *const c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { IC::gather(m, &ic, (sbuf, sn, st), (rbuf, rt), |k| IC::counts_displs(rcounts, displs, k), root) };
+            return unsafe { IC::gather(m, &cm, (sbuf, sn, st), (rbuf, rt), |k| IC::counts_displs(rcounts, displs, k), root) };
         }
-        let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
         let at_root = cm.rank == root;
@@ -298,12 +301,12 @@ mpi_fn!(fn MPI_Gatherv / PMPI_Gatherv(sbuf: *const c_void, sn: c_int, st: c_int,
 
 mpi_fn!(fn MPI_Scatterv / PMPI_Scatterv(sbuf: *const c_void, scounts: *const c_int, displs: *const c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { IC::scatter(m, &ic, (sbuf, st), (rbuf, rn, rt), |k| IC::counts_displs(scounts, displs, k), root) };
+            return unsafe { IC::scatter(m, &cm, (sbuf, st), (rbuf, rn, rt), |k| IC::counts_displs(scounts, displs, k), root) };
         }
-        let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let n = cm.size();
         let at_root = cm.rank == root;
@@ -429,12 +432,13 @@ unsafe fn allgather_impl(
 
 mpi_fn!(fn MPI_Allgather / PMPI_Allgather(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { { let (cs, ds) = IC::uniform(rn, ic.peers().size())?; IC::allgather(m, &ic, (sbuf, sn, st), (rbuf, rt), &cs, &ds) } };
+            return unsafe { { let (cs, ds) = IC::uniform(rn, cm.peers().size())?; IC::allgather(m, &cm, (sbuf, sn, st), (rbuf, rt), &cs, &ds) } };
         }
-        let n = comm(m, c)?.size();
+        let n = cm.size();
         let rn = super::count(rn)?;
         let counts = vec![rn; n];
         let displs: Vec<usize> = (0..n).map(|r| r * rn).collect();
@@ -446,12 +450,13 @@ mpi_fn!(fn MPI_Allgather / PMPI_Allgather(sbuf: *const c_void, sn: c_int, st: c_
 
 mpi_fn!(fn MPI_Allgatherv / PMPI_Allgatherv(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rcounts: *const c_int, displs: *const c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { { let (cs, ds) = IC::counts_displs(rcounts, displs, ic.peers().size())?; IC::allgather(m, &ic, (sbuf, sn, st), (rbuf, rt), &cs, &ds) } };
+            return unsafe { { let (cs, ds) = IC::counts_displs(rcounts, displs, cm.peers().size())?; IC::allgather(m, &cm, (sbuf, sn, st), (rbuf, rt), &cs, &ds) } };
         }
-        let n = comm(m, c)?.size();
+        let n = cm.size();
         // SAFETY: caller's arrays of comm-size elements.
         let counts = check_counts(unsafe { array(rcounts, n)? })?;
         // SAFETY: caller's arrays of the stated number of elements.
@@ -585,12 +590,13 @@ pub(super) fn exchange_blocks(
 
 mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_int, rbuf: *mut c_void, rn: c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { { let k = ic.peers().size(); let (sc, sd) = IC::uniform(sn, k)?; let (rc, rd) = IC::uniform(rn, k)?; let (sa, ra) = (typed(m, sbuf, 0, st)?, typed(m, rbuf, 0, rt)?); IC::alltoall(m, &ic, &(0..k).map(|r| sa.slice(sd[r], sc[r])).collect::<Vec<_>>(), &(0..k).map(|r| ra.slice(rd[r], rc[r])).collect::<Vec<_>>()) } };
+            return unsafe { { let k = cm.peers().size(); let (sc, sd) = IC::uniform(sn, k)?; let (rc, rd) = IC::uniform(rn, k)?; let (sa, ra) = (typed(m, sbuf, 0, st)?, typed(m, rbuf, 0, rt)?); IC::alltoall(m, &cm, &(0..k).map(|r| sa.slice(sd[r], sc[r])).collect::<Vec<_>>(), &(0..k).map(|r| ra.slice(rd[r], rc[r])).collect::<Vec<_>>()) } };
         }
-        let n = comm(m, c)?.size();
+        let n = cm.size();
         let rn = super::count(rn)?;
         // In place, the send count and type are ignored.
         let sn = if is_in_place(sbuf) { rn } else { super::count(sn)? };
@@ -599,7 +605,6 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
         // SAFETY: caller's buffers for this blocking call.
         let rall = unsafe { typed(m, rbuf, rn.saturating_mul(n) as i64, rt)? };
         if rall.bytes() <= coll::SHM_MAX_BYTES {
-            let cm = comm(m, c)?;
             let out = Stage::packed(rall, is_in_place(sbuf));
             // Kept until the exchange is done: it may own the packed bytes.
             let staged_send;
@@ -629,12 +634,13 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
 mpi_fn!(fn MPI_Alltoallv / PMPI_Alltoallv(sbuf: *const c_void, scounts: *const c_int, sdispls: *const c_int, st: c_int,
         rbuf: *mut c_void, rcounts: *const c_int, rdispls: *const c_int, rt: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { { let k = ic.peers().size(); let (sc, sd) = IC::counts_displs(scounts, sdispls, k)?; let (rc, rd) = IC::counts_displs(rcounts, rdispls, k)?; let (sa, ra) = (typed(m, sbuf, 0, st)?, typed(m, rbuf, 0, rt)?); IC::alltoall(m, &ic, &(0..k).map(|r| sa.slice(sd[r], sc[r])).collect::<Vec<_>>(), &(0..k).map(|r| ra.slice(rd[r], rc[r])).collect::<Vec<_>>()) } };
+            return unsafe { { let k = cm.peers().size(); let (sc, sd) = IC::counts_displs(scounts, sdispls, k)?; let (rc, rd) = IC::counts_displs(rcounts, rdispls, k)?; let (sa, ra) = (typed(m, sbuf, 0, st)?, typed(m, rbuf, 0, rt)?); IC::alltoall(m, &cm, &(0..k).map(|r| sa.slice(sd[r], sc[r])).collect::<Vec<_>>(), &(0..k).map(|r| ra.slice(rd[r], rc[r])).collect::<Vec<_>>()) } };
         }
-        let n = comm(m, c)?.size();
+        let n = cm.size();
         // SAFETY: caller's arrays of comm-size elements (send ones unused in place).
         let (rc, rd) = unsafe { (check_counts(array(rcounts, n)?)?, check_counts(array(rdispls, n)?)?) };
         let (sc, sd) = if is_in_place(sbuf) {

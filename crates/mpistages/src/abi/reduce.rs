@@ -55,12 +55,12 @@ fn reducer_in(
 
 mpi_fn!(fn MPI_Reduce / PMPI_Reduce(sbuf: *const c_void, rbuf: *mut c_void, n: c_int, dt: c_int, o: c_int, root: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { IC::reduce(m, &ic, sbuf, rbuf, n, dt, o, IC::ReduceKind::Rooted(root)) };
+            return unsafe { IC::reduce(m, &cm, sbuf, rbuf, n, dt, o, IC::ReduceKind::Rooted(root)) };
         }
-        let cm = comm(m, c)?;
         let root = root_ok(&cm, root)?;
         let (red, commutative) = reducer(m, o, dt)?;
         let at_root = cm.rank == root;
@@ -217,12 +217,13 @@ unsafe fn reduce_scatter_impl(
 
 mpi_fn!(fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sbuf: *const c_void, rbuf: *mut c_void, rn: c_int, dt: c_int, o: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { { let counts = vec![super::count(rn)?; ic.size()]; IC::reduce(m, &ic, sbuf, rbuf, 0, dt, o, IC::ReduceKind::Scatter(&counts)) } };
+            return unsafe { { let counts = vec![super::count(rn)?; cm.size()]; IC::reduce(m, &cm, sbuf, rbuf, 0, dt, o, IC::ReduceKind::Scatter(&counts)) } };
         }
-        let n = comm(m, c)?.size();
+        let n = cm.size();
         let counts = vec![super::count(rn)?; n];
         // SAFETY: caller's buffers for this blocking call.
         unsafe { reduce_scatter_impl(m, sbuf, rbuf, &counts, dt, o, c) }
@@ -232,12 +233,13 @@ mpi_fn!(fn MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(sbuf: *const c_v
 
 mpi_fn!(fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sbuf: *const c_void, rbuf: *mut c_void, rcounts: *const c_int, dt: c_int, o: c_int, c: c_int) {
     let r = mpi().and_then(|m| {
-        if let Some(ic) = IC::inter(m, c) {
+        let cm = m.tables().comm(c)?;
+        if cm.is_inter() {
             // SAFETY: the caller's buffers and arrays stay valid for this
             // blocking call.
-            return unsafe { { let counts = check_counts(array(rcounts, ic.size())?)?; IC::reduce(m, &ic, sbuf, rbuf, 0, dt, o, IC::ReduceKind::Scatter(&counts)) } };
+            return unsafe { { let counts = check_counts(array(rcounts, cm.size())?)?; IC::reduce(m, &cm, sbuf, rbuf, 0, dt, o, IC::ReduceKind::Scatter(&counts)) } };
         }
-        let n = comm(m, c)?.size();
+        let n = cm.size();
         // SAFETY: caller's array of comm-size counts.
         let counts = check_counts(unsafe { array(rcounts, n)? })?;
         // SAFETY: caller's buffers for this blocking call.

@@ -75,6 +75,8 @@ pub struct Engine {
     pub(super) spin: SpinBudget,
     pub(super) spin_yield: bool,
     pub(super) thread: Mutex<Option<JoinHandle<()>>>,
+    /// The core's outlook, read without its lock (`state::Outlook`).
+    pub(super) outlook: Arc<super::state::Outlook>,
 }
 
 /// A parked progress thread still looks this often whether it is needed,
@@ -119,7 +121,9 @@ impl Engine {
         );
         core.control = cfg.control;
         core.control_sets = vec![cfg.epoll.clone(), standby.clone()];
+        let outlook = core.outlook.clone();
         let engine = Arc::new(Engine {
+            outlook,
             core: Mutex::new(core),
             cond: Condvar::new(),
             main: cfg.epoll,
@@ -491,6 +495,9 @@ impl Engine {
 
     /// See `Core::team_refused`.
     pub fn team_refused(&self, ctx: u32, members: &[usize]) -> Option<ReqError> {
+        if self.outlook.calm.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
         self.lock().team_refused(ctx, members)
     }
 
@@ -502,7 +509,9 @@ impl Engine {
 
     /// The generation this rank communicates in (failures survived).
     pub fn generation(&self) -> u32 {
-        self.with(|c| c.generation())
+        self.outlook
+            .generation
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The ranks named by the newest failure notice.

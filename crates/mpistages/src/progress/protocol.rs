@@ -596,6 +596,7 @@ impl Core {
             return;
         }
         self.lost.insert(peer as u32);
+        self.refresh_outlook();
         // Known here before mpiexec's notice comes (ULFM: what
         // MPIX_Comm_get_failed shows is what this process knows).
         self.note_dead(peer as u32);

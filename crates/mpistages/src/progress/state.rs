@@ -100,6 +100,20 @@ pub struct Core {
     /// Run first thing in every halt, before any request fails (layers
     /// above stop what may write into the program's memory: windows).
     pub(super) halt_hooks: Vec<Box<dyn Fn() + Send>>,
+    /// What readers outside the lock may know (`refresh_outlook`).
+    pub(super) outlook: Arc<Outlook>,
+}
+
+/// A copy of two facts of the engine's state, for the calls of every
+/// collective in shared memory, which would otherwise take the lock to
+/// learn them: the generation, and whether nothing (a halt, a failure, a
+/// lost peer, a revoked communicator) can refuse a collective. Written
+/// under the lock wherever those change (`Core::refresh_outlook`); read
+/// without it, a value is one the lock could have given a moment before.
+#[derive(Default)]
+pub struct Outlook {
+    pub(super) generation: std::sync::atomic::AtomicU32,
+    pub(super) calm: std::sync::atomic::AtomicBool,
 }
 
 pub(super) struct Join {
@@ -154,7 +168,23 @@ impl Core {
             next_claim: 1,
             ulfm: Default::default(),
             halt_hooks: Vec::new(),
+            outlook: Default::default(),
         }
+        .with_outlook()
+    }
+
+    fn with_outlook(self) -> Core {
+        self.refresh_outlook();
+        self
+    }
+
+    /// Brings `outlook` up to date; called wherever the generation, the
+    /// notices, the dead, the lost or the revoked change.
+    pub(super) fn refresh_outlook(&self) {
+        use std::sync::atomic::Ordering::Release;
+        let calm = !self.halted() && (self.failure_free() || self.recovery);
+        self.outlook.generation.store(self.generation, Release);
+        self.outlook.calm.store(calm, Release);
     }
 
     pub(super) fn req(&self, id: ReqId) -> Option<&Req> {
@@ -272,6 +302,7 @@ impl Core {
                     t.forget_peers(&failed, generation);
                 }
                 self.notices.failed_ranks = failed;
+                self.refresh_outlook();
                 self.halt();
                 self.outbox.push(ToController::Halted { generation });
                 true
@@ -284,6 +315,7 @@ impl Core {
                 if generation >= self.notices.resumed {
                     self.notices.resumed = generation;
                     self.notices.agreed = agreed;
+                    self.refresh_outlook();
                 }
                 self.changes += 1;
                 true
@@ -394,6 +426,7 @@ impl Core {
             t.cleanup(generation);
         }
         self.generation = generation;
+        self.refresh_outlook();
         self.changes += 1;
     }
 

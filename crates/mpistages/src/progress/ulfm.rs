@@ -364,6 +364,7 @@ impl Core {
     pub(super) fn note_dead(&mut self, r: u32) {
         if self.ulfm.dead_set.insert(r) {
             self.ulfm.dead.push(r);
+            self.refresh_outlook();
         }
     }
 
@@ -401,6 +402,7 @@ impl Core {
         if !self.ulfm.revoked.insert(b) {
             return;
         }
+        self.refresh_outlook();
         let ended: Vec<(ReqId, ReqError)> = self
             .requests
             .iter()
