@@ -7,21 +7,24 @@
 //!
 //! Layout: line 0 holds `sleepers`, the count of members asleep on a slot
 //! (a publisher wakes them only when it is not 0). Then one 64-byte line
-//! per (member, phase): its epoch word and `INLINE` bytes of data; then
-//! `MAX_BYTES` of data per (member, phase) for larger parts.
+//! per (member, line phase): its epoch word and `INLINE` bytes of data;
+//! then `MAX_BYTES` of data per (member, data phase) for larger parts.
 //!
 //! Each collective on the segment is an epoch, 1, 2, ... in the order the
 //! members call them (MPI's rule for collectives on a communicator);
-//! epoch `e` uses the slots of phase `e % PHASES`. A member publishes `e`
-//! in its slot once its data for `e` is there (Release; readers Acquire)
-//! and, for a broadcast's receivers, once it has read the root's. Before a
-//! member writes data at `e` every member must have published
-//! `e - PHASES + 1`: then none still reads the data of `e - PHASES`, which
-//! the same slots held. After a barrier or an allreduce that is known
-//! already (all published `e - 1` to finish it); after broadcasts it is
-//! waited for, which lets a broadcast's root run `PHASES - 1` ahead of its
-//! slowest receiver (with two phases each broadcast was a barrier too:
-//! 8 ranks, 1 KiB, 1.4x Open MPI's time).
+//! epoch `e` uses the line of phase `e % LINE_PHASES` and the data region
+//! of phase `e % DATA_PHASES`. A member publishes `e` in its line once its
+//! data for `e` is there (Release; readers Acquire) and, for a broadcast's
+//! receivers, once it has read the root's. Before a member writes data of
+//! `len` bytes at `e`, every member must have published `e - depth + 1`
+//! (the depth of the line or of the data regions, whichever `len` uses):
+//! then none still reads what the same place held at `e - depth`. After a
+//! barrier or an allreduce that is known already (all published `e - 1` to
+//! finish it); after broadcasts it is waited for, which lets a broadcast's
+//! root run up to `depth - 1` ahead of its slowest receiver (with two
+//! phases each broadcast was a barrier too: 8 ranks, 1 KiB, 1.4x Open
+//! MPI's time; with four, 8-byte broadcasts from one root at 4 ranks on
+//! 2 cores were 2.5-3.2x Open MPI's, whose root runs ahead freely).
 //!
 //! The members are other processes: a wait checks the engine for a halt,
 //! a revoked communicator or a dead member every few rounds and on every
@@ -41,8 +44,10 @@ pub const MAX_BYTES: usize = 4096;
 /// The most members a segment serves (each reads every other's slot).
 pub const MAX_MEMBERS: usize = 64;
 const LINE: usize = 64;
-/// Slots per member, used in turn by successive collectives.
-const PHASES: u32 = 4;
+/// Lines per member, used in turn by successive collectives.
+const LINE_PHASES: usize = 16;
+/// Data regions per member, used in turn by successive collectives.
+const DATA_PHASES: usize = 4;
 /// A sleeping member looks at the engine at least this often.
 pub(super) const NAP: Duration = Duration::from_millis(1);
 /// Rounds of spinning between two looks at the engine and the clock.
@@ -50,8 +55,7 @@ const CHECK_EVERY: u32 = 64;
 
 /// The length of the segment for `n` members.
 pub fn segment_len(n: usize) -> usize {
-    let slots = PHASES as usize * n;
-    LINE + slots * LINE + slots * MAX_BYTES
+    LINE + LINE_PHASES * n * LINE + DATA_PHASES * n * MAX_BYTES
 }
 
 /// Whether `n` members may use a segment at all.
@@ -123,23 +127,23 @@ impl Segment {
         self.word(0)
     }
 
-    /// The index of member's slot for epoch `e`.
-    fn slot_index(&self, member: usize, e: u64) -> usize {
-        PHASES as usize * member + (e % PHASES as u64) as usize
+    /// The offset of member's line for epoch `e`.
+    fn line(&self, member: usize, e: u64) -> usize {
+        LINE + (LINE_PHASES * member + (e % LINE_PHASES as u64) as usize) * LINE
     }
 
-    /// Member's published epoch in its slot for epoch `e`.
+    /// Member's published epoch in its line for epoch `e`.
     fn published(&self, member: usize, e: u64) -> &AtomicU32 {
-        self.word(LINE + self.slot_index(member, e) * LINE)
+        self.word(self.line(member, e))
     }
 
     /// Where member's data of `len` bytes lies for epoch `e`.
     pub(super) fn data(&self, member: usize, e: u64, len: usize) -> RawBuf {
-        let i = self.slot_index(member, e);
         let off = if len <= INLINE {
-            LINE + i * LINE + 8
+            self.line(member, e) + 8
         } else {
-            LINE + PHASES as usize * self.n * LINE + i * MAX_BYTES
+            let i = DATA_PHASES * member + (e % DATA_PHASES as u64) as usize;
+            LINE + LINE_PHASES * self.n * LINE + i * MAX_BYTES
         };
         // SAFETY: inside the mapping (len <= MAX_BYTES, checked by the
         // callers); which member writes it when is the protocol's business.
@@ -179,13 +183,18 @@ impl Segment {
         Ok(())
     }
 
-    /// Before writing data at epoch `e`: every member published
-    /// `e - PHASES + 1` (done with what the slot held before).
-    pub(super) fn make_room(&self, t: &Team, e: u64) -> CollResult<()> {
-        if e < PHASES as u64 {
+    /// Before writing `len` bytes of data at epoch `e`: every member
+    /// published `e - depth + 1` (done with what the place held before).
+    pub(super) fn make_room(&self, t: &Team, e: u64, len: usize) -> CollResult<()> {
+        let depth = if len <= INLINE {
+            LINE_PHASES
+        } else {
+            DATA_PHASES
+        } as u64;
+        if e < depth {
             return Ok(());
         }
-        let done = e - (PHASES as u64 - 1);
+        let done = e - (depth - 1);
         if self.all_seen.load(Ordering::Relaxed) >= done {
             return Ok(());
         }
@@ -256,7 +265,7 @@ impl Segment {
     /// awaited; the epoch, whose slots now hold all parts.
     pub(super) fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
         let e = self.begin(t)?;
-        self.make_room(t, e)?;
+        self.make_room(t, e, part.len())?;
         self.data(self.me, e, part.len()).copy_from(&part);
         self.publish(e);
         self.wait_all(t, e)?;
@@ -322,7 +331,7 @@ impl Segment {
             )));
         }
         let e = self.begin(t)?;
-        self.make_room(t, e)?;
+        self.make_room(t, e, len)?;
         self.data(self.me, e, len).copy_from(&send);
         self.publish(e);
         if self.me == root {
@@ -343,7 +352,7 @@ impl Segment {
             )));
         }
         let e = self.begin(t)?;
-        self.make_room(t, e)?;
+        self.make_room(t, e, len)?;
         if self.me != root {
             self.data(self.me, e, len).copy_from(&send);
             self.publish(e);
@@ -377,7 +386,7 @@ impl Segment {
         }
         let e = self.begin(t)?;
         if self.me == root {
-            self.make_room(t, e)?;
+            self.make_room(t, e, all)?;
             self.data(root, e, all).copy_from(&send);
             self.publish(e);
             recv.copy_from(&send.sub(root * len, len).expect("checked above"));
@@ -454,7 +463,7 @@ impl Segment {
         }
         let e = self.begin(t)?;
         if self.me == root {
-            self.make_room(t, e)?;
+            self.make_room(t, e, len)?;
             self.data(root, e, len).copy_from(&buf);
             self.publish(e);
         } else {

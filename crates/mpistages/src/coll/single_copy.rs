@@ -215,7 +215,7 @@ impl Segment {
     /// The root's half of a one-to-all epoch: its record published.
     fn share_root(&self, t: &Team, rec: Record) -> CollResult<u64> {
         let e = self.begin(t)?;
-        self.make_room(t, e)?;
+        self.make_room(t, e, RECORD)?;
         self.data(self.me, e, RECORD).write_at(0, &rec.encode());
         self.publish(e);
         Ok(e)
