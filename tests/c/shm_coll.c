@@ -215,6 +215,38 @@ int main(int argc, char **argv) {
     free(vcounts);
     free(displs);
 
+    /* 4b: broadcasts, allgathers and alltoalls around the data region of
+     * a segment (64 KiB per rank at 2-4 ranks, 256 KiB / ranks from 8 on,
+     * 4 KiB at least), from every root, 20 times in a row (every phase of
+     * the regions reused). */
+    {
+        int sizes[] = {4097, 16384, 37440, 65536, 65537};
+        for (unsigned k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            int len = sizes[k], per = len / size;
+            char *b = malloc(len), *s = malloc(len), *r = malloc(len + size);
+            for (int it = 0; it < 20; it++) {
+                int root = it % size;
+                for (int i = 0; i < len; i++) b[i] = rank == root ? (char)(i * 3 + it) : 0;
+                CHECK_RC(MPI_Bcast(b, len, MPI_CHAR, root, MPI_COMM_WORLD));
+                for (int i = 0; i < len; i++)
+                    CHECK(b[i] == (char)(i * 3 + it), "bcast of %d, %d from %d: byte %d", len, it, root, i);
+                for (int i = 0; i < per * size; i++) s[i] = (char)(rank * 31 + i + it);
+                CHECK_RC(MPI_Alltoall(s, per, MPI_CHAR, r, per, MPI_CHAR, MPI_COMM_WORLD));
+                for (int j = 0; j < size; j++)
+                    for (int i = 0; i < per; i++)
+                        CHECK(r[j * per + i] == (char)(j * 31 + rank * per + i + it), "alltoall of %d per rank, %d: [%d][%d]",
+                              per, it, j, i);
+                CHECK_RC(MPI_Allgather(s, per, MPI_CHAR, r, per, MPI_CHAR, MPI_COMM_WORLD));
+                for (int j = 0; j < size; j++)
+                    for (int i = 0; i < per; i++)
+                        CHECK(r[j * per + i] == (char)(j * 31 + i + it), "allgather of %d, %d: [%d][%d]", per, it, j, i);
+            }
+            free(b);
+            free(s);
+            free(r);
+        }
+    }
+
     /* 5: split and duplicated communicators, freed and made again. */
     for (int it = 0; it < 20; it++) {
         MPI_Comm half, dup;

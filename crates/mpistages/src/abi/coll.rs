@@ -604,7 +604,7 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
         // must not depend on this rank's layout: the same at every rank).
         // SAFETY: caller's buffers for this blocking call.
         let rall = unsafe { typed(m, rbuf, rn.saturating_mul(n) as i64, rt)? };
-        if rall.bytes() <= coll::SHM_MAX_BYTES {
+        if rall.bytes() <= coll::shm_capacity(n) {
             let out = Stage::packed(rall, is_in_place(sbuf));
             // Kept until the exchange is done: it may own the packed bytes.
             let staged_send;

@@ -8,8 +8,11 @@ use super::{Comm, Mpi};
 use crate::coll;
 use crate::transport::RawBuf;
 pub use coll::{Reducer, Reduction};
-/// The most bytes a member moves in a collective through shared memory.
-pub const SHM_MAX_BYTES: usize = coll::shm::MAX_BYTES;
+/// The most bytes a member moves in a collective of `n` members through
+/// shared memory (reductions: `coll::shm::REDUCE_MAX`).
+pub fn shm_capacity(n: usize) -> usize {
+    coll::shm::capacity(n)
+}
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -67,6 +70,10 @@ fn shm(m: &Mpi, c: &Comm) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
 /// kernel allows it; below, messages do better (their rounds are short).
 const COPIED_MIN: usize = 64 << 10;
 
+/// Broadcasts up to this many bytes go through the segment's data regions,
+/// larger ones are copied from the root.
+const BCAST_SHM_MAX: usize = 16 << 10;
+
 /// Below this many bytes per member an allgather copies from the others'
 /// memory (above, by messages: see `allgatherv`).
 const ALLGATHER_COPIED_MAX: usize = 1 << 20;
@@ -82,8 +89,13 @@ fn copies_allowed() -> bool {
 /// collective moving `bytes` per member, when it is large enough and they
 /// may copy from each other (decided alike by every member: `bytes` is the
 /// same everywhere, and so is the answer of `single_copy`).
-fn copied(m: &Mpi, c: &Comm, bytes: usize) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
-    if bytes < COPIED_MIN || !copies_allowed() {
+fn copied(
+    m: &Mpi,
+    c: &Comm,
+    bytes: usize,
+    min: usize,
+) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
+    if bytes < min || !copies_allowed() {
         return Ok(None);
     }
     match shm(m, c)? {
@@ -143,12 +155,15 @@ pub fn bcast(m: &Mpi, c: &Comm, root: usize, buf: RawBuf) -> MpiResult<()> {
     if buf.is_empty() {
         return nothing_to_move(m, c);
     }
-    if buf.len() <= coll::shm::MAX_BYTES {
+    // Up to 16 KiB through the segment, from there copied from the root
+    // (2 ranks, 32-64 KiB: 6.2 and 11.3 us through the segment, whose two
+    // copies do not overlap; 4.7 and 6.9 copied; Open MPI 4.8 and 6.9).
+    if buf.len() <= coll::shm::capacity(c.size()).min(BCAST_SHM_MAX) {
         if let Some(s) = shm(m, c)? {
             return Ok(s.bcast(&c.team(m), root, buf)?);
         }
     }
-    if let Some(s) = copied(m, c, buf.len())? {
+    if let Some(s) = copied(m, c, buf.len(), BCAST_SHM_MAX + 1)? {
         return Ok(s.bcast_copied(&c.team(m), root, buf)?);
     }
     Ok(coll::bcast(&c.team(m), root, buf)?)
@@ -165,12 +180,12 @@ pub fn reduce(
     if r.count == 0 {
         return nothing_to_move(m, c);
     }
-    if send.len() <= coll::shm::MAX_BYTES {
+    if send.len() <= coll::shm::REDUCE_MAX {
         if let Some(s) = shm(m, c)? {
             return Ok(s.reduce(&c.team(m), root, send, recv, r)?);
         }
     }
-    if let Some(s) = copied(m, c, r.count * r.elem)? {
+    if let Some(s) = copied(m, c, r.count * r.elem, COPIED_MIN)? {
         if r.count >= c.size() {
             return Ok(s.reduce_copied(&c.team(m), root, send, recv, r)?);
         }
@@ -182,12 +197,12 @@ pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -
     if r.count == 0 {
         return nothing_to_move(m, c);
     }
-    if send.len() <= coll::shm::MAX_BYTES {
+    if send.len() <= coll::shm::REDUCE_MAX {
         if let Some(s) = shm(m, c)? {
             return Ok(s.allreduce(&c.team(m), send, recv, r)?);
         }
     }
-    if let Some(s) = copied(m, c, r.count * r.elem)? {
+    if let Some(s) = copied(m, c, r.count * r.elem, COPIED_MIN)? {
         if r.count >= c.size() {
             return Ok(s.allreduce_copied(&c.team(m), send, recv, r)?);
         }
@@ -216,7 +231,7 @@ pub fn gather(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> Mpi
     if block == 0 {
         return nothing_to_move(m, c);
     }
-    if block <= coll::shm::MAX_BYTES {
+    if block <= coll::shm::capacity(c.size()) {
         if let Some(s) = shm(m, c)? {
             return Ok(s.gather(&c.team(m), root, send, recv)?);
         }
@@ -228,7 +243,7 @@ pub fn scatter(m: &Mpi, c: &Comm, root: usize, send: RawBuf, recv: RawBuf) -> Mp
     if recv.is_empty() {
         return nothing_to_move(m, c);
     }
-    if recv.len() * c.size() <= coll::shm::MAX_BYTES {
+    if recv.len() * c.size() <= coll::shm::capacity(c.size()) {
         if let Some(s) = shm(m, c)? {
             return Ok(s.scatter(&c.team(m), root, send, recv)?);
         }
@@ -273,7 +288,7 @@ pub fn allgatherv(
     if lens.iter().all(|&l| l == 0) {
         return nothing_to_move(m, c);
     }
-    if lens.iter().all(|&l| l <= coll::shm::MAX_BYTES) {
+    if lens.iter().all(|&l| l <= coll::shm::capacity(c.size())) {
         if let Some(s) = shm(m, c)? {
             return Ok(s.allgatherv(&c.team(m), send, recv, offs, lens)?);
         }
@@ -282,7 +297,7 @@ pub fn allgatherv(
     // (8 ranks: 1.27-1.34x Open MPI's time against 1.06-1.36x).
     let block = lens.iter().sum::<usize>() / c.size().max(1);
     if block < ALLGATHER_COPIED_MAX {
-        if let Some(s) = copied(m, c, block)? {
+        if let Some(s) = copied(m, c, block, COPIED_MIN)? {
             return Ok(s.allgatherv_copied(&c.team(m), send, recv, offs, lens)?);
         }
     }
@@ -290,7 +305,8 @@ pub fn allgatherv(
 }
 
 /// `MPI_Alltoall` of packed blocks through shared memory when the
-/// communicator has a segment and all of a member's blocks fit in 4 KiB
+/// communicator has a segment and all of a member's blocks fit in its
+/// data region (`coll::shm::capacity`)
 /// (the same at every member: one block length for all); false: not
 /// done, the caller exchanges by messages. (Large blocks copied from each
 /// other's memory measured no faster than by messages: 8 ranks, 64 KiB
@@ -301,7 +317,7 @@ pub fn alltoall_shared(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf) -> MpiResu
         nothing_to_move(m, c)?;
         return Ok(true);
     }
-    if send.len() > coll::shm::MAX_BYTES {
+    if send.len() > coll::shm::capacity(c.size()) {
         return Ok(false);
     }
     match shm(m, c)? {

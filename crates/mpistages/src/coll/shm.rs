@@ -8,7 +8,8 @@
 //! Layout: line 0 holds `sleepers`, the count of members asleep on a slot
 //! (a publisher wakes them only when it is not 0). Then one 64-byte line
 //! per (member, line phase): its epoch word and `INLINE` bytes of data;
-//! then `MAX_BYTES` of data per (member, data phase) for larger parts.
+//! then `capacity(n)` bytes of data per (member, data phase) for larger
+//! parts.
 //!
 //! Each collective on the segment is an epoch, 1, 2, ... in the order the
 //! members call them (MPI's rule for collectives on a communicator);
@@ -39,8 +40,17 @@ use std::time::{Duration, Instant};
 /// Data bytes in a slot's own line (an 8-byte allreduce reads one line per
 /// member).
 const INLINE: usize = 56;
-/// The largest allreduce or broadcast done here, in bytes.
-pub const MAX_BYTES: usize = 4096;
+/// The largest reduction done here, in bytes: every member combines every
+/// member's part, n times the work of one (larger ones are cheaper by
+/// messages or copies).
+pub const REDUCE_MAX: usize = 4096;
+/// Data bytes per member and phase of all (per member, 1 MiB at most over
+/// the four phases): what a broadcast, a gather, a scatter, an allgather
+/// or an alltoall moves per member through the segment at most. Pages of
+/// it no collective touches take no memory.
+pub fn capacity(n: usize) -> usize {
+    ((256 << 10) / n.max(1)).clamp(4096, 64 << 10) / LINE * LINE
+}
 /// The most members a segment serves (each reads every other's slot).
 pub const MAX_MEMBERS: usize = 64;
 const LINE: usize = 64;
@@ -55,7 +65,7 @@ const CHECK_EVERY: u32 = 64;
 
 /// The length of the segment for `n` members.
 pub fn segment_len(n: usize) -> usize {
-    LINE + LINE_PHASES * n * LINE + DATA_PHASES * n * MAX_BYTES
+    LINE + LINE_PHASES * n * LINE + DATA_PHASES * n * capacity(n)
 }
 
 /// Whether `n` members may use a segment at all.
@@ -70,6 +80,8 @@ pub struct Segment {
     base: *mut u8,
     pub(super) n: usize,
     pub(super) me: usize,
+    /// `capacity(n)`.
+    cap: usize,
     /// The epoch of this member's last collective here (the slots hold
     /// its low 32 bits).
     epoch: AtomicU64,
@@ -110,6 +122,7 @@ impl Segment {
             base,
             n,
             me,
+            cap: capacity(n),
             epoch: AtomicU64::new(0),
             all_seen: AtomicU64::new(0),
             cma: AtomicU8::new(0),
@@ -143,9 +156,9 @@ impl Segment {
             self.line(member, e) + 8
         } else {
             let i = DATA_PHASES * member + (e % DATA_PHASES as u64) as usize;
-            LINE + LINE_PHASES * self.n * LINE + i * MAX_BYTES
+            LINE + LINE_PHASES * self.n * LINE + i * self.cap
         };
-        // SAFETY: inside the mapping (len <= MAX_BYTES, checked by the
+        // SAFETY: inside the mapping (len <= self.cap, checked by the
         // callers); which member writes it when is the protocol's business.
         unsafe { RawBuf::new(self.base.add(off), len) }
     }
@@ -285,7 +298,7 @@ impl Segment {
     /// computes the same bytes). `send` may be `recv` (in place).
     pub fn allreduce(&self, t: &Team, send: RawBuf, recv: RawBuf, r: &Reduction) -> CollResult<()> {
         let len = send.len();
-        if len > MAX_BYTES || recv.len() < len {
+        if len > REDUCE_MAX || recv.len() < len {
             return Err(CollError::Internal(format!(
                 "shared-memory allreduce of {len} bytes into {}",
                 recv.len()
@@ -325,7 +338,7 @@ impl Segment {
         r: &Reduction,
     ) -> CollResult<()> {
         let len = send.len();
-        if len > MAX_BYTES || root >= self.n || (self.me == root && recv.len() < len) {
+        if len > REDUCE_MAX || root >= self.n || (self.me == root && recv.len() < len) {
             return Err(CollError::Internal(format!(
                 "shared-memory reduce of {len} bytes to {root}"
             )));
@@ -346,7 +359,7 @@ impl Segment {
     /// `send.len()` bytes); the others go on once theirs is published.
     pub fn gather(&self, t: &Team, root: usize, send: RawBuf, recv: RawBuf) -> CollResult<()> {
         let len = send.len();
-        if len > MAX_BYTES || root >= self.n || (self.me == root && recv.len() < len * self.n) {
+        if len > self.cap || root >= self.n || (self.me == root && recv.len() < len * self.n) {
             return Err(CollError::Internal(format!(
                 "shared-memory gather of {len} bytes to {root}"
             )));
@@ -379,7 +392,7 @@ impl Segment {
     /// member j's `recv`.
     pub fn scatter(&self, t: &Team, root: usize, send: RawBuf, recv: RawBuf) -> CollResult<()> {
         let (len, all) = (recv.len(), recv.len() * self.n);
-        if all > MAX_BYTES || root >= self.n || (self.me == root && send.len() < all) {
+        if all > self.cap || root >= self.n || (self.me == root && send.len() < all) {
             return Err(CollError::Internal(format!(
                 "shared-memory scatter of {len} bytes each from {root}"
             )));
@@ -401,11 +414,11 @@ impl Segment {
 
     /// Block j of every member's `send` into block `i` (the member's rank)
     /// of member j's `recv` (`MPI_Alltoall`: blocks of one length, all of a
-    /// member's within 4 KiB).
+    /// member's within `capacity(n)`).
     pub fn alltoall(&self, t: &Team, send: RawBuf, recv: RawBuf) -> CollResult<()> {
         let all = send.len();
         let len = all / self.n;
-        if all > MAX_BYTES || !all.is_multiple_of(self.n) || recv.len() != all {
+        if all > self.cap || !all.is_multiple_of(self.n) || recv.len() != all {
             return Err(CollError::Internal(format!(
                 "shared-memory alltoall of {all} bytes into {}",
                 recv.len()
@@ -437,7 +450,7 @@ impl Segment {
             || lens
                 .iter()
                 .zip(offs)
-                .any(|(&l, &o)| l > MAX_BYTES || o + l > recv.len());
+                .any(|(&l, &o)| l > self.cap || o + l > recv.len());
         if bad {
             return Err(CollError::Internal(format!(
                 "shared-memory allgather of {lens:?} at {offs:?} into {}",
@@ -456,7 +469,7 @@ impl Segment {
     /// `buf` of `root` to every member.
     pub fn bcast(&self, t: &Team, root: usize, buf: RawBuf) -> CollResult<()> {
         let len = buf.len();
-        if len > MAX_BYTES || root >= self.n {
+        if len > self.cap || root >= self.n {
             return Err(CollError::Internal(format!(
                 "shared-memory broadcast of {len} bytes from {root}"
             )));
