@@ -604,11 +604,18 @@ mpi_fn!(fn MPI_Alltoall / PMPI_Alltoall(sbuf: *const c_void, sn: c_int, st: c_in
         // must not depend on this rank's layout: the same at every rank).
         // SAFETY: caller's buffers for this blocking call.
         let rall = unsafe { typed(m, rbuf, rn.saturating_mul(n) as i64, rt)? };
-        if rall.bytes() <= coll::shm_capacity(n) {
+        let large = coll::alltoall_copies(n, rall.bytes() / n.max(1));
+        if rall.bytes() <= coll::shm_capacity(n) || large {
             let out = Stage::packed(rall, is_in_place(sbuf));
             // Kept until the exchange is done: it may own the packed bytes.
             let staged_send;
-            let input = if is_in_place(sbuf) {
+            let mut own_copy;
+            let input = if is_in_place(sbuf) && large {
+                // Others copy from the input while this rank writes its
+                // output: in place they must be apart.
+                own_copy = out.raw.as_slice().to_vec();
+                raw_of(&mut own_copy)
+            } else if is_in_place(sbuf) {
                 out.raw
             } else {
                 // SAFETY: as above.

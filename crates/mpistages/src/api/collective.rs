@@ -86,22 +86,29 @@ fn copies_allowed() -> bool {
 }
 
 /// The segment through which `c`'s members exchange the addresses of a
-/// collective moving `bytes` per member, when it is large enough and they
-/// may copy from each other (decided alike by every member: `bytes` is the
-/// same everywhere, and so is the answer of `single_copy`).
-fn copied(
-    m: &Mpi,
-    c: &Comm,
-    bytes: usize,
-    min: usize,
-) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
-    if bytes < min || !copies_allowed() {
+/// large collective, when they may copy from each other (the callers
+/// decide by sizes every member sees alike; `single_copy` answers alike).
+fn copy_segment(m: &Mpi, c: &Comm) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
+    if !copies_allowed() {
         return Ok(None);
     }
     match shm(m, c)? {
         Some(s) if s.single_copy(&c.team(m))? => Ok(Some(s)),
         _ => Ok(None),
     }
+}
+
+/// `copy_segment` when a collective moves at least `min` of `bytes`.
+fn copied(
+    m: &Mpi,
+    c: &Comm,
+    bytes: usize,
+    min: usize,
+) -> MpiResult<Option<Arc<coll::shm::Segment>>> {
+    if bytes < min {
+        return Ok(None);
+    }
+    copy_segment(m, c)
 }
 
 fn make_shm(m: &Mpi, c: &Comm) -> MpiResult<Option<coll::shm::Segment>> {
@@ -304,18 +311,31 @@ pub fn allgatherv(
     Ok(coll::allgatherv(&c.team(m), send, recv, offs, lens)?)
 }
 
-/// `MPI_Alltoall` of packed blocks through shared memory when the
-/// communicator has a segment and all of a member's blocks fit in its
-/// data region (`coll::shm::capacity`)
-/// (the same at every member: one block length for all); false: not
-/// done, the caller exchanges by messages. (Large blocks copied from each
-/// other's memory measured no faster than by messages: 8 ranks, 64 KiB
-/// to 2 MiB blocks, 1.06-1.41x Open MPI's time against 1.14-1.40x; both
-/// are mostly the copy itself.)
+/// Whether an alltoall of `n` members and blocks of `block` bytes copies
+/// them from each other's memory: at 2 members from 16 KiB (16-64 KiB:
+/// 5.0-10.8 us against 6.3-16.4 through the segment or by messages, Open
+/// MPI 6.5-10.8), else from 128 KiB (4 and 8 members, 128-256 KiB: 0.6-0.8
+/// of the time by messages; below, the same or worse).
+pub fn alltoall_copies(n: usize, block: usize) -> bool {
+    (n == 2 && block >= 16 << 10) || block >= 128 << 10
+}
+
+/// `MPI_Alltoall` of packed blocks (the same length at every member;
+/// `send` is not `recv` when `alltoall_copies`): copied from each other's
+/// memory when `alltoall_copies` says so and the kernel allows it, else
+/// through shared memory when the communicator has a segment and all of a
+/// member's blocks fit in its data region (`coll::shm::capacity`); false:
+/// not done, the caller exchanges by messages.
 pub fn alltoall_shared(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf) -> MpiResult<bool> {
     if send.is_empty() {
         nothing_to_move(m, c)?;
         return Ok(true);
+    }
+    if alltoall_copies(c.size(), send.len() / c.size().max(1)) {
+        if let Some(s) = copy_segment(m, c)? {
+            s.alltoall_copied(&c.team(m), send, recv)?;
+            return Ok(true);
+        }
     }
     if send.len() > coll::shm::capacity(c.size()) {
         return Ok(false);

@@ -253,6 +253,40 @@ impl Segment {
         done
     }
 
+    /// Block `me` of every member's `send` into block j of `recv` (blocks
+    /// of one length, `send.len() / n`; `send` is not `recv`: the others
+    /// copy from it while this member writes).
+    pub fn alltoall_copied(&self, t: &Team, send: RawBuf, recv: RawBuf) -> CollResult<()> {
+        let len = send.len() / self.n;
+        if send.len() != recv.len()
+            || !send.len().is_multiple_of(self.n)
+            || send.ptr() == recv.ptr()
+        {
+            return Err(CollError::Internal(format!(
+                "alltoall of {} bytes into {}",
+                send.len(),
+                recv.len()
+            )));
+        }
+        let (_, all) = self.share_records(t, Record::mine(send, recv))?;
+        let mut done = Ok(());
+        for (j, rec) in all.iter().enumerate() {
+            let to = recv.sub(j * len, len).expect("checked above");
+            done = if j == self.me {
+                to.copy_from(&send.sub(j * len, len).expect("checked above"));
+                Ok(())
+            } else {
+                self.fetch(t, rec, rec.a + (self.me * len) as u64, to)
+            };
+            if done.is_err() {
+                break;
+            }
+        }
+        // Everyone's `send` stays until the last reader is done.
+        self.barrier(t)?;
+        done
+    }
+
     /// This member's block of the members' `send` combined in rank order
     /// (elements split evenly), into `acc`: each other member's block
     /// copied from it (`all[j].a` is member j's `send`) into `tmp`, then
