@@ -192,8 +192,9 @@ pub fn reduce(
             return Ok(s.reduce(&c.team(m), root, send, recv, r)?);
         }
     }
-    if let Some(s) = copied(m, c, r.count * r.elem, COPIED_MIN)? {
-        if r.count >= c.size() {
+    // Every member combines one block of the vector: at least an element each.
+    if r.count >= c.size() {
+        if let Some(s) = copied(m, c, r.count * r.elem, COPIED_MIN)? {
             return Ok(s.reduce_copied(&c.team(m), root, send, recv, r)?);
         }
     }
@@ -209,8 +210,9 @@ pub fn allreduce(m: &Mpi, c: &Comm, send: RawBuf, recv: RawBuf, r: &Reduction) -
             return Ok(s.allreduce(&c.team(m), send, recv, r)?);
         }
     }
-    if let Some(s) = copied(m, c, r.count * r.elem, COPIED_MIN)? {
-        if r.count >= c.size() {
+    // Every member combines one block of the vector: at least an element each.
+    if r.count >= c.size() {
+        if let Some(s) = copied(m, c, r.count * r.elem, COPIED_MIN)? {
             return Ok(s.allreduce_copied(&c.team(m), send, recv, r)?);
         }
     }

@@ -429,3 +429,33 @@ fn an_internal_request_is_not_the_applications_pending_one() {
     assert!(p.take(0, own).is_some() && p.take(0, internal).is_some());
     assert_eq!(p.cores[0].pending_requests(), 0);
 }
+
+/// The outlook read without the lock follows the core through a failure,
+/// the cleanup of a new generation and the resume (with recovery), and
+/// through a revocation and a lost peer (without): calm only when nothing
+/// could refuse a collective, the generation the core's.
+#[test]
+fn the_outlook_follows_halts_failures_and_revocations() {
+    use std::sync::atomic::Ordering::Acquire;
+    let calm = |c: &Core| c.outlook.calm.load(Acquire);
+    let generation = |c: &Core| c.outlook.generation.load(Acquire);
+    let mut p = Pair::new(64, 100, true);
+    assert!(calm(&p.cores[0]) && generation(&p.cores[0]) == 0);
+    p.announce_failure(0, 1);
+    assert!(!calm(&p.cores[0]), "halted");
+    p.cores[0].cleanup(1);
+    assert_eq!(generation(&p.cores[0]), 1);
+    assert!(!calm(&p.cores[0]), "not resumed yet");
+    p.cores[0].on_notice(ToRank::Resume {
+        generation: 1,
+        agreed: None,
+    });
+    assert!(calm(&p.cores[0]), "resumed");
+
+    let mut q = Pair::new(64, 100, false);
+    q.cores[0].on_notice(ToRank::Revoked { context: 8 });
+    assert!(!calm(&q.cores[0]), "a revoked communicator");
+    assert!(calm(&q.cores[1]));
+    q.cores[1].on_peer_lost(0);
+    assert!(!calm(&q.cores[1]), "a lost peer");
+}
