@@ -211,9 +211,7 @@ impl Segment {
         if self.all_seen.load(Ordering::Relaxed) >= done {
             return Ok(());
         }
-        self.wait_all(t, done)?;
-        self.all_seen.store(done, Ordering::Relaxed);
-        Ok(())
+        self.wait_everyone(t, done)
     }
 
     /// Waits until `member` has published `e`: spinning (yielding the core
@@ -273,25 +271,42 @@ impl Segment {
         }
     }
 
-    /// The step every member-to-member collective starts with: this
-    /// member's part published at the next epoch, every other member's
-    /// awaited; the epoch, whose slots now hold all parts.
-    pub(super) fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
+    /// This member's part published at the next epoch (once the place is
+    /// free); the epoch.
+    pub(super) fn offer(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
         let e = self.begin(t)?;
         self.make_room(t, e, part.len())?;
         self.data(self.me, e, part.len()).copy_from(&part);
         self.publish(e);
+        Ok(e)
+    }
+
+    /// The next epoch published, with no part; the epoch.
+    pub(super) fn arrive(&self, t: &Team) -> CollResult<u64> {
+        let e = self.begin(t)?;
+        self.publish(e);
+        Ok(e)
+    }
+
+    /// Waits until every member has published `e`, then knows it.
+    pub(super) fn wait_everyone(&self, t: &Team, e: u64) -> CollResult<()> {
         self.wait_all(t, e)?;
         self.all_seen.store(e, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The step every member-to-member collective starts with: this
+    /// member's part published at the next epoch, every other member's
+    /// awaited; the epoch, whose slots now hold all parts.
+    pub(super) fn share(&self, t: &Team, part: RawBuf) -> CollResult<u64> {
+        let e = self.offer(t, part)?;
+        self.wait_everyone(t, e)?;
         Ok(e)
     }
 
     pub fn barrier(&self, t: &Team) -> CollResult<()> {
-        let e = self.begin(t)?;
-        self.publish(e);
-        self.wait_all(t, e)?;
-        self.all_seen.store(e, Ordering::Relaxed);
-        Ok(())
+        let e = self.arrive(t)?;
+        self.wait_everyone(t, e)
     }
 
     /// `recv` = the members' `send` combined in rank order (every member
@@ -343,13 +358,9 @@ impl Segment {
                 "shared-memory reduce of {len} bytes to {root}"
             )));
         }
-        let e = self.begin(t)?;
-        self.make_room(t, e, len)?;
-        self.data(self.me, e, len).copy_from(&send);
-        self.publish(e);
+        let e = self.offer(t, send)?;
         if self.me == root {
-            self.wait_all(t, e)?;
-            self.all_seen.store(e, Ordering::Relaxed);
+            self.wait_everyone(t, e)?;
             self.fold(e, len, recv, r)?;
         }
         Ok(())
@@ -372,8 +383,7 @@ impl Segment {
             return Ok(());
         }
         self.publish(e);
-        self.wait_all(t, e)?;
-        self.all_seen.store(e, Ordering::Relaxed);
+        self.wait_everyone(t, e)?;
         for j in 0..self.n {
             let to = recv.sub(j * len, len).expect("checked above");
             if j == self.me {

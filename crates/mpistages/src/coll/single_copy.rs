@@ -98,24 +98,21 @@ unsafe fn halves(scratch: &mut Scratch, len: usize) -> (RawBuf, RawBuf) {
 }
 
 impl Segment {
-    /// Publishes `rec` at a new epoch and waits for everyone's; their
-    /// records, by member.
-    fn share_records(&self, t: &Team, rec: Record) -> CollResult<(u64, Vec<Record>)> {
+    /// Publishes `rec` at a new epoch and waits until every member has
+    /// published it; the epoch.
+    fn share_record(&self, t: &Team, rec: Record) -> CollResult<u64> {
         let mut bytes = rec.encode();
         // SAFETY: `bytes` lives on this frame for the whole call.
-        let part = unsafe { RawBuf::new(bytes.as_mut_ptr(), RECORD) };
-        let e = self.share(t, part)?;
+        self.share(t, unsafe { RawBuf::new(bytes.as_mut_ptr(), RECORD) })
+    }
+
+    /// `share_record`, then everyone's records, by member.
+    fn share_records(&self, t: &Team, rec: Record) -> CollResult<(u64, Vec<Record>)> {
+        let e = self.share_record(t, rec)?;
         let all = (0..self.n)
             .map(|j| Record::decode(self.data(j, e, RECORD).as_slice()))
             .collect();
         Ok((e, all))
-    }
-
-    /// Publishes a new epoch without waiting.
-    fn arrive(&self, t: &Team) -> CollResult<u64> {
-        let e = self.begin(t)?;
-        self.publish(e);
-        Ok(e)
     }
 
     /// Whether this segment's members copy from each other's memory: found
@@ -198,9 +195,8 @@ impl Segment {
             return Err(CollError::Internal(format!("broadcast from {root}")));
         }
         if self.me == root {
-            let e = self.share_root(t, Record::mine(buf, buf))?;
-            self.wait_all(t, e)?;
-            self.all_seen.store(e, Ordering::Relaxed);
+            // The others publish the epoch once they have copied.
+            self.share_record(t, Record::mine(buf, buf))?;
             return Ok(());
         }
         let e = self.begin(t)?;
@@ -210,15 +206,6 @@ impl Segment {
         // Published even after a failed copy: the root must not wait forever.
         self.publish(e);
         done
-    }
-
-    /// The root's half of a one-to-all epoch: its record published.
-    fn share_root(&self, t: &Team, rec: Record) -> CollResult<u64> {
-        let e = self.begin(t)?;
-        self.make_room(t, e, RECORD)?;
-        self.data(self.me, e, RECORD).write_at(0, &rec.encode());
-        self.publish(e);
-        Ok(e)
     }
 
     /// Every member's `send` (`lens[j]` bytes) into `recv` at `offs[j]`,
@@ -412,8 +399,7 @@ impl Segment {
             self.publish(e);
             return Ok(());
         }
-        self.wait_all(t, e)?;
-        self.all_seen.store(e, Ordering::Relaxed);
+        self.wait_everyone(t, e)?;
         if !direct {
             recv.sub(off, blen).expect("checked above").copy_from(&acc);
         }
