@@ -369,7 +369,7 @@ impl ShmConn {
         // A broken ring is readable: `read` reports it.
         self.rx
             .as_ref()
-            .is_some_and(|rx| rx.ring.pending().map_or(true, |n| n > 0))
+            .is_some_and(|rx| rx.ring.has_bytes().unwrap_or(true))
     }
 
     /// Bytes from the peer: its ring's, or during the handshake the

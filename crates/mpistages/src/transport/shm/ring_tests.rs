@@ -173,3 +173,27 @@ fn peek_looks_ahead_and_skip_takes() {
     rd.skip(6).unwrap();
     assert_eq!(read_n(&rd, 64), (6..20).collect::<Vec<u8>>());
 }
+
+#[test]
+fn the_readers_remembered_head_never_hides_bytes_written_since() {
+    let mut region = Region::new(256);
+    let (tx, rx) = pair(&mut region, 256);
+    assert!(!rx.has_bytes().unwrap());
+    write_all(&tx, &[1, 2, 3, 4]);
+    // Seen once: these looks need no more than was seen.
+    assert!(rx.has_bytes().unwrap());
+    let mut two = [0u8; 2];
+    assert!(rx.peek(2, &mut two).unwrap());
+    assert_eq!(two, [3, 4]);
+    // Beyond what was seen: head is looked at again.
+    assert!(!rx.peek(4, &mut two).unwrap());
+    write_all(&tx, &[5, 6]);
+    assert!(rx.peek(4, &mut two).unwrap());
+    assert_eq!(two, [5, 6]);
+    assert!(!rx.skip(6).unwrap());
+    assert!(!rx.has_bytes().unwrap());
+    write_all(&tx, &[7]);
+    assert!(rx.has_bytes().unwrap());
+    assert_eq!(read_n(&rx, 8), vec![7]);
+    assert!(rx.skip(1).is_err());
+}
