@@ -10,8 +10,8 @@ use mpistages_control::proto::SpawnCommand;
 use mpistages_sys::liveness::Page;
 use mpistages_sys::process;
 use mpistages_sys::socket::NoSignal;
+use mpistages_sys::spawn::{Command, Stdin};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -46,8 +46,6 @@ pub struct RankProc {
     /// mpiexec's name for this process on another host, and the agent
     /// that runs it (None: this host).
     pub remote: Option<(u64, AgentLink)>,
-    /// Kept only so the handle is not dropped early.
-    _child: Option<Child>,
     /// The page whose robust lock the process holds while it lives (this
     /// host only; `controller::liveness` watches it), and the flag that
     /// ends the watch when this handle goes.
@@ -328,9 +326,9 @@ impl Launch {
         let forwarded =
             crate::controller::stdin::FORWARDED.load(std::sync::atomic::Ordering::Acquire);
         cmd.stdin(if rank == 0 && !forwarded {
-            Stdio::inherit()
+            Stdin::Inherit
         } else {
-            Stdio::null()
+            Stdin::Null
         });
         self.start(cmd, rank, GateState::Open(rank))
     }
@@ -347,8 +345,7 @@ impl Launch {
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
         let plan = self.child_plan(id, spawn, wdir, extra_env, &self.control);
-        let mut cmd = self.command(&plan);
-        cmd.stdin(Stdio::null());
+        let cmd = self.command(&plan);
         self.start(cmd, id, GateState::Open(id))
     }
 
@@ -384,28 +381,24 @@ impl Launch {
         // Whatever mpiexec's own environment says, a spare has no rank yet.
         cmd.env_remove(env::RANK)
             .env_remove("OMPI_COMM_WORLD_RANK")
-            .env_remove("PMI_RANK")
-            .stdin(Stdio::null());
+            .env_remove("PMI_RANK");
         self.start(cmd, usize::MAX, GateState::Held(Vec::new(), 0))
     }
 
+    /// The command of a plan: stdin `/dev/null` unless set otherwise,
+    /// output through pipes (`spawn::Command`).
     fn command(&self, p: &Plan) -> Command {
         let mut cmd = Command::new(&p.program);
         cmd.args(&p.args)
             .envs(p.env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .cpus(&p.cpus);
         if let Some(d) = &p.wdir {
             cmd.current_dir(d);
-        }
-        if !p.cpus.is_empty() {
-            process::bind_to_cpus(&mut cmd, &p.cpus);
         }
         cmd
     }
 
     fn start(&self, mut cmd: Command, rank: usize, gate: GateState) -> std::io::Result<Started> {
-        process::supervise(&mut cmd);
         // Its death is seen before the kernel's teardown (`sys::liveness`);
         // without the page, by its exit alone (also when asked:
         // MPISTAGES_LIVENESS=0, for comparisons).
@@ -415,8 +408,8 @@ impl Launch {
         let liveness = match wanted.then(Page::new) {
             None => None,
             Some(Ok(page)) => {
-                page.pass_to(&mut cmd);
-                cmd.env(env::LIVENESS_FD, page.fd().to_string());
+                cmd.keep_fd(page.fd())
+                    .env(env::LIVENESS_FD, page.fd().to_string());
                 Some(Arc::new(page))
             }
             Some(Err(e)) => {
@@ -424,22 +417,17 @@ impl Launch {
                 None
             }
         };
-        let mut child = cmd.spawn()?;
+        let child = cmd.spawn()?;
         let gate = Gate::new(gate, self.tag_output.then(|| self.job_id.clone()));
-        let mut forwarders = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            forwarders.push(forward(out, gate.clone(), false));
-        }
-        if let Some(err) = child.stderr.take() {
-            forwarders.push(forward(err, gate.clone(), true));
-        }
-        let pid = child.id() as i32;
+        let forwarders = vec![
+            forward(child.stdout, gate.clone(), false),
+            forward(child.stderr, gate.clone(), true),
+        ];
         Ok(Started {
             proc: RankProc {
                 rank,
-                pid,
+                pid: child.pid,
                 remote: None,
-                _child: Some(child),
                 liveness,
                 watch_stop: Default::default(),
             },
@@ -456,7 +444,6 @@ impl RankProc {
             rank,
             pid: 0,
             remote: Some((id, link)),
-            _child: None,
             liveness: None,
             watch_stop: Default::default(),
         }

@@ -14,12 +14,12 @@ use mpistages_control::proto::{self, Decoder};
 use mpistages_sys::epoll::{self, Epoll};
 use mpistages_sys::process::{self, Exit, SignalFd};
 use mpistages_sys::socket::NoSignal;
+use mpistages_sys::spawn::{Command, Stdin};
 use mpistages_sys::timerfd::TimerFd;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -88,7 +88,7 @@ fn forward(
 /// Writes what mpiexec forwards to a process's stdin, in a thread of its
 /// own so a process that does not read cannot stall the agent; dropping
 /// the sender closes the stdin.
-fn feed(mut to: std::process::ChildStdin) -> std::sync::mpsc::Sender<Vec<u8>> {
+fn feed(mut to: std::fs::File) -> std::sync::mpsc::Sender<Vec<u8>> {
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
         for data in rx {
@@ -104,35 +104,22 @@ fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
     let mut cmd = Command::new(&s.program);
     cmd.args(&s.args)
         .envs(s.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if s.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdin(if s.stdin { Stdin::Piped } else { Stdin::Null });
     if let Some(d) = &s.wdir {
         cmd.current_dir(d);
     }
-    process::supervise(&mut cmd);
-    if !s.cpus.is_empty() {
-        let cpus: Vec<usize> = s.cpus.iter().map(|&c| c as usize).collect();
-        process::bind_to_cpus(&mut cmd, &cpus);
-    }
-    let mut child = cmd
+    let cpus: Vec<usize> = s.cpus.iter().map(|&c| c as usize).collect();
+    cmd.cpus(&cpus);
+    let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start '{}': {e}", s.program))?;
-    let input = child.stdin.take().map(feed);
+    let input = child.stdin.map(feed);
     let open = Arc::new(AtomicUsize::new(2));
-    let (out, err) = (child.stdout.take(), child.stderr.take());
-    if let (Some(out), Some(err)) = (out, err) {
-        forward(link.clone(), s.id, false, out, open.clone());
-        forward(link.clone(), s.id, true, err, open.clone());
-    }
-    // The child is reaped with waitpid(-1) on SIGCHLD; the handle is not
-    // needed (dropping it neither kills nor waits).
+    forward(link.clone(), s.id, false, child.stdout, open.clone());
+    forward(link.clone(), s.id, true, child.stderr, open.clone());
+    // The child is reaped with waitpid(-1) on SIGCHLD.
     Ok((
-        child.id() as i32,
+        child.pid,
         Proc {
             id: s.id,
             open,

@@ -212,12 +212,26 @@ impl Job {
     }
 
     pub(super) fn send_on(&mut self, slot: usize, msg: &ToRank) -> std::io::Result<()> {
+        self.write_on(slot, &proto::encode(msg))
+    }
+
+    /// Sends one message to each of `ranks`, encoded once (a Welcome holds
+    /// every rank's address: encoding it per rank was O(ranks²)).
+    pub(super) fn send_many(&mut self, ranks: &[usize], msg: &ToRank) {
+        let bytes = proto::encode(msg);
+        for &r in ranks {
+            if let Some(slot) = self.ranks[r].conn {
+                let _ = self.write_on(slot, &bytes);
+            }
+        }
+    }
+
+    fn write_on(&mut self, slot: usize, bytes: &[u8]) -> std::io::Result<()> {
         let Some(c) = self.conns[slot].as_mut() else {
             return Err(std::io::ErrorKind::NotConnected.into());
         };
-        let bytes = proto::encode(msg);
         c.stream.set_nonblocking(false)?;
-        let sent = c.stream.write_all(&bytes);
+        let sent = c.stream.write_all(bytes);
         let _ = c.stream.set_nonblocking(true);
         sent
     }
@@ -251,8 +265,8 @@ impl Job {
             epoch: self.rec.restart_epoch(),
             fresh: pending.iter().map(|&r| r as u32).collect(),
         };
+        self.send_many(&pending, &msg);
         for &r in &pending {
-            self.send_to(r, &msg);
             self.ranks[r].welcomed = true;
         }
         self.bootstrapped = true;
@@ -262,10 +276,8 @@ impl Job {
 
     pub(super) fn on_checkpoint(&mut self, rank: usize, epoch: u64, durable: Option<u64>) {
         if let Some((epoch, durable)) = self.rec.checkpoint(rank, epoch, durable) {
-            let note = ToRank::Committed { epoch, durable };
-            for r in 0..self.ranks.len() {
-                self.send_to(r, &note);
-            }
+            let all: Vec<usize> = (0..self.ranks.len()).collect();
+            self.send_many(&all, &ToRank::Committed { epoch, durable });
         }
     }
 

@@ -88,11 +88,10 @@ impl Job {
                     epoch,
                     failed: vec![rank as u32],
                 };
-                for r in 0..self.ranks.len() {
-                    if self.ranks[r].welcomed {
-                        self.send_to(r, &notice);
-                    }
-                }
+                let welcomed: Vec<usize> = (0..self.ranks.len())
+                    .filter(|&r| self.ranks[r].welcomed)
+                    .collect();
+                self.send_many(&welcomed, &notice);
                 while let Some(spare) = self.spares.take() {
                     if self.assign(rank, spare) {
                         return;
@@ -172,9 +171,8 @@ impl Job {
         let Some(Resume { generation, agreed }) = resume else {
             return;
         };
-        for r in 0..self.ranks.len() {
-            self.send_to(r, &ToRank::Resume { generation, agreed });
-        }
+        let all: Vec<usize> = (0..self.ranks.len()).collect();
+        self.send_many(&all, &ToRank::Resume { generation, agreed });
         self.top_up_spares();
         // Every rank may have confirmed its restore already.
         let done = self.rec.confirmed();

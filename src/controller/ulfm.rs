@@ -23,11 +23,10 @@ impl Job {
         let notice = ToRank::ProcFailed {
             ranks: vec![r as u32],
         };
-        for x in 0..self.ranks.len() {
-            if x != r && self.ranks[x].exit.is_none() {
-                self.send_to(x, &notice);
-            }
-        }
+        let live: Vec<usize> = (0..self.ranks.len())
+            .filter(|&x| x != r && self.ranks[x].exit.is_none())
+            .collect();
+        self.send_many(&live, &notice);
         for d in self.agreements.on_death(&self.ulfm_dead) {
             self.answer(d);
         }
@@ -74,8 +73,7 @@ impl Job {
             unacked: d.unacked,
             proposal: d.context,
         };
-        for &x in &d.to {
-            self.send_to(x as usize, &msg);
-        }
+        let to: Vec<usize> = d.to.iter().map(|&x| x as usize).collect();
+        self.send_many(&to, &msg);
     }
 }

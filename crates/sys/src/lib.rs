@@ -19,6 +19,7 @@ pub mod liveness;
 pub mod pages;
 pub mod process;
 pub mod socket;
+pub mod spawn;
 pub mod timerfd;
 pub mod uffd;
 

@@ -9,10 +9,8 @@
 //! A holder that lets go on purpose (`Holder::release`, at the end of its
 //! MPI) unlocks it: the watcher then sees a clean end.
 
-use super::cvt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -121,21 +119,6 @@ impl Page {
             }
         }
         Ok(page)
-    }
-
-    /// Lets the child that `cmd` starts inherit the page's descriptor (at
-    /// the same number, `fd()`), which other children do not.
-    pub fn pass_to(&self, cmd: &mut Command) {
-        use std::os::unix::process::CommandExt;
-        let fd = self.fd.as_raw_fd();
-        // SAFETY: the closure runs in the forked child before exec and
-        // calls only fcntl (async-signal-safe) on an integer.
-        unsafe {
-            cmd.pre_exec(move || {
-                cvt(libc::fcntl(fd, libc::F_SETFD, 0))?;
-                Ok(())
-            });
-        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -286,16 +269,15 @@ mod tests {
         // The child: this test binary, asked to hold the page (see below).
         for (action, want) in [("kill", Ended::Died), ("release", Ended::Released)] {
             let page = Arc::new(Page::new().unwrap());
-            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            let mut cmd = crate::spawn::Command::new(std::env::current_exe().unwrap());
             cmd.args(["--exact", "liveness::tests::holder_child", "--nocapture"])
                 .env("LIVENESS_FD", page.fd().to_string())
                 .env("LIVENESS_ACTION", action)
-                .stdout(std::process::Stdio::piped());
-            page.pass_to(&mut cmd);
-            let mut child = cmd.spawn().unwrap();
+                .keep_fd(page.fd());
+            let child = cmd.spawn().unwrap();
             // Wait for the child to say it holds the page.
             use std::io::BufRead;
-            let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut out = std::io::BufReader::new(child.stdout);
             let mut line = String::new();
             while !line.contains("HOLDING") {
                 line.clear();
@@ -306,11 +288,11 @@ mod tests {
             }
             if action == "kill" {
                 // SAFETY: signals our own child by pid.
-                unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+                unsafe { libc::kill(child.pid, libc::SIGKILL) };
             }
             let stop = AtomicBool::new(false);
             assert_eq!(page.watch(&stop, Duration::from_millis(50)), want);
-            let _ = child.wait();
+            crate::process::wait_for(child.pid);
         }
         let page = Page::new().unwrap();
         let stop = AtomicBool::new(true);

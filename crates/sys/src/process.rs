@@ -83,22 +83,6 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// Makes a spawned child lead its own process group (so terminal signals and
-/// our teardown reach it and its children as a unit), die with its parent,
-/// and start with no signals blocked.
-pub fn supervise(cmd: &mut Command) {
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe functions (setpgid, prctl) with no pointers.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setpgid(0, 0);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    start_unblocked(cmd);
-}
-
 /// The CPUs this process may run on (its affinity mask), in order.
 pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most
@@ -111,27 +95,6 @@ pub fn allowed_cpus() -> Vec<usize> {
         (0..libc::CPU_SETSIZE as usize)
             .filter(|&c| libc::CPU_ISSET(c, &set))
             .collect()
-    }
-}
-
-/// Makes a spawned child run on `cpus` only (`--bind-to`).
-pub fn bind_to_cpus(cmd: &mut Command, cpus: &[usize]) {
-    // Built here: the child between fork and exec must not allocate.
-    // SAFETY: cpu_set_t is plain data, CPU_SET writes inside it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        // SAFETY: c is below CPU_SETSIZE, inside the set.
-        unsafe { libc::CPU_SET(c, &mut set) };
-    }
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only sched_setaffinity (a system call) on its copy of the set.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
 }
 
