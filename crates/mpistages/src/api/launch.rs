@@ -175,7 +175,7 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
     // connects to everyone at once (its peers do not know its address).
     let lazy = !spawned && welcome.fresh.len() == job.size && !connect_eagerly()?;
     for (peer, a) in welcome.addrs.iter().enumerate() {
-        if !(welcome.connects_to(job.rank, peer) || lazy && peer != job.rank) {
+        if !(lazy && peer != job.rank || welcome.connects_to(job.rank, peer)) {
             continue;
         }
         // No address: that process has ended, mpiexec says.

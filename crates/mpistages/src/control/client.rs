@@ -126,7 +126,7 @@ pub struct Welcome {
     pub generation: u32,
     /// For a replacement: the epoch to restore.
     pub epoch: u64,
-    /// Ranks that joined together with this one.
+    /// Ranks that joined together with this one, in order.
     pub fresh: Vec<u32>,
 }
 
@@ -134,7 +134,7 @@ impl Welcome {
     /// Whether this process opens the connection to `peer`: to every rank
     /// that was there before it, and to lower ranks that joined with it.
     pub fn connects_to(&self, me: usize, peer: usize) -> bool {
-        peer != me && (peer < me || !self.fresh.contains(&(peer as u32)))
+        peer != me && (peer < me || self.fresh.binary_search(&(peer as u32)).is_err())
     }
 }
 
@@ -159,7 +159,7 @@ impl Client {
             addrs,
             generation,
             epoch,
-            fresh,
+            mut fresh,
         } = proto::recv(&mut stream)?
         else {
             return Err(io::Error::new(
@@ -173,6 +173,8 @@ impl Client {
                 "address table of the wrong size",
             ));
         }
+        // Looked up once per peer (a linear search was O(ranks²) a rank).
+        fresh.sort_unstable();
         Ok((
             Client {
                 stream: Mutex::new(stream),
