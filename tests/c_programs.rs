@@ -241,3 +241,14 @@ fn files() {
         assert!(left.is_empty(), "left behind: {left:?}");
     }
 }
+
+/// Waiting ranks sleep (CPU time while waiting 1.5 s), with the
+/// collectives in shared memory and by messages.
+#[test]
+fn waiting_ranks_sleep() {
+    let exe = build("idle_wait.c");
+    for np in [2, 8] {
+        run_ok(&exe, np, &[]);
+        run_ok(&exe, np, &[("MPISTAGES_SHM_COLL", "0")]);
+    }
+}

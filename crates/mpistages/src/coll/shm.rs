@@ -29,7 +29,10 @@
 //!
 //! The members are other processes: a wait checks the engine for a halt,
 //! a revoked communicator or a dead member every few rounds and on every
-//! wake-up, so a failure never leaves a survivor waiting.
+//! wake-up, so a failure never leaves a survivor waiting. Past its spin
+//! budget a waiter sleeps on the slot's word and on the engine's refusal
+//! bell at once (`futex_waitv`): the member's publication or anything that
+//! could refuse the collective wakes it, and an idle rank stays asleep.
 
 use super::exec::{CollError, CollResult, Team};
 use super::Reduction;
@@ -58,8 +61,11 @@ const LINE: usize = 64;
 const LINE_PHASES: usize = 16;
 /// Data regions per member, used in turn by successive collectives.
 const DATA_PHASES: usize = 4;
-/// A sleeping member looks at the engine at least this often.
+/// A sleeping member looks at the engine at least this often where
+/// nothing else advances communication (no progress thread) ...
 pub(super) const NAP: Duration = Duration::from_millis(1);
+/// ... and where a progress thread does and rings the refusal bell.
+const LONG_NAP: Duration = Duration::from_millis(200);
 /// Rounds of spinning between two looks at the engine and the clock.
 const CHECK_EVERY: u32 = 64;
 
@@ -216,8 +222,9 @@ impl Segment {
 
     /// Waits until `member` has published `e`: spinning (yielding the core
     /// between rounds where ranks outnumber cores) for the engine's spin
-    /// budget, then asleep on the word; a halt, a revoked communicator or
-    /// a dead member ends the wait with its error.
+    /// budget, then asleep on the word and on the engine's refusal bell
+    /// (`Engine::refusal_bell`); a halt, a revoked communicator or a dead
+    /// member ends the wait with its error.
     pub(super) fn wait_for(&self, t: &Team, member: usize, e: u64) -> CollResult<()> {
         let w = self.published(member, e);
         if reached(w.load(Ordering::Acquire), e) {
@@ -226,29 +233,48 @@ impl Segment {
         // Requests in flight go on without this thread meanwhile.
         t.engine.background();
         let (budget, yielding) = t.engine.spin_policy();
+        // With a progress thread, what could end the wait early rings the
+        // bell: the nap is only a safety net. Without one, this thread
+        // must advance communication itself every nap.
+        let nap = if t.engine.has_progress_thread() {
+            LONG_NAP
+        } else {
+            NAP
+        };
         let began = Instant::now();
+        let mut spinning = true;
         let mut rounds: u32 = 0;
         loop {
             let v = w.load(Ordering::Acquire);
             if reached(v, e) {
                 return Ok(());
             }
-            rounds = rounds.wrapping_add(1);
-            let look = rounds.is_multiple_of(CHECK_EVERY);
-            if look {
+            if spinning {
+                rounds = rounds.wrapping_add(1);
+                if !rounds.is_multiple_of(CHECK_EVERY) {
+                    if yielding {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                    continue;
+                }
                 self.refused(t)?;
-            }
-            if !look || began.elapsed() < budget {
-                if yielding {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
+                spinning = began.elapsed() < budget;
+                if !spinning {
+                    t.engine.sleep_outside();
                 }
                 continue;
             }
+            // Asleep: the bell's value first, then the look, so that a
+            // refusal arriving after the look changes the bell and ends
+            // the sleep at once. (An idle rank must not wake every
+            // millisecond: 1024 waiting ranks on 2 cores were all awake.)
+            let (bell, rung) = t.engine.refusal_bell();
+            self.refused(t)?;
             self.sleepers().fetch_add(1, Ordering::SeqCst);
             if w.load(Ordering::SeqCst) == v {
-                crate::sys::futex::wait(w, v, NAP);
+                crate::sys::futex::wait_either(w, v, bell, rung, nap, NAP);
             }
             self.sleepers().fetch_sub(1, Ordering::SeqCst);
         }

@@ -74,6 +74,8 @@ pub struct Engine {
     /// How long a waiting thread polls without sleeping.
     pub(super) spin: SpinBudget,
     pub(super) spin_yield: bool,
+    /// `ProgressMode::Thread`.
+    pub(super) threaded: bool,
     pub(super) thread: Mutex<Option<JoinHandle<()>>>,
     /// The core's outlook, read without its lock (`state::Outlook`).
     pub(super) outlook: Arc<super::state::Outlook>,
@@ -133,6 +135,7 @@ impl Engine {
             wake,
             handoff,
             spin: SpinBudget::new(cfg.spin, cfg.spin_max),
+            threaded: cfg.mode == ProgressMode::Thread,
             spin_yield: cfg.spin_yield,
             thread: Mutex::new(None),
         });
@@ -499,6 +502,20 @@ impl Engine {
             return None;
         }
         self.lock().team_refused(ctx, members)
+    }
+
+    /// The word a thread asleep in shared memory also sleeps on, and its
+    /// value now: it changes whenever anything that could refuse a
+    /// collective does (see `state::Outlook`).
+    pub fn refusal_bell(&self) -> (&std::sync::atomic::AtomicU32, u32) {
+        let bell = &self.outlook.bell;
+        (bell, bell.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Whether a progress thread advances communication while the user's
+    /// threads sleep (else a sleeping waiter must advance it itself).
+    pub fn has_progress_thread(&self) -> bool {
+        self.threaded
     }
 
     /// How long a waiting thread polls before it sleeps now, and whether

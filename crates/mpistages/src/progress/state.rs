@@ -114,6 +114,10 @@ pub struct Core {
 pub struct Outlook {
     pub(super) generation: std::sync::atomic::AtomicU32,
     pub(super) calm: std::sync::atomic::AtomicBool,
+    /// Counts the refreshes, each rung (`futex::ring_private`): a thread
+    /// asleep in a collective in shared memory sleeps on it too, so a
+    /// failure, a halt or a revocation wakes it at once.
+    pub(super) bell: std::sync::atomic::AtomicU32,
 }
 
 pub(super) struct Join {
@@ -185,6 +189,8 @@ impl Core {
         let calm = !self.halted() && (self.failure_free() || self.recovery);
         self.outlook.generation.store(self.generation, Release);
         self.outlook.calm.store(calm, Release);
+        self.outlook.bell.fetch_add(1, Release);
+        crate::sys::futex::ring_private(&self.outlook.bell);
     }
 
     pub(super) fn req(&self, id: ReqId) -> Option<&Req> {

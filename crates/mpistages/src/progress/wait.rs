@@ -98,13 +98,26 @@ impl Engine {
 
     /// `background` under the engine lock already held.
     pub(super) fn hand_off(&self, core: &mut Core) {
-        if core.progress_parked && !core.polling && core.bulk_active > 0 {
+        if core.bulk_active > 0 {
+            self.hand_all_off(core);
+        }
+    }
+
+    fn hand_all_off(&self, core: &mut Core) {
+        if core.progress_parked && !core.polling {
             core.handoff_polls = core.user_polls;
             if !core.handoff_armed {
                 core.handoff_armed = true;
                 self.handoff.arm(HANDOFF_DELAY);
             }
         }
+    }
+
+    /// The calling thread is going to sleep outside the engine (in a
+    /// collective in shared memory): a parked progress thread takes over
+    /// everything (a peer may wait for this process's acknowledgement).
+    pub fn sleep_outside(&self) {
+        self.hand_all_off(&mut self.lock());
     }
 
     /// Advances communication once without blocking, unless another thread
