@@ -1,10 +1,11 @@
 /* bench/scale's resilient job: every rank trades a number with its
  * neighbours once per iteration and checkpoints its tiny state (the
- * iteration and an accumulator, protected with MPIX_Protect) after each,
+ * iteration and an accumulator, protected with MPIX_Protect) every EVERY
+ * iterations (default 10),
  * under any recovery mode (examples/resilient.h). Rank 0 prints the sum of
  * the accumulators, the same with and without failures.
  *
- *   mpiexec -n N --recovery stages [--inject rank=R,checkpoint=E] ./scale_ring [ITERS] */
+ *   mpiexec -n N --recovery stages [--inject rank=R,checkpoint=E] ./scale_ring [ITERS [EVERY]] */
 #include "../../examples/resilient.h"
 
 struct state {
@@ -13,7 +14,7 @@ struct state {
 };
 
 static struct state s;
-static int rank, size, iters = 20;
+static int rank, size, iters = 20, every = 10;
 
 static int attempt(int epoch, void *ctx)
 {
@@ -34,7 +35,7 @@ static int attempt(int epoch, void *ctx)
         if (rc) return rc;
         s.acc = (s.acc * 31 + from_left + s.iter) % 1000003;
         s.iter++;
-        if ((rc = MPIX_Checkpoint_write())) return rc;
+        if (s.iter % every == 0 && (rc = MPIX_Checkpoint_write())) return rc;
     }
     return MPI_SUCCESS;
 }
@@ -45,6 +46,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc > 1) iters = atoi(argv[1]);
+    if (argc > 2 && atoi(argv[2]) > 0) every = atoi(argv[2]);
     resilient_run("scale_ring", attempt, NULL);
     long long sum = 0;
     MPI_Reduce(&s.acc, &sum, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

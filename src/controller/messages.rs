@@ -250,7 +250,12 @@ impl Job {
         // modes that spawn) neither has one ending in MPI_Finalize; with
         // them, a replacement meets it in the finalizing barrier.
         let no_rollback = matches!(self.opts.recovery, RecoveryMode::None | RecoveryMode::Ulfm);
+        let generation = self.rec.generation();
+        for &r in &pending {
+            self.ranks[r].born = generation;
+        }
         let msg = ToRank::Welcome {
+            born: self.ranks.iter().map(|r| r.born).collect(),
             addrs: self
                 .ranks
                 .iter()
@@ -261,13 +266,17 @@ impl Job {
                     },
                 )
                 .collect(),
-            generation: self.rec.generation(),
+            generation,
             epoch: self.rec.restart_epoch(),
             fresh: pending.iter().map(|&r| r as u32).collect(),
         };
         self.send_many(&pending, &msg);
         for &r in &pending {
             self.ranks[r].welcomed = true;
+        }
+        if self.bootstrapped {
+            // The others learn their addresses with the resume.
+            self.joined.extend(&pending);
         }
         self.bootstrapped = true;
         self.top_up_spares();

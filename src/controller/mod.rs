@@ -80,6 +80,8 @@ struct RankState {
     exit: Option<Exit>,
     /// The current process got its Welcome (it is part of the job).
     welcomed: bool,
+    /// The generation its Welcome gave it (what its handshakes say).
+    born: u32,
     /// When fault injection killed the current process.
     killed_at: Option<Instant>,
     /// A spawned process ended by mpiexec because its spawn failed: its
@@ -141,6 +143,8 @@ struct Job {
     started: Instant,
     /// Every rank got its first Welcome.
     bootstrapped: bool,
+    /// Ranks welcomed with a new process since the last resume.
+    joined: Vec<usize>,
     /// Generations, committed epochs and recoveries: the decisions.
     rec: recoveries::Recoveries,
     /// What became of each `--inject` spec.
@@ -270,6 +274,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         forwarders: Vec::new(),
         started: Instant::now(),
         bootstrapped: false,
+        joined: Vec::new(),
         rec,
         spares: Spares::default(),
         remote,

@@ -115,8 +115,11 @@ pub enum ToRank {
     /// replacement also learns the generation it belongs to, the epoch to
     /// restore, and which ranks are new with it (it connects to every rank
     /// except newer ones above it, which connect to it).
+    /// `born`: the generation each rank's process joined at (what its
+    /// handshakes announce; older processes of that rank are dead).
     Welcome {
         addrs: Vec<String>,
+        born: Vec<u32>,
         generation: u32,
         epoch: u64,
         fresh: Vec<u32>,
@@ -132,9 +135,13 @@ pub enum ToRank {
     /// every rank reported holding as its newest valid copy, so no further
     /// agreement is needed; `None` when the ranks must agree among
     /// themselves (a copy is missing, invalid or held by a partner).
+    /// `joined`: the ranks with a new process since the last resume, the
+    /// generation it joined at and its address (a connection to it is
+    /// made at the first message).
     Resume {
         generation: u32,
         agreed: Option<u64>,
+        joined: Vec<(u32, u32, String)>,
     },
     /// Every rank has completed `epoch`, and (`durable`) every rank's copy
     /// of that epoch is on its pfs level: older ones may be removed there.

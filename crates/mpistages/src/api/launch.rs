@@ -170,10 +170,12 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
     tcp.set_generation(welcome.generation);
     let spawned = std::env::var_os(crate::control::env::WORLD).is_some();
     let parents = super::spawn::parents_from_env();
-    // The processes of a job that start together connect as they need;
-    // one that joins a running job (a replacement, a spawned process)
-    // connects to everyone at once (its peers do not know its address).
-    let lazy = !spawned && welcome.fresh.len() == job.size && !connect_eagerly()?;
+    // The processes of a job that start together connect as they need,
+    // and so does a replacement (its peers learn its address with the
+    // resume); a spawned process connects to everyone at once (its peers
+    // do not know its address).
+    let replacement = resilient && job.restart_epoch.is_some();
+    let lazy = !spawned && (welcome.fresh.len() == job.size || replacement) && !connect_eagerly()?;
     for (peer, a) in welcome.addrs.iter().enumerate() {
         if !(lazy && peer != job.rank || welcome.connects_to(job.rank, peer)) {
             continue;
@@ -186,6 +188,7 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
         let sa = a.parse().map_err(|_| {
             MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}"))
         })?;
+        tcp.set_born(peer, welcome.born[peer]);
         if lazy {
             tcp.set_address(peer, sa);
             continue;

@@ -121,6 +121,8 @@ pub struct Client {
 /// The bootstrap fence's answer.
 pub struct Welcome {
     pub addrs: Vec<String>,
+    /// The generation each rank's process joined at.
+    pub born: Vec<u32>,
     /// The generation this process belongs to (a replacement may be welcomed
     /// into a newer one than it was started for).
     pub generation: u32,
@@ -157,6 +159,7 @@ impl Client {
         )?;
         let ToRank::Welcome {
             addrs,
+            born,
             generation,
             epoch,
             mut fresh,
@@ -167,7 +170,7 @@ impl Client {
                 "expected a welcome from mpiexec",
             ));
         };
-        if addrs.len() != job.size {
+        if addrs.len() != job.size || born.len() != job.size {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "address table of the wrong size",
@@ -181,6 +184,7 @@ impl Client {
             },
             Welcome {
                 addrs,
+                born,
                 generation,
                 epoch,
                 fresh,

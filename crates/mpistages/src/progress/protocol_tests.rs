@@ -333,6 +333,7 @@ fn frames_of_an_older_generation_are_fenced_off() {
         p.cores[rank].on_notice(ToRank::Resume {
             generation: 1,
             agreed: None,
+            joined: Vec::new(),
         });
         assert!(!p.cores[rank].halted());
     }
@@ -449,6 +450,7 @@ fn the_outlook_follows_halts_failures_and_revocations() {
     p.cores[0].on_notice(ToRank::Resume {
         generation: 1,
         agreed: None,
+        joined: Vec::new(),
     });
     assert!(calm(&p.cores[0]), "resumed");
 

@@ -313,11 +313,24 @@ impl Core {
                 self.outbox.push(ToController::Halted { generation });
                 true
             }
-            ToRank::Resume { generation, agreed } => {
+            ToRank::Resume {
+                generation,
+                agreed,
+                joined,
+            } => {
                 log::debug!(
-                    "mpistages: rank {}: the job resumes at generation {generation} (agreed epoch {agreed:?})",
+                    "mpistages: rank {}: the job resumes at generation {generation} (agreed epoch {agreed:?}, new processes {joined:?})",
                     self.me
                 );
+                if let Some(t) = self.transport.as_mut() {
+                    for (r, born, addr) in joined {
+                        match addr.parse() {
+                            Ok(a) if r as usize != self.me => t.learn_address(r as usize, born, a),
+                            Ok(_) => {}
+                            Err(_) => log::warn!("mpistages: bad address '{addr}' for rank {r}"),
+                        }
+                    }
+                }
                 if generation >= self.notices.resumed {
                     self.notices.resumed = generation;
                     self.notices.agreed = agreed;

@@ -296,4 +296,8 @@ pub trait Transport: Send {
     /// their old processes made; frames to them wait for their replacements
     /// to connect. A connection a replacement already made is kept.
     fn forget_peers(&mut self, failed: &[usize], generation: u32);
+    /// A new process of `peer` (a replacement, joined at generation
+    /// `born`) listens at `addr`: the first frame for it connects there,
+    /// unless it connected already.
+    fn learn_address(&mut self, _peer: usize, _born: u32, _addr: std::net::SocketAddr) {}
 }

@@ -24,6 +24,16 @@ impl Tcp {
 
     /// Where `peer` listens: the connection is made at the first frame
     /// for it (unless the peer connects first).
+    /// `peer`'s process joined at generation `born` (mpiexec says): older
+    /// processes of it are dead.
+    pub fn set_born(&mut self, peer: usize, born: u32) {
+        if peer < MAX_PROCESSES as usize && peer != self.cfg.me {
+            self.grow_to(peer + 1);
+            let p = &mut self.peers[peer];
+            p.min_generation = p.min_generation.max(born);
+        }
+    }
+
     pub fn set_address(&mut self, peer: usize, addr: SocketAddr) {
         if peer < MAX_PROCESSES as usize && peer != self.cfg.me {
             self.grow_to(peer + 1);
@@ -61,7 +71,9 @@ impl Tcp {
                 Conn::Tcp(stream)
             }
         };
-        self.attach(peer, conn, self.cfg.generation)?;
+        // (The peer's process is the one mpiexec named, of this generation.)
+        let born = self.peers.get(peer).map_or(0, |p| p.min_generation);
+        self.attach(peer, conn, born)?;
         self.peers[peer].initiated = true;
         Ok(())
     }

@@ -161,8 +161,11 @@ struct Peer {
     inbound: Option<Conn>,
     /// Where to connect at the first frame for the peer (lazy connection).
     addr: Option<SocketAddr>,
-    /// Generation at which the connection was made (a replacement's
-    /// connection is newer than the failure that replaced it).
+    /// The generation of the peer's process on this connection: from its
+    /// hello when it connected; when this process did, the generation
+    /// that process joined at (`min_generation`, from mpiexec). A
+    /// replacement's connection is newer than the failure that replaced
+    /// it, and a connection crossing ours comes from the same generation.
     conn_generation: u32,
     /// Processes of this peer older than this generation are dead (a
     /// failure notice named them): their connections are refused. The
@@ -619,6 +622,13 @@ impl Transport for Tcp {
                 t.spoiled = true;
             }
             p.refs.clear();
+        }
+    }
+
+    fn learn_address(&mut self, peer: usize, born: u32, addr: std::net::SocketAddr) {
+        self.set_born(peer, born);
+        if !self.connected(peer) {
+            self.set_address(peer, addr);
         }
     }
 
