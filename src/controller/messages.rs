@@ -274,8 +274,9 @@ impl Job {
         for &r in &pending {
             self.ranks[r].welcomed = true;
         }
-        if self.bootstrapped {
-            // The others learn their addresses with the resume.
+        if self.bootstrapped && pending.len() < self.ranks.len() {
+            // The others learn their addresses with the resume (a
+            // relaunched job's ranks all had them in this Welcome).
             self.joined.extend(&pending);
         }
         self.bootstrapped = true;
