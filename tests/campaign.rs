@@ -64,8 +64,8 @@ fn a_soak_of_many_recoveries_stays_flat() {
         stdout.contains("identical to the failure-free run; left in the checkpoint root: []"),
         "{stdout}"
     );
-    // "WHO after 10 recoveries: LO-HI fds, LO-HI threads, M KB; after 40: ... : flat"
-    // (the tool compares the fewest at the end with the most early on).
+    // "WHO after  10: LO-HI fds, LO-HI threads, M KB; after  25: ... (+K KB); after  40: ... : flat"
+    // (the tool compares the fewest at a look with the most at the one before).
     for who in ["rank 0", "mpiexec"] {
         let line = stdout.lines().find(|l| l.starts_with(who)).unwrap();
         assert!(line.ends_with(": flat"), "{who}: {line}");

@@ -5,7 +5,8 @@
 //! said, and the recovery in progress; `mpiexec` (the rest of the
 //! controller) does what the decisions say: prints, sends, kills, starts.
 
-use super::barrier::{self, Said};
+use super::barrier::Tally;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// What the controller knows of the job that can forbid a recovery.
@@ -96,8 +97,13 @@ pub struct Recoveries {
     durable: Option<u64>,
     restarts: usize,
     count: usize,
-    said: Vec<Said>,
+    said: Tally,
     progress: Vec<Progress>,
+    /// How many ranks completed each newest epoch / hold each newest
+    /// durable one: their first keys are the committed and durable epochs
+    /// (a minimum over every rank at each report was O(ranks)).
+    epochs: Counts<u64>,
+    durables: Counts<Option<u64>>,
     recovering: Option<Recovering>,
     /// A recovery whose ranks resumed and are restoring their data: done
     /// once every rank confirmed (a restore can still fail, or fall back
@@ -115,8 +121,10 @@ impl Recoveries {
             durable: None,
             restarts: 0,
             count: 0,
-            said: vec![Said::default(); ranks],
+            said: Tally::new(ranks),
             progress: vec![Progress::default(); ranks],
+            epochs: Counts::of(0, ranks),
+            durables: Counts::of(None, ranks),
             recovering: None,
             confirming: None,
         }
@@ -129,12 +137,12 @@ impl Recoveries {
         // resume (at generation 0 a rank counts as resumed from the start).
         self.generation = 1;
         self.committed = epoch;
-        for p in &mut self.progress {
-            p.epoch = epoch;
-        }
+        self.roll_back_to(epoch, false);
+        let every: Vec<usize> = (0..self.said.len()).collect();
+        self.said.begin(1, &every);
         self.recovering = Some(Recovering {
             number: 0,
-            failed: (0..self.said.len()).collect(),
+            failed: every,
             epoch,
             start: now,
             detected: now,
@@ -177,15 +185,31 @@ impl Recoveries {
     /// A new process for `rank`: what the old one said no longer counts.
     /// A process joined the job (`MPI_Comm_spawn`): its id is the next.
     pub fn add_rank(&mut self) {
-        self.said.push(Said::default());
+        self.said.add_rank();
         self.progress.push(Progress::default());
+        self.epochs.add(0);
+        self.durables.add(None);
     }
 
     pub fn started(&mut self, rank: usize) {
-        let s = &mut self.said[rank];
-        s.halted = None;
-        s.ready = None;
-        s.newest = None;
+        self.said.started(rank);
+    }
+
+    /// Every rank's progress is `epoch` (and nothing durable unless
+    /// `keep_durable`).
+    fn roll_back_to(&mut self, epoch: u64, keep_durable: bool) {
+        let n = self.progress.len();
+        for p in &mut self.progress {
+            p.epoch = epoch;
+            if !keep_durable {
+                p.durable = None;
+            }
+        }
+        self.epochs = Counts::of(epoch, n);
+        self.durables = Counts::default();
+        for p in &self.progress {
+            self.durables.add(p.durable);
+        }
     }
 
     /// Why a failure cannot be recovered from, if it cannot.
@@ -238,9 +262,8 @@ impl Recoveries {
         if self.relaunches {
             rec.failed = (0..self.said.len()).collect();
             rec.spawned = None;
-            for p in &mut self.progress {
-                p.epoch = epoch;
-            }
+            self.said.begin(generation, &rec.failed);
+            self.roll_back_to(epoch, true);
             return Decision::Relaunch {
                 number,
                 epoch,
@@ -250,7 +273,9 @@ impl Recoveries {
         if !rec.failed.contains(&rank) {
             rec.failed.push(rank);
         }
-        self.progress[rank].epoch = epoch;
+        self.said.begin(generation, &rec.failed);
+        let old = std::mem::replace(&mut self.progress[rank].epoch, epoch);
+        self.epochs.change(old, epoch);
         Decision::Replace {
             rank,
             number,
@@ -283,7 +308,8 @@ impl Recoveries {
     /// failed ranks) is returned and the job must end.
     pub fn finalizing(&self, rank: usize) -> Option<(usize, Vec<usize>)> {
         let rec = self.recovering.as_ref()?;
-        (self.said[rank].ready != Some(self.generation)).then(|| (rec.number, rec.failed.clone()))
+        (self.said.said(rank).ready != Some(self.generation))
+            .then(|| (rec.number, rec.failed.clone()))
     }
 
     /// A rank completed checkpoint `epoch` (and holds `durable` on pfs).
@@ -300,10 +326,14 @@ impl Recoveries {
             return None;
         }
         let p = &mut self.progress[rank];
+        let old = *p;
         p.epoch = p.epoch.max(epoch);
         p.durable = p.durable.max(durable);
-        let committed = self.progress.iter().map(|p| p.epoch).min().unwrap_or(0);
-        let durable = self.progress.iter().map(|p| p.durable).min().flatten();
+        let new = *p;
+        self.epochs.change(old.epoch, new.epoch);
+        self.durables.change(old.durable, new.durable);
+        let committed = self.epochs.least().unwrap_or(0);
+        let durable = self.durables.least().flatten();
         if committed > self.committed || durable > self.durable {
             self.committed = self.committed.max(committed);
             self.durable = self.durable.max(durable);
@@ -313,7 +343,7 @@ impl Recoveries {
     }
 
     pub fn halted(&mut self, rank: usize, generation: u32, now: Instant) -> Option<Resume> {
-        self.said[rank].halted = Some(generation);
+        self.said.halted(rank, generation);
         self.advance(now)
     }
 
@@ -324,8 +354,7 @@ impl Recoveries {
         newest: Option<u64>,
         now: Instant,
     ) -> Option<Resume> {
-        self.said[rank].ready = Some(generation);
-        self.said[rank].newest = newest;
+        self.said.ready(rank, generation, newest);
         self.advance(now)
     }
 
@@ -334,7 +363,7 @@ impl Recoveries {
     fn advance(&mut self, now: Instant) -> Option<Resume> {
         let g = self.generation;
         let rec = self.recovering.as_mut()?;
-        let stand = barrier::stand(g, &rec.failed, &self.said);
+        let stand = self.said.stand();
         if rec.propagated.is_none() && stand.propagated {
             rec.propagated = Some(now);
         }
@@ -349,12 +378,7 @@ impl Recoveries {
         // Epochs after the one restored are rolled back, also on pfs:
         // what is durable there is counted again from the ranks' reports.
         self.durable = None;
-        for p in &mut self.progress {
-            *p = Progress {
-                epoch: rec.epoch,
-                durable: None,
-            };
-        }
+        self.roll_back_to(rec.epoch, false);
         rec.resumed = Some(now);
         self.confirming = Some(rec);
         Some(Resume {
@@ -366,7 +390,7 @@ impl Recoveries {
     /// A rank restored `epoch` at `generation`. The recovery is done once
     /// every rank restored the same epoch at the current generation.
     pub fn restored(&mut self, rank: usize, generation: u32, epoch: u64) -> Option<Done> {
-        self.said[rank].restored = Some((generation, epoch));
+        self.said.restored(rank, generation, epoch);
         self.confirmed()
     }
 
@@ -374,12 +398,48 @@ impl Recoveries {
     /// can be reported before the resume that it answers is sent).
     pub fn confirmed(&mut self) -> Option<Done> {
         self.confirming.as_ref()?;
-        let epoch = barrier::confirmed(self.generation, &self.said)?;
+        let epoch = self.said.confirmed()?;
         Some(Done {
             recovery: self.confirming.take()?,
             epoch,
             generation: self.generation,
         })
+    }
+}
+
+/// A multiset: how many ranks hold each value.
+#[derive(Clone, Debug, Default)]
+struct Counts<T: Ord>(BTreeMap<T, usize>);
+
+impl<T: Ord + Copy> Counts<T> {
+    fn of(value: T, n: usize) -> Counts<T> {
+        let mut c = Counts(BTreeMap::new());
+        if n > 0 {
+            c.0.insert(value, n);
+        }
+        c
+    }
+
+    fn add(&mut self, value: T) {
+        *self.0.entry(value).or_insert(0) += 1;
+    }
+
+    /// One rank's value went from `old` to `new`.
+    fn change(&mut self, old: T, new: T) {
+        if old == new {
+            return;
+        }
+        if let Some(n) = self.0.get_mut(&old) {
+            *n -= 1;
+            if *n == 0 {
+                self.0.remove(&old);
+            }
+        }
+        self.add(new);
+    }
+
+    fn least(&self) -> Option<T> {
+        self.0.keys().next().copied()
     }
 }
 

@@ -108,7 +108,26 @@ impl Window {
 /// fewest descriptors and threads at the end are no more than the most
 /// early on, one flusher at most, and the least memory at the end exceeds
 /// the most early on by less than 4 KB per recovery.
-pub fn flat(early: &Window, end: &Window, recoveries: usize) -> bool {
+#[cfg(test)]
+fn flat(early: &Window, end: &Window, recoveries: usize) -> bool {
+    same_counts(early, end) && same_memory(early, end, recoveries)
+}
+
+/// Whether three looks (early, half way, at the end; `spans` recoveries
+/// apart) show no leak: descriptors and threads as `flat` says, and
+/// memory flat over at least one half. A leak grows over both halves; a
+/// buffer that grew once to a new high-water mark (a 136 KB step, at a
+/// random recovery, of a stream's buffers beside two CPU hogs) over one.
+pub fn steady(looks: &[Window; 3], spans: (usize, usize)) -> bool {
+    same_counts(&looks[0], &looks[2])
+        && (same_memory(&looks[0], &looks[1], spans.0) || same_memory(&looks[1], &looks[2], spans.1))
+}
+
+fn same_memory(early: &Window, end: &Window, recoveries: usize) -> bool {
+    (end.rss_kb.0 as f64 - early.rss_kb.1 as f64) < 4.0 * recoveries as f64
+}
+
+fn same_counts(early: &Window, end: &Window) -> bool {
     // The flusher, once started, keeps one file of its own open (the
     // parked checkpoint file it reuses): when it started after the early
     // look, that descriptor is not a leak.
@@ -116,16 +135,16 @@ pub fn flat(early: &Window, end: &Window, recoveries: usize) -> bool {
     end.fds.0 <= early.fds.1 + flusher_fds
         && end.threads.0 <= early.threads.1
         && end.flushers <= 1
-        && (end.rss_kb.0 as f64 - early.rss_kb.1 as f64) < 4.0 * recoveries as f64
 }
 
 /// The result of a soak.
 pub struct Soak {
     pub recoveries: usize,
-    /// Rank 0 and mpiexec after `early` recoveries, and at the end.
+    /// Rank 0 and mpiexec after `early` recoveries, half way from there,
+    /// and at the end.
     pub early: usize,
-    pub rank0: (Window, Window),
-    pub mpiexec: (Window, Window),
+    pub rank0: [Window; 3],
+    pub mpiexec: [Window; 3],
     pub checksum_ok: bool,
     pub left: Vec<String>,
     pub wall: f64,
@@ -214,7 +233,7 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
         let line = line.map_err(|e| e.to_string())?;
         if line.contains("mpiexec: recovery ") && line.contains(" done: ") {
             done += 1;
-            if done == early || done == recoveries {
+            if done == early || done == (early + recoveries) / 2 || done == recoveries {
                 // Let the job settle after the recovery (the new spare
                 // starts, the survivors' rollback buffers are let go), then
                 // look ten times.
@@ -235,7 +254,7 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
     }
     let status = child.wait().map_err(|e| e.to_string())?;
     let stdout = out.join().unwrap_or_default();
-    if samples.len() < 2 {
+    if samples.len() < 3 {
         return Err(format!(
             "only {done} recoveries ({status}); stderr tail:\n{}",
             tail.join("\n")
@@ -251,8 +270,8 @@ pub fn soak(mpiexec: &Path, exe: &Path, recoveries: usize, early: usize) -> Resu
     Ok(Soak {
         recoveries: done,
         early,
-        rank0: (samples[0].0.clone(), samples[1].0.clone()),
-        mpiexec: (samples[0].1.clone(), samples[1].1.clone()),
+        rank0: [0, 1, 2].map(|i| samples[i].0.clone()),
+        mpiexec: [0, 1, 2].map(|i| samples[i].1.clone()),
         checksum_ok: status.success() && checksum(&stdout) == Some(expected),
         left,
         wall: t0.elapsed().as_secs_f64(),
@@ -307,35 +326,39 @@ pub fn main(args: &[String]) -> i32 {
     match soak(&bindir.join("mpiexec"), &exe, recoveries, 10) {
         Ok(s) => {
             let mut all_flat = true;
-            let mut show = |who: &str, (a, b): &(Window, Window)| {
-                let is_flat = flat(a, b, s.recoveries - s.early);
+            let mid = (s.early + s.recoveries) / 2;
+            let mut show = |who: &str, w: &[Window; 3]| {
+                let is_flat = steady(w, (mid - s.early, s.recoveries - mid));
                 all_flat &= is_flat;
                 let range = |lo: u64, hi: u64| format!("{lo}-{hi}");
                 let n = |(lo, hi): (usize, usize)| range(lo as u64, hi as u64);
                 let kb = |(lo, hi): (u64, u64)| range(lo, hi);
-                // Growth as `flat` judges it: the least at the end over the
-                // most early on.
-                let grew = b.rss_kb.0 as i64 - a.rss_kb.1 as i64;
+                // Growth as `same_memory` judges it: the least at a look
+                // over the most at the one before.
+                let grew = |a: &Window, b: &Window| b.rss_kb.0 as i64 - a.rss_kb.1 as i64;
+                let at = |k: usize, x: &Window| {
+                    format!(
+                        "after {k:>3}: {:>5} fds, {:>5} threads, {:>11} KB",
+                        n(x.fds),
+                        n(x.threads),
+                        kb(x.rss_kb)
+                    )
+                };
                 println!(
-                    "{who:<8} after {:>3} recoveries: {:>5} fds, {:>5} threads, {:>11} KB; after {}: {:>5} fds, {:>5} threads, {:>11} KB ({:+} KB, {:+.1} KB per recovery): {}",
-                    s.early,
-                    n(a.fds),
-                    n(a.threads),
-                    kb(a.rss_kb),
-                    s.recoveries,
-                    n(b.fds),
-                    n(b.threads),
-                    kb(b.rss_kb),
-                    grew,
-                    grew as f64 / (s.recoveries - s.early) as f64,
+                    "{who:<8} {}; {} ({:+} KB); {} ({:+} KB): {}",
+                    at(s.early, &w[0]),
+                    at(mid, &w[1]),
+                    grew(&w[0], &w[1]),
+                    at(s.recoveries, &w[2]),
+                    grew(&w[1], &w[2]),
                     if is_flat { "flat" } else { "GROWS" }
                 );
                 println!(
                     "{who:<8} threads after {:>3}: {}; after {}: {}",
                     s.early,
-                    a.thread_names.join(" "),
+                    w[0].thread_names.join(" "),
                     s.recoveries,
-                    b.thread_names.join(" ")
+                    w[2].thread_names.join(" ")
                 );
             };
             println!(
@@ -413,6 +436,16 @@ mod tests {
             &early,
             &Window::of(&[look(19, &with_flusher, 3600)]),
             30
+        ));
+        // A step to a new high-water mark in one half is no leak; the same
+        // growth in both halves is.
+        let at = |kb| Window::of(&[look(17, &main, kb)]);
+        assert!(steady(&[at(3600), at(3736), at(3736)], (15, 15)));
+        assert!(steady(&[at(3600), at(3600), at(3736)], (15, 15)));
+        assert!(!steady(&[at(3600), at(3675), at(3750)], (15, 15)));
+        assert!(!steady(
+            &[at(3600), at(3600), Window::of(&[look(46, &main, 3600)])],
+            (15, 15)
         ));
         let two_flushers = ["stencil2d", FLUSHER, FLUSHER];
         assert!(!flat(

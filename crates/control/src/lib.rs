@@ -1,7 +1,8 @@
 //! The control plane's vocabulary, shared by the library (a rank) and the
 //! launcher (`mpiexec`): the control messages and their framing (`proto`),
-//! fault injection specs (`inject`), recovery modes (`mode`), and the
-//! environment through which `mpiexec` tells a rank who it is (`env`).
+//! fault injection specs (`inject`), recovery modes (`mode`), the
+//! environment through which `mpiexec` tells a rank who it is (`env`), and
+//! the control tree's shape (`tree`) and fan-in (`fan`, over `rankset`).
 //!
 //! A crate of its own so that the launcher does not link the MPI library
 //! to speak to ranks, and so that this vocabulary cannot reach into either
@@ -10,10 +11,13 @@
 #![deny(unsafe_code)]
 
 pub mod agent;
+pub mod fan;
 pub mod inject;
 pub mod mode;
 pub mod proto;
+pub mod rankset;
 pub mod stream;
+pub mod tree;
 
 /// Environment variables through which `mpiexec` tells a rank who it is.
 pub mod env {

@@ -153,11 +153,6 @@ pub fn join(epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiResult<Joined> {
     }
 }
 
-/// Whether a replacement connects as it needs (`MPISTAGES_LAZY_REPLACEMENT=1`).
-fn lazy_replacement() -> bool {
-    std::env::var("MPISTAGES_LAZY_REPLACEMENT").is_ok_and(|v| v == "1")
-}
-
 fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiResult<Joined> {
     let resilient = recovery.announced();
     let ip = tcp_addr_from_env()?.unwrap_or(IpAddr::from([127, 0, 0, 1]));
@@ -175,13 +170,10 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
     tcp.set_generation(welcome.generation);
     let spawned = std::env::var_os(crate::control::env::WORLD).is_some();
     let parents = super::spawn::parents_from_env();
-    // The processes of a job that start together connect as they need;
-    // one that joins a running job (a replacement, a spawned process)
-    // connects to everyone at once. (A replacement connecting lazily, its
-    // peers learning its address with the resume, made rank 0 of the UDP
-    // soak grow 7 KB a recovery beside two busy processes: off until that
-    // is understood; `MPISTAGES_LAZY_REPLACEMENT=1` turns it on.)
-    let replacement = resilient && job.restart_epoch.is_some() && lazy_replacement();
+    // The processes of a job that start together connect as they need,
+    // and so does a replacement (its peers learn its address with the
+    // resume); a spawned process connects to everyone at once.
+    let replacement = resilient && job.restart_epoch.is_some();
     let lazy = !spawned && (welcome.fresh.len() == job.size || replacement) && !connect_eagerly()?;
     for (peer, a) in welcome.addrs.iter().enumerate() {
         if !(lazy && peer != job.rank || welcome.connects_to(job.rank, peer)) {
