@@ -20,6 +20,7 @@ pub mod hosts;
 pub mod leftovers;
 pub mod remote_agent;
 pub mod restart;
+pub mod simulate;
 pub mod slurm;
 pub mod spares;
 pub mod usage;

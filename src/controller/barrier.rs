@@ -38,7 +38,10 @@ pub fn stand(g: u32, failed: &[usize], ranks: &[Said]) -> Stand {
         .enumerate()
         .all(|(r, s)| failed.contains(&r) || at_g(s.halted) || at_g(s.ready));
     let replaced = failed.iter().all(|&r| at_g(ranks[r].ready));
-    let resume = ranks.iter().all(|s| at_g(s.ready)).then(|| common_newest(ranks));
+    let resume = ranks
+        .iter()
+        .all(|s| at_g(s.ready))
+        .then(|| common_newest(ranks));
     Stand {
         propagated,
         replaced,

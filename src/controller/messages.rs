@@ -63,6 +63,7 @@ impl Job {
             };
             match c.dec.next_message::<ToController>() {
                 Ok(Some(msg)) => {
+                    self.traffic.received(msg.kind());
                     if let Err(why) = self.on_message(slot, msg) {
                         eprintln!("mpiexec: dropped a control connection: {why}");
                         self.close(slot);
@@ -212,6 +213,7 @@ impl Job {
     }
 
     pub(super) fn send_on(&mut self, slot: usize, msg: &ToRank) -> std::io::Result<()> {
+        self.traffic.sent(msg.kind(), 1);
         self.write_on(slot, &proto::encode(msg))
     }
 
@@ -221,6 +223,7 @@ impl Job {
         let bytes = proto::encode(msg);
         for &r in ranks {
             if let Some(slot) = self.ranks[r].conn {
+                self.traffic.sent(msg.kind(), 1);
                 let _ = self.write_on(slot, &bytes);
             }
         }

@@ -27,11 +27,12 @@ mod injections;
 mod liveness;
 mod messages;
 mod names;
-mod recoveries;
+pub(crate) mod recoveries;
 mod recovery;
 mod remote;
 mod spawn;
 pub mod stdin;
+mod traffic;
 mod ulfm;
 
 const TOKEN_LISTENER: u64 = 1;
@@ -166,6 +167,8 @@ struct Job {
     names: names::Names,
     /// Deaths the liveness watchers saw.
     deaths: std::sync::Arc<liveness::Deaths>,
+    /// Control messages since the recovery under way began.
+    traffic: traffic::Traffic,
 }
 
 pub fn main() -> ! {
@@ -285,6 +288,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         spawning: None,
         names: Default::default(),
         deaths,
+        traffic: traffic::Traffic::default(),
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {

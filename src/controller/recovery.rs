@@ -34,6 +34,9 @@ impl Job {
             finalizing: self.ranks.iter().position(|r| r.finalizing),
         };
         let start = self.ranks[rank].killed_at.unwrap_or(now);
+        if self.rec.recovering().is_none() {
+            self.traffic.restart();
+        }
         match self.rec.failed(rank, facts, start, now) {
             Decision::Refuse(why) => {
                 eprintln!(
@@ -236,13 +239,14 @@ impl Job {
             "job relaunched".to_string()
         };
         eprintln!(
-            "mpiexec: recovery {} done: {what}, epoch {epoch} restored, generation {generation}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}",
+            "mpiexec: recovery {} done: {what}, epoch {epoch} restored, generation {generation}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}; control messages since the failure, {}",
             rec.number,
             ms(Some(rec.detected)),
             ms(rec.propagated),
             ms(rec.spawned),
             ms(rec.restored),
             ms(rec.resumed),
+            self.traffic.summary(),
         );
     }
 }

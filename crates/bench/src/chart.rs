@@ -94,6 +94,92 @@ fn draw(out: &mut String, app: &str, series: &[Series]) -> Result<(), Box<dyn st
     Ok(())
 }
 
+/// Lines through points on log-log axes (one colour and marker per
+/// series): how something grows with the job, for the simulator.
+pub fn log_lines(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<String, String> {
+    let mut out = String::new();
+    draw_log(&mut out, title, x_desc, y_desc, series)
+        .map_err(|e| format!("drawing '{title}': {e}"))?;
+    Ok(out)
+}
+
+fn draw_log(
+    out: &mut String,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let points = || series.iter().flat_map(|s| s.1.iter());
+    let (xlo, xhi) = points().fold((f64::MAX, 1.0f64), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (ylo, yhi) = points().fold((f64::MAX, 1e-3f64), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let root = SVGBackend::with_string(out, (760, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(
+            (xlo.min(xhi) / 1.5..xhi * 1.5).log_scale(),
+            (ylo.min(yhi).max(1e-4) / 2.0..yhi * 2.0).log_scale(),
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .draw()?;
+    for (k, (name, pts)) in series.iter().enumerate() {
+        let colour = PALETTE[k % PALETTE.len()];
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
+            });
+        // A marker of its own per series, for print in grey.
+        match k % 3 {
+            0 => chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))?,
+            1 => chart.draw_series(
+                pts.iter()
+                    .map(|&p| TriangleMarker::new(p, 5, colour.filled())),
+            )?,
+            _ => chart.draw_series(
+                pts.iter()
+                    .map(|&p| Cross::new(p, 4, colour.stroke_width(2))),
+            )?,
+        };
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// Colours far enough apart to tell eight series apart.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

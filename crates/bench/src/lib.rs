@@ -35,7 +35,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod campaign;
-mod chart;
+pub mod chart;
 mod interrupt;
 mod soak;
 
@@ -49,6 +49,7 @@ const USAGE: &str = "\
 usage: mpistages-bench recovery [options]
        mpistages-bench campaign [options]   (see mpistages-bench campaign --help)
        mpistages-bench soak [options]       (see mpistages-bench soak --help)
+       mpistages-bench simulate [options]   (see mpistages-bench simulate --help)
 
 Runs the proxy applications under every recovery mode with one injected
 SIGKILL per run and compares recovery time, time to solution and the cost
@@ -442,7 +443,7 @@ fn restart(
     let failed_at = err1
         .split("failure at unix time ")
         .nth(1)
-        .and_then(|s| s.split([' ', ')']).next())
+        .and_then(|s| s.split([' ', ')', ';']).next())
         .ok_or_else(|| format!("{what}: mpiexec did not say when the rank failed:\n{err1}"))?
         .to_string();
     let mut a = vec![
@@ -493,7 +494,7 @@ fn parse_run(app: &App, marker: &str, wall: f64, out: &str, err: &str) -> Result
     let failed_at = err
         .split("failure at unix time ")
         .nth(1)
-        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.split([' ', ';']).next())
         .and_then(|s| s.parse::<f64>().ok());
     let milestones = err
         .split("ms after the failure: ")

@@ -120,7 +120,8 @@ fn flat(early: &Window, end: &Window, recoveries: usize) -> bool {
 /// random recovery, of a stream's buffers beside two CPU hogs) over one.
 pub fn steady(looks: &[Window; 3], spans: (usize, usize)) -> bool {
     same_counts(&looks[0], &looks[2])
-        && (same_memory(&looks[0], &looks[1], spans.0) || same_memory(&looks[1], &looks[2], spans.1))
+        && (same_memory(&looks[0], &looks[1], spans.0)
+            || same_memory(&looks[1], &looks[2], spans.1))
 }
 
 fn same_memory(early: &Window, end: &Window, recoveries: usize) -> bool {
@@ -132,9 +133,7 @@ fn same_counts(early: &Window, end: &Window) -> bool {
     // parked checkpoint file it reuses): when it started after the early
     // look, that descriptor is not a leak.
     let flusher_fds = end.flushers.saturating_sub(early.flushers);
-    end.fds.0 <= early.fds.1 + flusher_fds
-        && end.threads.0 <= early.threads.1
-        && end.flushers <= 1
+    end.fds.0 <= early.fds.1 + flusher_fds && end.threads.0 <= early.threads.1 && end.flushers <= 1
 }
 
 /// The result of a soak.

@@ -26,6 +26,15 @@ pub enum Kind {
     Checkpoint,
     /// Holds epoch `key` durable on its pfs level.
     Durable,
+    /// Said hello at generation `key` (started; its address travels with
+    /// the gathering).
+    Hello,
+    /// The process ended, as its agent saw (`key`: the generation it was
+    /// ended at, a relaunch ends them all).
+    Ended,
+    /// A survivor's contribution to the agreement of generation `key`
+    /// (ULFM; the value: its flag).
+    Agree,
 }
 
 /// The value the reports carry, when they all carry the same.
@@ -115,12 +124,23 @@ impl Fan {
 
     /// Kinds whose key is a generation (older ones are dropped).
     fn fenced(kind: Kind) -> bool {
-        matches!(kind, Kind::Halted | Kind::Ready | Kind::Restored)
+        matches!(
+            kind,
+            Kind::Halted | Kind::Ready | Kind::Restored | Kind::Agree
+        )
     }
 
     fn expected(&self, kind: Kind) -> RankSet {
         match kind {
-            Kind::Halted => self.below.minus(&self.replaced),
+            // The failed do not halt, nor agree.
+            Kind::Halted | Kind::Agree => self.below.minus(&self.replaced),
+            // During a recovery only its new processes say hello; at a
+            // (re)launch every one.
+            Kind::Hello if !self.replaced.is_empty() => self
+                .replaced
+                .iter()
+                .filter(|&r| self.below.contains(r))
+                .collect(),
             _ => self.below.clone(),
         }
     }
@@ -231,7 +251,9 @@ mod tests {
         let mut f = Fan::new(RankSet::of(0..4), W);
         assert!(f.failure(1, &RankSet::one(2)).is_empty());
         for r in [0, 1] {
-            assert!(f.report(rep(Kind::Halted, 1, RankSet::one(r), None), ms(0)).is_empty());
+            assert!(f
+                .report(rep(Kind::Halted, 1, RankSet::one(r), None), ms(0))
+                .is_empty());
         }
         let up = f.report(rep(Kind::Halted, 1, RankSet::one(3), None), ms(0));
         assert_eq!(up.len(), 1);
@@ -260,7 +282,9 @@ mod tests {
         // Rank 2 fails during the recovery: generation 2 replaces 3 and 2.
         f.failure(2, &RankSet::one(2));
         assert_eq!(f.deadline(), None, "generation 1's halts are moot");
-        assert!(f.report(rep(Kind::Halted, 1, RankSet::one(1), None), ms(0)).is_empty());
+        assert!(f
+            .report(rep(Kind::Halted, 1, RankSet::one(1), None), ms(0))
+            .is_empty());
         f.report(rep(Kind::Halted, 2, RankSet::one(0), None), ms(0));
         let up = f.report(rep(Kind::Halted, 2, RankSet::one(1), None), ms(0));
         assert_eq!(up.len(), 1, "2 and 3 are both replaced");
@@ -268,6 +292,20 @@ mod tests {
         f.report(rep(Kind::Checkpoint, 1, RankSet::one(0), None), ms(0));
         f.failure(3, &RankSet::new());
         assert!(f.deadline().is_some());
+    }
+
+    #[test]
+    fn during_a_recovery_only_the_new_processes_say_hello() {
+        let mut f = Fan::new(RankSet::of(0..4), W);
+        let up = f.report(rep(Kind::Hello, 0, RankSet::of(0..4), None), ms(0));
+        assert_eq!(up.len(), 1, "at start every rank");
+        f.failure(1, &RankSet::one(2));
+        let up = f.report(rep(Kind::Hello, 1, RankSet::one(2), None), ms(0));
+        assert_eq!(up.len(), 1, "the replacement alone");
+        let up = f.report(rep(Kind::Agree, 1, RankSet::of(0..2), Some(1)), ms(0));
+        assert!(up.is_empty());
+        let up = f.report(rep(Kind::Agree, 1, RankSet::one(3), Some(1)), ms(0));
+        assert_eq!(up.len(), 1, "the failed rank does not agree");
     }
 
     #[test]
@@ -281,7 +319,9 @@ mod tests {
         assert_eq!(up[0].ranks.len(), 5);
         assert_eq!(up[0].ranks.ranges(), 2);
         // The rest completes with what went up already.
-        assert!(f.report(rep(Kind::Checkpoint, 5, RankSet::one(3), None), ms(13)).is_empty());
+        assert!(f
+            .report(rep(Kind::Checkpoint, 5, RankSet::one(3), None), ms(13))
+            .is_empty());
         let rest = f.report(rep(Kind::Checkpoint, 5, RankSet::of(6..8), None), ms(13));
         assert_eq!(rest[0].ranks.iter().collect::<Vec<_>>(), [3, 6, 7]);
         assert_eq!(f.deadline(), None);

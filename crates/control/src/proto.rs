@@ -100,6 +100,47 @@ pub struct SpawnCommand {
     pub count: u32,
 }
 
+impl ToController {
+    /// The message's name, for counts and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToController::Hello { .. } => "hello",
+            ToController::Finalizing => "finalizing",
+            ToController::Abort { .. } => "abort",
+            ToController::Fatal { .. } => "fatal",
+            ToController::Checkpoint { .. } => "checkpoint",
+            ToController::Halted { .. } => "halted",
+            ToController::Ready { .. } => "ready",
+            ToController::Restored { .. } => "restored",
+            ToController::PeerBroken { .. } => "peer-broken",
+            ToController::Injecting { .. } => "injecting",
+            ToController::Spare { .. } => "spare",
+            ToController::Revoke { .. } => "revoke",
+            ToController::Agree { .. } => "agree",
+            ToController::Spawn(_) => "spawn",
+            ToController::Name(_) => "name",
+        }
+    }
+}
+
+impl ToRank {
+    /// The message's name, for counts and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToRank::Welcome { .. } => "welcome",
+            ToRank::Failure { .. } => "failure",
+            ToRank::Resume { .. } => "resume",
+            ToRank::Committed { .. } => "committed",
+            ToRank::Assign { .. } => "assign",
+            ToRank::ProcFailed { .. } => "proc-failed",
+            ToRank::Revoked { .. } => "revoked",
+            ToRank::Agreed { .. } => "agreed",
+            ToRank::Spawned { .. } => "spawned",
+            ToRank::Named { .. } => "named",
+        }
+    }
+}
+
 impl SpawnArgs {
     /// How many processes in all (saturating: a bound is checked after).
     pub fn total(&self) -> u32 {

@@ -136,7 +136,10 @@ mod tests {
         assert!(!s.contains(5) && s.contains(4) && s.contains(6));
         assert!(s.covers(&RankSet::of(6..12)));
         assert!(!s.covers(&RankSet::of(4..7)));
-        assert_eq!(s.minus(&RankSet::of(0..10)).iter().collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(
+            s.minus(&RankSet::of(0..10)).iter().collect::<Vec<_>>(),
+            [10, 11]
+        );
     }
 
     proptest::proptest! {

@@ -94,7 +94,10 @@ mod tests {
                 bound += 1;
                 reach = reach * radix + radix;
             }
-            assert!(deepest <= bound, "{hosts} hosts, radix {radix}: depth {deepest}");
+            assert!(
+                deepest <= bound,
+                "{hosts} hosts, radix {radix}: depth {deepest}"
+            );
         }
         assert_eq!(Tree::new(8, 8).depth(7), 1, "a radix of all hosts is flat");
         assert_eq!(Tree::new(7, 2).subtree(0), [0, 2, 3, 6]);

@@ -301,6 +301,7 @@ pub(super) fn rejoin_and_restore(
                     generation: m.engine.generation(),
                     epoch: fault_epoch(m),
                 });
+                mpistages_sys::give_back_free_memory();
                 return Ok(());
             }
         }

@@ -1,0 +1,356 @@
+//! `mpistages-bench simulate`: one recovery's control plane at scales this
+//! machine cannot run (65,536 ranks on 1,024 hosts), flat as the runtime
+//! is today and through a tree of agents, per mode (see `model`). The
+//! costs of messages, process starts and detection are measured here at
+//! start (`calibrate`); a rank's own steps come from mpiexec's milestones
+//! at 64 ranks on this machine.
+
+mod calibrate;
+pub mod model;
+
+use model::{Costs, Mode, Outcome, Setup, Sim};
+use std::io::Write;
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: mpistages-bench simulate [options]
+
+Simulates the control plane of one recovery (a rank killed, every rank
+resumed) with mpiexec's recovery state machine and the agents' fan-in:
+flat (every rank talks to mpiexec, as today) and through a tree of
+agents, under stages, reinit, cpr and ULFM's shrink. Prints a table;
+with --out, writes it as CSV and charts (SVG) of time and of the busiest
+node's messages against ranks. Options:
+  --ranks N          ranks (default 65536)
+  --hosts N          hosts (default: ranks / 64)
+  --cores N          cores per host (default: ranks per host)
+  --radix N          agents per tree node (default 32)
+  --modes LIST       stages,reinit,cpr,ulfm (default all)
+  --sweep            also every power of 4 from 64 ranks to --ranks, 64
+                     ranks per host, for the charts
+  --out DIR          write simulate-STAMP.csv and .svg charts there
+  --control WHICH    flat, tree or both (default both)
+  --kinds            also mpiexec's messages by kind, as its recovery line
+                     says them
+  --no-calibrate     use the built-in message costs instead of measuring
+";
+
+struct Options {
+    ranks: usize,
+    hosts: Option<usize>,
+    cores: Option<usize>,
+    radix: usize,
+    modes: Vec<Mode>,
+    sweep: bool,
+    out: Option<PathBuf>,
+    calibrate: bool,
+    /// Radices to simulate (0: flat).
+    radices: Vec<usize>,
+    kinds: bool,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        ranks: 65_536,
+        hosts: None,
+        cores: None,
+        radix: 32,
+        modes: vec![Mode::Stages, Mode::Reinit, Mode::Cpr, Mode::Ulfm],
+        sweep: false,
+        out: None,
+        calibrate: true,
+        radices: vec![0, 32],
+        kinds: false,
+    };
+    let mut control = "both".to_string();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let value = || {
+            args.get(i + 1)
+                .cloned()
+                .ok_or_else(|| format!("{a} needs a value"))
+        };
+        let number = || -> Result<usize, String> {
+            value()?
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{a} needs a positive number"))
+        };
+        match a {
+            "--ranks" => o.ranks = number()?,
+            "--hosts" => o.hosts = Some(number()?),
+            "--cores" => o.cores = Some(number()?),
+            "--radix" => o.radix = number()?,
+            "--modes" => {
+                o.modes = value()?
+                    .split(',')
+                    .map(|m| match m {
+                        "stages" => Ok(Mode::Stages),
+                        "reinit" => Ok(Mode::Reinit),
+                        "cpr" => Ok(Mode::Cpr),
+                        "ulfm" | "ulfm-shrink" => Ok(Mode::Ulfm),
+                        x => Err(format!("unknown mode '{x}' (stages, reinit, cpr, ulfm)")),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            "--out" => o.out = Some(PathBuf::from(value()?)),
+            "--control" => control = value()?,
+            "--sweep" | "--no-calibrate" | "--kinds" => {
+                match a {
+                    "--sweep" => o.sweep = true,
+                    "--kinds" => o.kinds = true,
+                    _ => o.calibrate = false,
+                }
+                i += 1;
+                continue;
+            }
+            "-h" | "--help" => return Err(String::new()),
+            x => return Err(format!("unknown option '{x}'")),
+        }
+        i += 2;
+    }
+    o.radices = match control.as_str() {
+        "flat" => vec![0],
+        "tree" => vec![o.radix],
+        "both" => vec![0, o.radix],
+        x => return Err(format!("--control {x}: flat, tree or both")),
+    };
+    if o.hosts.is_some_and(|h| h > o.ranks) {
+        return Err("--hosts cannot exceed --ranks".into());
+    }
+    Ok(o)
+}
+
+/// Costs not measured at start: a rank's own steps, from mpiexec's
+/// milestones for 64 ranks on this machine (bench/results/
+/// scale-20261129-015958-recovery.csv, stages, medians): the survivors all
+/// halted 2.1 ms after detection on 2 cores (65 µs per rank and core),
+/// the replacement restored 2.5 ms after its start.
+pub fn rank_costs() -> Costs {
+    Costs {
+        local_us: 15.0,
+        net_us: 25.0,
+        recv_us: 2.0,
+        send_us: 2.0,
+        detect_us: 100.0,
+        spawn_us: 1000.0,
+        halt_us: 65.0,
+        rollback_us: 20.0,
+        init_us: 2000.0,
+        restore_us: 300.0,
+        per_address_us: 0.05,
+        window_us: 2000.0,
+    }
+}
+
+struct Row {
+    setup: Setup,
+    out: Outcome,
+}
+
+fn simulate(setup: Setup, costs: Costs) -> Row {
+    // A rank in the middle of the last host (the deepest in the tree).
+    let victim = setup.ranks - setup.ranks.div_ceil(setup.hosts) / 2 - 1;
+    Row {
+        setup,
+        out: Sim::new(setup, costs).run(victim),
+    }
+}
+
+fn topology(s: &Setup) -> String {
+    if s.radix == 0 {
+        "flat".into()
+    } else {
+        format!("tree/{}", s.radix)
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "{:>7} {:>6} {:>8} {:>12} {:>14} {:>14} {:>12} {:>16} {:>12}",
+        "ranks",
+        "hosts",
+        "control",
+        "mode",
+        "detect→all ms",
+        "mpiexec msgs",
+        "mpiexec KB",
+        "busiest agent",
+        "agent KB"
+    );
+    for r in rows {
+        println!(
+            "{:>7} {:>6} {:>8} {:>12} {:>14.2} {:>14} {:>12.1} {:>16} {:>12.1}{}",
+            r.setup.ranks,
+            r.setup.hosts,
+            topology(&r.setup),
+            r.setup.mode.name(),
+            r.out.detect_to_resumed_ms,
+            r.out.root_msgs,
+            r.out.root_bytes as f64 / 1024.0,
+            r.out.agent_msgs,
+            r.out.agent_bytes as f64 / 1024.0,
+            if r.out.complete {
+                ""
+            } else {
+                "  (did not complete)"
+            }
+        );
+    }
+}
+
+fn write_results(dir: &std::path::Path, rows: &[Row], costs: &Costs) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let stamp = stamp();
+    let csv = dir.join(format!("simulate-{stamp}.csv"));
+    let mut f = std::fs::File::create(&csv).map_err(|e| format!("{}: {e}", csv.display()))?;
+    let mut text = format!("# costs (us): {costs:?}\n");
+    text.push_str("ranks,hosts,control,mode,detect_to_resumed_ms,mpiexec_msgs,mpiexec_bytes,busiest_agent_msgs,busiest_agent_bytes,complete\n");
+    for r in rows {
+        text.push_str(&format!(
+            "{},{},{},{},{:.3},{},{},{},{},{}\n",
+            r.setup.ranks,
+            r.setup.hosts,
+            topology(&r.setup),
+            r.setup.mode.name(),
+            r.out.detect_to_resumed_ms,
+            r.out.root_msgs,
+            r.out.root_bytes,
+            r.out.agent_msgs,
+            r.out.agent_bytes,
+            r.out.complete
+        ));
+    }
+    f.write_all(text.as_bytes())
+        .map_err(|e| format!("{}: {e}", csv.display()))?;
+    let series = |value: &dyn Fn(&Outcome) -> f64| {
+        let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for r in rows {
+            let name = format!("{} {}", r.setup.mode.name(), topology(&r.setup));
+            let p = (r.setup.ranks as f64, value(&r.out).max(1e-3));
+            match out.iter_mut().find(|s| s.0 == name) {
+                Some(s) => s.1.push(p),
+                None => out.push((name, vec![p])),
+            }
+        }
+        out.retain(|s| s.1.len() > 1);
+        out
+    };
+    let charts = [
+        (
+            "time",
+            "A recovery's control plane: detection to every rank resumed",
+            "ms",
+            series(&|o| o.detect_to_resumed_ms),
+        ),
+        (
+            "busiest",
+            "Messages at the busiest node (mpiexec or an agent)",
+            "messages in and out",
+            series(&|o| o.root_msgs.max(o.agent_msgs) as f64),
+        ),
+    ];
+    for (name, title, y, s) in charts {
+        if s.is_empty() {
+            continue;
+        }
+        let svg = mpistages_bench::chart::log_lines(title, "ranks (64 per host)", y, &s)?;
+        let path = dir.join(format!("simulate-{stamp}-{name}.svg"));
+        std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    println!("wrote {}", csv.display());
+    Ok(())
+}
+
+/// `YYYYMMDD-HHMMSS`, UTC, for file names.
+fn stamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, s) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+pub fn main(args: &[String]) -> i32 {
+    let o = match parse(args) {
+        Ok(o) => o,
+        Err(e) if e.is_empty() => {
+            print!("{USAGE}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("mpistages-bench simulate: {e}\nsee mpistages-bench simulate --help");
+            return 2;
+        }
+    };
+    let mut costs = rank_costs();
+    if o.calibrate {
+        match calibrate::measure(&mut costs) {
+            Ok(said) => println!("measured here: {said}"),
+            Err(e) => println!("could not measure here ({e}): built-in costs"),
+        }
+    }
+    let hosts = o.hosts.unwrap_or(o.ranks.div_ceil(64));
+    let mut rows = Vec::new();
+    let mut scales = vec![(o.ranks, hosts)];
+    if o.sweep {
+        scales = std::iter::successors(Some(64usize), |n| Some(n * 4))
+            .take_while(|&n| n <= o.ranks)
+            .map(|n| (n, n.div_ceil(64)))
+            .collect();
+        if scales.last().map(|s| s.0) != Some(o.ranks) {
+            scales.push((o.ranks, hosts));
+        }
+    }
+    for (ranks, hosts) in scales {
+        for &mode in &o.modes {
+            for &radix in &o.radices {
+                let setup = Setup {
+                    ranks,
+                    hosts,
+                    cores_per_host: o.cores.unwrap_or(ranks.div_ceil(hosts)),
+                    radix,
+                    mode,
+                };
+                rows.push(simulate(setup, costs));
+            }
+        }
+    }
+    print_table(&rows);
+    if o.kinds {
+        for r in &rows {
+            println!(
+                "{} ranks, {} {}: mpiexec's messages, {}",
+                r.setup.ranks,
+                topology(&r.setup),
+                r.setup.mode.name(),
+                r.out.kinds()
+            );
+        }
+    }
+    if let Some(dir) = &o.out {
+        if let Err(e) = write_results(dir, &rows, &costs) {
+            eprintln!("mpistages-bench simulate: {e}");
+            return 1;
+        }
+    }
+    0
+}

@@ -1,0 +1,854 @@
+//! The control plane of one recovery as a discrete-event simulation:
+//! `mpiexec`'s real recovery state machine (`controller::recoveries`), the
+//! agents' real fan-in (`mpistages_control::fan`) over the real tree shape
+//! (`mpistages_control::tree`), and ranks that react to notices after the
+//! times `Costs` gives. Every node handles one message at a time (a cost
+//! to receive, a cost per message it sends); the ranks of a host share its
+//! cores. Flat (`radix` 0) is today's runtime: every rank talks to
+//! `mpiexec` itself; with a radix, ranks talk to their host's agent and
+//! reports and notices go through the tree.
+
+use crate::controller::recoveries::{Decision, Facts, Recoveries};
+use mpistages_control::fan::{Common, Fan, Gathered, Kind};
+use mpistages_control::rankset::RankSet;
+use mpistages_control::tree::{Node, Tree};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+/// What each step costs, in microseconds (see `Costs::measured`).
+#[derive(Clone, Copy, Debug)]
+pub struct Costs {
+    /// One message between processes of a host / between hosts.
+    pub local_us: f64,
+    pub net_us: f64,
+    /// CPU to take in one message / to send one.
+    pub recv_us: f64,
+    pub send_us: f64,
+    /// An agent sees its rank's process end.
+    pub detect_us: f64,
+    /// An agent starts one process.
+    pub spawn_us: f64,
+    /// A rank wakes on a notice and stops (halt).
+    pub halt_us: f64,
+    /// A survivor rolls back its MPI state to the epoch (stages: its
+    /// rollback; reinit: MPI state rebuilt).
+    pub rollback_us: f64,
+    /// A new process's `MPI_Init` up to its hello, then its restore.
+    pub init_us: f64,
+    pub restore_us: f64,
+    /// Per address in a Welcome (bytes handled per rank listed).
+    pub per_address_us: f64,
+    /// The fan's window.
+    pub window_us: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mode {
+    Stages,
+    Reinit,
+    Cpr,
+    /// ULFM: the failure is announced, the survivors agree (shrink).
+    Ulfm,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Stages => "stages",
+            Mode::Reinit => "reinit",
+            Mode::Cpr => "cpr",
+            Mode::Ulfm => "ulfm-shrink",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub ranks: usize,
+    pub hosts: usize,
+    pub cores_per_host: usize,
+    /// 0: flat (no tree, today's runtime).
+    pub radix: usize,
+    pub mode: Mode,
+}
+
+/// What a simulated recovery took.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// Detection of the failure to every rank resumed, ms.
+    pub detect_to_resumed_ms: f64,
+    /// Messages in and out, and bytes, at mpiexec and at the busiest
+    /// agent.
+    pub root_msgs: u64,
+    pub root_bytes: u64,
+    pub agent_msgs: u64,
+    pub agent_bytes: u64,
+    /// Messages by what they were, at mpiexec: (kind, in, out).
+    pub root_by_kind: Vec<(&'static str, u64, u64)>,
+    pub events: u64,
+    /// Every rank resumed (else the simulation ran out of events).
+    pub complete: bool,
+}
+
+impl Outcome {
+    /// mpiexec's messages by kind as its recovery line says them: `in: 7
+    /// halted, 8 ready; out: 7 failure, 8 resume` (kinds sorted).
+    pub fn kinds(&self) -> String {
+        let mut k = self.root_by_kind.clone();
+        k.sort();
+        let side = |pick: fn(&(&'static str, u64, u64)) -> u64| {
+            let parts: Vec<String> = k
+                .iter()
+                .filter(|e| pick(e) > 0)
+                .map(|e| format!("{} {}", pick(e), e.0))
+                .collect();
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(", ")
+            }
+        };
+        format!("in: {}; out: {}", side(|e| e.1), side(|e| e.2))
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    /// A gathered (or a rank's own) report going up; a hello's gathering
+    /// carries the addresses too (`size`).
+    Report(Gathered),
+    /// A rank's process ended: its agent sees it (an event of its own).
+    Died(usize),
+    /// The end of a rank's process, reported up to mpiexec.
+    Lost(usize),
+    /// For the agent of `host`: passed down the tree to it.
+    Via {
+        host: usize,
+        inner: Box<Msg>,
+    },
+    /// Start processes for these ranks (at an agent).
+    Start(Vec<usize>),
+    /// Start every rank of the host and below again (cpr's relaunch).
+    StartAll,
+    /// End every process of the host and below (cpr).
+    KillAll,
+    /// The Welcome of a new process: every rank's address.
+    Welcome {
+        addresses: usize,
+    },
+    /// For one rank (at its agent): pass it on.
+    ToRank(usize, Box<Msg>),
+    /// Notices going down to every rank.
+    Failure {
+        generation: u32,
+        failed: RankSet,
+    },
+    Resume,
+    /// An agent's gathering window may have passed.
+    Due,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum At {
+    Root,
+    Agent(usize),
+    Rank(usize),
+}
+
+struct Ev {
+    at: At,
+    msg: Msg,
+    /// A call within mpiexec (its own host's ranks, flat): no message.
+    local: bool,
+}
+
+pub struct Sim {
+    s: Setup,
+    c: Costs,
+    tree: Tree,
+    base: Instant,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    slots: Vec<Option<Ev>>,
+    free: Vec<usize>,
+    /// When each server is next free: mpiexec, each agent, each core.
+    root_free: u64,
+    agent_free: Vec<u64>,
+    cores_free: Vec<Vec<u64>>,
+    fans: Vec<Fan>,
+    rec: Recoveries,
+    generation: u32,
+    resumed: usize,
+    resumed_at: u64,
+    detected_at: Option<u64>,
+    gone: usize,
+    hellos: usize,
+    agreed: usize,
+    victim: usize,
+    root_count: (u64, u64),
+    agent_count: Vec<(u64, u64)>,
+    by_kind: Vec<(&'static str, u64, u64)>,
+    events: u64,
+}
+
+fn ns(us: f64) -> u64 {
+    (us * 1000.0) as u64
+}
+
+/// Bytes of a message on the wire, about (postcard: small integers are a
+/// byte or two; a rank set two varints per range; an address ~22 bytes).
+fn size(m: &Msg) -> u64 {
+    match m {
+        Msg::Report(g) if g.kind == Kind::Hello => 12 + 26 * g.ranks.len() as u64,
+        Msg::Report(g) => 12 + 6 * g.ranks.ranges() as u64,
+        Msg::Via { inner, .. } | Msg::ToRank(_, inner) => 4 + size(inner),
+        Msg::Start(r) => 200 * r.len() as u64,
+        Msg::Welcome { addresses } => 16 + 22 * *addresses as u64,
+        Msg::Failure { failed, .. } => 12 + 6 * failed.ranges() as u64,
+        _ => 8,
+    }
+}
+
+fn kind_name(m: &Msg) -> &'static str {
+    match m {
+        Msg::Report(g) => match g.kind {
+            Kind::Halted => "halted",
+            Kind::Ready => "ready",
+            Kind::Restored => "restored",
+            Kind::Checkpoint | Kind::Durable => "checkpoint",
+            Kind::Hello => "hello",
+            Kind::Ended => "ended",
+            Kind::Agree => "agree",
+        },
+        Msg::Died(_) | Msg::Lost(_) => "ended",
+        Msg::Via { inner, .. } | Msg::ToRank(_, inner) => kind_name(inner),
+        Msg::Start(_) | Msg::StartAll => "start",
+        Msg::KillAll => "kill",
+        Msg::Welcome { .. } => "welcome",
+        Msg::Failure { .. } => "failure",
+        Msg::Resume => "resume",
+        Msg::Due => "timer",
+    }
+}
+
+fn report(kind: Kind, key: u64, ranks: RankSet, value: Option<u64>) -> Msg {
+    Msg::Report(Gathered {
+        kind,
+        key,
+        ranks,
+        value: Common::All(value),
+    })
+}
+
+impl Sim {
+    pub fn new(s: Setup, c: Costs) -> Sim {
+        let per = s.ranks.div_ceil(s.hosts);
+        let tree = Tree::new(s.hosts, if s.radix == 0 { s.hosts } else { s.radix });
+        let fans = (0..s.hosts)
+            .map(|h| {
+                let mut below = RankSet::new();
+                for x in tree.subtree(h) {
+                    below.insert_range(
+                        (x * per).min(s.ranks) as u32..((x + 1) * per).min(s.ranks) as u32,
+                    );
+                }
+                Fan::new(below, Duration::from_nanos(ns(c.window_us)))
+            })
+            .collect();
+        Sim {
+            s,
+            c,
+            tree,
+            base: Instant::now(),
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            root_free: 0,
+            agent_free: vec![0; s.hosts],
+            cores_free: vec![vec![0; s.cores_per_host.max(1)]; s.hosts],
+            fans,
+            rec: Recoveries::new(s.ranks, s.mode == Mode::Cpr, usize::MAX),
+            generation: 0,
+            resumed: 0,
+            resumed_at: 0,
+            detected_at: None,
+            gone: 0,
+            hellos: 0,
+            agreed: 0,
+            victim: 0,
+            root_count: (0, 0),
+            agent_count: vec![(0, 0); s.hosts],
+            by_kind: Vec::new(),
+            events: 0,
+        }
+    }
+
+    fn flat(&self) -> bool {
+        self.s.radix == 0
+    }
+
+    fn per_host(&self) -> usize {
+        self.s.ranks.div_ceil(self.s.hosts)
+    }
+
+    fn host_of(&self, rank: usize) -> usize {
+        rank / self.per_host()
+    }
+
+    fn ranks_of(&self, host: usize) -> std::ops::Range<usize> {
+        let per = self.per_host();
+        (host * per).min(self.s.ranks)..((host + 1) * per).min(self.s.ranks)
+    }
+
+    fn instant(&self, t: u64) -> Instant {
+        self.base + Duration::from_nanos(t)
+    }
+
+    fn push(&mut self, t: u64, at: At, msg: Msg) {
+        self.push_ev(
+            t,
+            Ev {
+                at,
+                msg,
+                local: false,
+            },
+        );
+    }
+
+    fn push_ev(&mut self, t: u64, ev: Ev) {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(ev);
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                self.slots.len() - 1
+            }
+        };
+        self.seq += 1;
+        self.queue.push(Reverse((t, self.seq, slot)));
+    }
+
+    /// One message in (`incoming`) or out at `at` (ranks are not counted).
+    fn count(&mut self, at: At, m: &Msg, incoming: bool) {
+        let (k, bytes) = (kind_name(m), size(m));
+        match at {
+            At::Root => {
+                self.root_count.0 += 1;
+                self.root_count.1 += bytes;
+                let i = match self.by_kind.iter().position(|e| e.0 == k) {
+                    Some(i) => i,
+                    None => {
+                        self.by_kind.push((k, 0, 0));
+                        self.by_kind.len() - 1
+                    }
+                };
+                if incoming {
+                    self.by_kind[i].1 += 1;
+                } else {
+                    self.by_kind[i].2 += 1;
+                }
+            }
+            At::Agent(h) => {
+                self.agent_count[h].0 += 1;
+                self.agent_count[h].1 += bytes;
+            }
+            At::Rank(_) => {}
+        }
+    }
+
+    /// The host a node runs on (mpiexec: host 0, beside its agent).
+    fn host_at(&self, at: At) -> usize {
+        match at {
+            At::Root => 0,
+            At::Agent(h) => h,
+            At::Rank(r) => self.host_of(r),
+        }
+    }
+
+    /// Flat, mpiexec's own host has no agent process: mpiexec starts and
+    /// watches those ranks itself (no message between them).
+    fn in_process(&self, a: At, b: At) -> bool {
+        self.flat() && matches!((a, b), (At::Root, At::Agent(0)) | (At::Agent(0), At::Root))
+    }
+
+    /// `from`, a server busy until `t`, sends `m` to `to`: when it is done.
+    fn send(&mut self, from: At, t: u64, to: At, m: Msg) -> u64 {
+        if self.in_process(from, to) {
+            let ev = Ev {
+                at: to,
+                msg: m,
+                local: true,
+            };
+            self.push_ev(t, ev);
+            return t;
+        }
+        self.count(from, &m, false);
+        let done = t + ns(self.c.send_us);
+        let lat = if self.host_at(from) == self.host_at(to) {
+            self.c.local_us
+        } else {
+            self.c.net_us
+        };
+        self.push(done + ns(lat), to, m);
+        done
+    }
+
+    /// A server of `at` takes up work arriving at `t` for `cost`: when it
+    /// is done.
+    fn serve(&mut self, at: At, t: u64, cost: u64) -> u64 {
+        let free = match at {
+            At::Root => &mut self.root_free,
+            At::Agent(h) => &mut self.agent_free[h],
+            At::Rank(r) => {
+                let h = self.host_of(r);
+                let cores = &mut self.cores_free[h];
+                let i = (0..cores.len()).min_by_key(|&i| cores[i]).unwrap_or(0);
+                &mut cores[i]
+            }
+        };
+        let done = t.max(*free) + cost;
+        *free = done;
+        done
+    }
+
+    /// A message arrives at a node: counted, and its receive cost paid
+    /// (a call within mpiexec: neither).
+    fn take_in(&mut self, local: bool, at: At, t: u64, m: &Msg) -> u64 {
+        if local {
+            return t;
+        }
+        self.count(at, m, true);
+        self.serve(at, t, ns(self.c.recv_us))
+    }
+
+    /// The agents right below `node` (flat: mpiexec has every agent).
+    fn child_agents(&self, node: At) -> std::ops::Range<usize> {
+        match node {
+            At::Root => self.tree.children(Node::Root),
+            At::Agent(h) if !self.flat() => self.tree.children(Node::Host(h)),
+            _ => 0..0,
+        }
+    }
+
+    /// Sends `m` from `node` to everything right below it: its child
+    /// agents and, for an agent, its own ranks (flat: mpiexec sends to
+    /// every rank itself).
+    fn fan_out(&mut self, node: At, mut t: u64, m: &Msg) -> u64 {
+        let (kids, own) = match node {
+            At::Root if self.flat() => (0..0, 0..self.s.ranks),
+            At::Agent(h) if !self.flat() => (self.child_agents(node), self.ranks_of(h)),
+            _ => (self.child_agents(node), 0..0),
+        };
+        for h in kids {
+            t = self.send(node, t, At::Agent(h), m.clone());
+        }
+        // The dead process gets no notice (ULFM: nor the agreement).
+        let dead = match m {
+            Msg::Failure { failed, .. } => failed.iter().next(),
+            Msg::Resume if self.s.mode == Mode::Ulfm => Some(self.victim as u32),
+            _ => None,
+        };
+        for r in own.filter(|&r| Some(r as u32) != dead) {
+            t = self.send(node, t, At::Rank(r), m.clone());
+        }
+        t
+    }
+
+    /// Where a rank's or an agent's report goes.
+    fn up(&self, from: At) -> At {
+        match from {
+            At::Rank(_) if self.flat() => At::Root,
+            At::Rank(r) => At::Agent(self.host_of(r)),
+            At::Agent(_) if self.flat() => At::Root,
+            At::Agent(h) => match self.tree.parent(h) {
+                Node::Root => At::Root,
+                Node::Host(p) => At::Agent(p),
+            },
+            At::Root => At::Root,
+        }
+    }
+
+    /// The next node on the way from `node` down to `host`'s agent.
+    fn toward(&self, node: At, host: usize) -> At {
+        let mut h = host;
+        loop {
+            let parent = match self.tree.parent(h) {
+                Node::Root => At::Root,
+                Node::Host(p) => At::Agent(p),
+            };
+            if parent == node || self.flat() {
+                return At::Agent(h);
+            }
+            match parent {
+                At::Agent(p) => h = p,
+                _ => return At::Agent(host),
+            }
+        }
+    }
+
+    /// Sends `m` from mpiexec (or an agent) toward `host`'s agent.
+    fn send_down(&mut self, from: At, t: u64, host: usize, m: Msg) -> u64 {
+        let next = self.toward(from, host);
+        if next == At::Agent(host) {
+            self.send(from, t, next, m)
+        } else {
+            let via = Msg::Via {
+                host,
+                inner: Box::new(m),
+            };
+            self.send(from, t, next, via)
+        }
+    }
+
+    /// Sends `m` from mpiexec to rank `r`: itself (flat), or through the
+    /// agents down to the rank's.
+    fn send_to_rank(&mut self, t: u64, r: usize, m: Msg) -> u64 {
+        if self.flat() {
+            self.send(At::Root, t, At::Rank(r), m)
+        } else {
+            let h = self.host_of(r);
+            self.send_down(At::Root, t, h, Msg::ToRank(r, Box::new(m)))
+        }
+    }
+
+    /// Runs the recovery of `victim`, killed at time 0.
+    pub fn run(mut self, victim: usize) -> Outcome {
+        self.victim = victim;
+        // Every rank completed epoch 1; the job is running.
+        for r in 0..self.s.ranks {
+            self.rec.checkpoint(r, 1, None);
+        }
+        let h = self.host_of(victim);
+        self.push(ns(self.c.detect_us), At::Agent(h), Msg::Died(victim));
+        while let Some(Reverse((t, _, slot))) = self.queue.pop() {
+            self.now = t;
+            self.events += 1;
+            let ev = self.slots[slot].take().expect("a queued event");
+            self.free.push(slot);
+            self.step(ev);
+        }
+        let busiest = self
+            .agent_count
+            .iter()
+            .copied()
+            .max_by_key(|c| c.0)
+            .unwrap_or_default();
+        Outcome {
+            detect_to_resumed_ms: self
+                .resumed_at
+                .saturating_sub(self.detected_at.unwrap_or(0))
+                as f64
+                / 1e6,
+            complete: self.resumed == self.s.ranks,
+            root_msgs: self.root_count.0,
+            root_bytes: self.root_count.1,
+            agent_msgs: busiest.0,
+            agent_bytes: busiest.1,
+            root_by_kind: self.by_kind,
+            events: self.events,
+        }
+    }
+
+    fn step(&mut self, ev: Ev) {
+        let t = self.now;
+        let local = ev.local;
+        match (ev.at, ev.msg) {
+            (At::Rank(r), m) => self.at_rank(r, t, m),
+            (At::Agent(h), Msg::Died(r)) => {
+                // Its own detection: no message in.
+                let done = self.serve(At::Agent(h), t, ns(self.c.recv_us));
+                self.send(At::Agent(h), done, self.up(At::Agent(h)), Msg::Lost(r));
+            }
+            (At::Agent(h), Msg::Due) => {
+                let due = self.fans[h].due(Duration::from_nanos(t));
+                self.send_up(At::Agent(h), t, due);
+            }
+            (At::Root, m) => {
+                let done = self.take_in(local, At::Root, t, &m);
+                match m {
+                    Msg::Report(g) => self.at_root(done, g),
+                    Msg::Lost(r) if self.detected_at.is_none() => {
+                        self.detected_at = Some(done);
+                        self.failed(done, r);
+                    }
+                    _ => {}
+                }
+            }
+            (At::Agent(h), m) => {
+                let done = self.take_in(local, At::Agent(h), t, &m);
+                self.at_agent(h, done, m);
+            }
+        }
+    }
+
+    /// Sends an agent's finished gatherings up, and sets its timer.
+    fn send_up(&mut self, node: At, mut t: u64, out: Vec<Gathered>) {
+        let At::Agent(h) = node else { return };
+        for g in out {
+            t = self.send(node, t, self.up(node), Msg::Report(g));
+        }
+        if let Some(d) = self.fans[h].deadline() {
+            let d = d.as_nanos() as u64;
+            if d > t {
+                self.push(d, node, Msg::Due);
+            }
+        }
+    }
+
+    fn at_agent(&mut self, h: usize, t: u64, m: Msg) {
+        let node = At::Agent(h);
+        match m {
+            Msg::Report(g) if self.flat() => {
+                // Flat: an agent's own report (an end) goes to mpiexec.
+                self.send(node, t, At::Root, Msg::Report(g));
+            }
+            Msg::Report(g) => {
+                let out = self.fans[h].report(g, Duration::from_nanos(t));
+                self.send_up(node, t, out);
+            }
+            Msg::Via { host, inner } => {
+                if host == h {
+                    self.at_agent(h, t, *inner);
+                } else {
+                    self.send_down(node, t, host, *inner);
+                }
+            }
+            Msg::ToRank(r, inner) => {
+                self.send(node, t, At::Rank(r), *inner);
+            }
+            Msg::StartAll => {
+                let done = self.fan_out_agents(node, t, &Msg::StartAll);
+                let ranks: Vec<usize> = self.ranks_of(h).collect();
+                self.at_agent(h, done, Msg::Start(ranks));
+            }
+            Msg::Start(ranks) => {
+                let mut done = t;
+                for r in ranks {
+                    done = self.serve(node, done, ns(self.c.spawn_us));
+                    self.push(done, At::Rank(r), Msg::Start(vec![r]));
+                }
+            }
+            Msg::KillAll => {
+                let t = self.fan_out_agents(node, t, &Msg::KillAll);
+                let own = self.ranks_of(h);
+                // A signal to each, then each end seen.
+                let done = self.serve(node, t, ns(self.c.send_us) * own.len() as u64);
+                let gone = Gathered {
+                    kind: Kind::Ended,
+                    key: self.generation as u64,
+                    ranks: RankSet::of(own.start as u32..own.end as u32),
+                    value: Common::All(None),
+                };
+                let done = done + ns(self.c.detect_us);
+                if self.flat() {
+                    self.send(node, done, At::Root, Msg::Report(gone));
+                } else {
+                    let out = self.fans[h].report(gone, Duration::from_nanos(done));
+                    self.send_up(node, done, out);
+                }
+            }
+            Msg::Failure {
+                generation,
+                ref failed,
+            } => {
+                let out = self.fans[h].failure(generation as u64, failed);
+                self.send_up(node, t, out);
+                self.fan_out(node, t, &m);
+            }
+            Msg::Resume => {
+                self.fans[h].resumed();
+                self.fan_out(node, t, &m);
+            }
+            Msg::Welcome { addresses } => {
+                let t = t + ns(self.c.per_address_us * addresses as f64);
+                self.fan_out(node, t, &m);
+            }
+            Msg::Lost(r) => {
+                self.send(node, t, self.up(node), Msg::Lost(r));
+            }
+            Msg::Died(_) | Msg::Due => {}
+        }
+    }
+
+    fn fan_out_agents(&mut self, node: At, mut t: u64, m: &Msg) -> u64 {
+        for k in self.child_agents(node) {
+            t = self.send(node, t, At::Agent(k), m.clone());
+        }
+        t
+    }
+
+    fn at_root(&mut self, t: u64, g: Gathered) {
+        let now = self.instant(t);
+        let gen = g.key as u32;
+        let mut resume = None;
+        match g.kind {
+            Kind::Agree => {
+                // ULFM: every survivor agreed: the agreement's answer goes
+                // to all (`Agreed`), and each shrinks.
+                self.agreed += g.ranks.len();
+                if self.agreed + 1 == self.s.ranks {
+                    self.fan_out(At::Root, t, &Msg::Resume);
+                }
+            }
+            Kind::Ended => {
+                // cpr: processes of the old job gone.
+                self.gone += g.ranks.len();
+                if self.rec.relaunch_now(self.gone >= self.s.ranks, now) {
+                    self.relaunch(t);
+                }
+            }
+            Kind::Halted => {
+                for r in g.ranks.iter() {
+                    resume = resume.or(self.rec.halted(r as usize, gen, now));
+                }
+            }
+            Kind::Ready => {
+                let newest = match g.value {
+                    Common::All(v) => v,
+                    Common::Differ => None,
+                };
+                for r in g.ranks.iter() {
+                    resume = resume.or(self.rec.ready(r as usize, gen, newest, now));
+                }
+            }
+            Kind::Hello => {
+                self.hellos += g.ranks.len();
+                let w = Msg::Welcome {
+                    addresses: self.s.ranks,
+                };
+                if self.s.mode != Mode::Cpr {
+                    // A replacement: its Welcome to it alone.
+                    for r in g.ranks.iter() {
+                        self.send_to_rank(t, r as usize, w.clone());
+                    }
+                } else if self.hellos >= self.s.ranks {
+                    self.fan_out(At::Root, t, &w);
+                }
+            }
+            _ => {}
+        }
+        if resume.is_some() {
+            self.fan_out(At::Root, t, &Msg::Resume);
+        }
+    }
+
+    fn failed(&mut self, t: u64, r: usize) {
+        let facts = Facts {
+            bootstrapped: true,
+            finalizing: None,
+        };
+        let now = self.instant(t);
+        if self.s.mode == Mode::Ulfm {
+            // No replacement: the failure is announced (as ProcFailed)
+            // and the survivors agree among themselves.
+            self.generation = 1;
+            self.resumed += 1;
+            let notice = Msg::Failure {
+                generation: 1,
+                failed: RankSet::one(r as u32),
+            };
+            self.fan_out(At::Root, t, &notice);
+            return;
+        }
+        match self.rec.failed(r, facts, now, now) {
+            Decision::Replace { generation, .. } => {
+                self.generation = generation;
+                self.rec.started(r);
+                // The replacement first: its start overlaps the notices'
+                // way.
+                let h = self.host_of(r);
+                let t = self.send_down(At::Root, t, h, Msg::Start(vec![r]));
+                let notice = Msg::Failure {
+                    generation,
+                    failed: RankSet::one(r as u32),
+                };
+                self.fan_out(At::Root, t, &notice);
+            }
+            Decision::Relaunch { generation, .. } => {
+                self.generation = generation;
+                self.fan_out_agents_of_root(t, &Msg::KillAll);
+            }
+            Decision::Refuse(why) => panic!("the simulated job refused: {why}"),
+        }
+    }
+
+    fn fan_out_agents_of_root(&mut self, mut t: u64, m: &Msg) {
+        let kids = if self.flat() {
+            0..self.s.hosts
+        } else {
+            self.tree.children(Node::Root)
+        };
+        for h in kids {
+            t = self.send(At::Root, t, At::Agent(h), m.clone());
+        }
+    }
+
+    /// cpr: every old process is gone: start them all again.
+    fn relaunch(&mut self, t: u64) {
+        for r in 0..self.s.ranks {
+            self.rec.started(r);
+        }
+        self.fan_out_agents_of_root(t, &Msg::StartAll);
+    }
+
+    fn at_rank(&mut self, r: usize, t: u64, m: Msg) {
+        let node = At::Rank(r);
+        let to = self.up(node);
+        match m {
+            // A new process: MPI_Init to its hello.
+            Msg::Start(_) => {
+                let done = self.serve(node, t, ns(self.c.init_us));
+                let g = self.generation as u64;
+                self.send(
+                    node,
+                    done,
+                    to,
+                    report(Kind::Hello, g, RankSet::one(r as u32), None),
+                );
+            }
+            Msg::Failure { generation, failed } => {
+                if failed.contains(r as u32) {
+                    return;
+                }
+                let g = generation as u64;
+                let halted = self.serve(node, t, ns(self.c.halt_us));
+                let one = RankSet::one(r as u32);
+                if self.s.mode == Mode::Ulfm {
+                    // The error reaches the program, which shrinks: its
+                    // agreement's contribution.
+                    self.send(node, halted, to, report(Kind::Agree, g, one, Some(1)));
+                    return;
+                }
+                let done = self.send(node, halted, to, report(Kind::Halted, g, one.clone(), None));
+                let ready = self.serve(node, done, ns(self.c.rollback_us));
+                self.send(node, ready, to, report(Kind::Ready, g, one, Some(1)));
+            }
+            Msg::Welcome { addresses } => {
+                let cost = self.c.per_address_us * addresses as f64 + self.c.restore_us;
+                let got = self.serve(node, t, ns(cost));
+                let g = self.generation as u64;
+                let one = RankSet::one(r as u32);
+                self.send(node, got, to, report(Kind::Ready, g, one, Some(1)));
+            }
+            Msg::Resume => {
+                let done = self.serve(node, t, ns(self.c.halt_us));
+                self.resumed += 1;
+                self.resumed_at = self.resumed_at.max(done);
+                if self.s.mode != Mode::Ulfm {
+                    // Its data loaded: confirmed.
+                    let loaded = self.serve(node, done, ns(self.c.restore_us));
+                    let g = self.generation as u64;
+                    let one = RankSet::one(r as u32);
+                    self.send(node, loaded, to, report(Kind::Restored, g, one, Some(1)));
+                }
+            }
+            _ => {}
+        }
+    }
+}
