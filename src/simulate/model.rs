@@ -37,6 +37,9 @@ pub struct Costs {
     /// A new process's `MPI_Init` up to its hello, then its restore.
     pub init_us: f64,
     pub restore_us: f64,
+    /// A rank takes the resume in; then loads its data (the program's).
+    pub resume_us: f64,
+    pub load_us: f64,
     /// Per address in a Welcome (bytes handled per rank listed).
     pub per_address_us: f64,
     /// The fan's window.
@@ -837,12 +840,13 @@ impl Sim {
                 self.send(node, got, to, report(Kind::Ready, g, one, Some(1)));
             }
             Msg::Resume => {
-                let done = self.serve(node, t, ns(self.c.halt_us));
+                let done = self.serve(node, t, ns(self.c.resume_us));
                 self.resumed += 1;
                 self.resumed_at = self.resumed_at.max(done);
                 if self.s.mode != Mode::Ulfm {
-                    // Its data loaded: confirmed.
-                    let loaded = self.serve(node, done, ns(self.c.restore_us));
+                    // Its data loaded (the program's part: after the
+                    // resume, not holding up the others'), confirmed.
+                    let loaded = done + ns(self.c.load_us);
                     let g = self.generation as u64;
                     let one = RankSet::one(r as u32);
                     self.send(node, loaded, to, report(Kind::Restored, g, one, Some(1)));
