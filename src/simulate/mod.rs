@@ -239,7 +239,21 @@ fn write_results(dir: &std::path::Path, rows: &[Row], costs: &Costs) -> Result<(
             }
         }
         out.retain(|s| s.1.len() > 1);
-        out
+        // Modes whose control planes are the same (stages and reinit
+        // differ only in what a rank does after the resume) share a line
+        // that says so, instead of one hiding the other.
+        let mut merged: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for (name, pts) in out {
+            match merged.iter_mut().find(|m| m.1 == pts) {
+                Some(m) => {
+                    let (mode, control) = name.split_once(' ').unwrap_or((&name, ""));
+                    m.0 =
+                        m.0.replacen(&format!(" {control}"), &format!(" = {mode} {control}"), 1);
+                }
+                None => merged.push((name, pts)),
+            }
+        }
+        merged
     };
     let charts = [
         (
@@ -293,6 +307,7 @@ fn stamp() -> String {
 }
 
 pub fn main(args: &[String]) -> i32 {
+    mpistages_sys::process::die_on_closed_pipe();
     let o = match parse(args) {
         Ok(o) => o,
         Err(e) if e.is_empty() => {

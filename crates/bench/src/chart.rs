@@ -129,10 +129,19 @@ fn draw_log(
             (xlo.min(xhi) / 1.5..xhi * 1.5).log_scale(),
             (ylo.min(yhi).max(1e-4) / 2.0..yhi * 2.0).log_scale(),
         )?;
+    let number = |v: &f64| {
+        if *v >= 1.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v}")
+        }
+    };
     chart
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
+        .x_label_formatter(&number)
+        .y_label_formatter(&number)
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .draw()?;

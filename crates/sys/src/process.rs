@@ -67,6 +67,17 @@ pub fn try_wait_any() -> Option<(i32, Exit)> {
     Some((pid, exit))
 }
 
+/// A closed pipe ends this process quietly, as it does `cat` or `head`
+/// (Rust ignores SIGPIPE, and `println!` then panics on the EPIPE): for
+/// tools whose output is piped into others.
+pub fn die_on_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default takes no
+    // pointer; no handler of ours is replaced.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn signal_name(sig: i32) -> &'static str {
     match sig {
         libc::SIGKILL => "SIGKILL",
