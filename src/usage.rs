@@ -87,7 +87,8 @@ options for the whole job (before the first program):
                        rank; it has no rank variables (MPISTAGES_RANK,
                        PMI_RANK, OMPI_COMM_WORLD_RANK) and no stdin
   --max-restarts N     with a recovery mode: end the job when more than N
-                       recoveries were needed (default 8)
+                       failures were recovered from (default 8; the
+                       ranks of a lost host count as one)
   --transport LIST     how ranks reach each other (as MPISTAGES_TRANSPORT):
                        auto (default) is shm,tcp: shared memory between
                        ranks of one host, TCP between hosts; a list of

@@ -90,7 +90,7 @@ fn simulated_counts(mode: Mode, n: usize) -> BTreeMap<(String, String), u64> {
     };
     let out = Sim::new(setup, launcher::simulate::rank_costs()).run(n - 1);
     assert!(out.complete, "the simulation did not resume every rank");
-    parse_counts(&out.kinds())
+    parse_counts(&out.root_kinds)
 }
 
 #[test]

@@ -32,7 +32,7 @@ mod recovery;
 mod remote;
 mod spawn;
 pub mod stdin;
-mod traffic;
+pub(crate) mod traffic;
 mod ulfm;
 
 const TOKEN_LISTENER: u64 = 1;

@@ -96,6 +96,9 @@ pub struct Recoveries {
     /// Newest epoch every rank has on its pfs level.
     durable: Option<u64>,
     restarts: usize,
+    /// The next failure is part of the last one (a rank lost with the
+    /// same host): it spends no more of the restart budget.
+    same_event: bool,
     count: usize,
     said: Tally,
     progress: Vec<Progress>,
@@ -120,6 +123,7 @@ impl Recoveries {
             committed: 0,
             durable: None,
             restarts: 0,
+            same_event: false,
             count: 0,
             said: Tally::new(ranks),
             progress: vec![Progress::default(); ranks],
@@ -212,6 +216,12 @@ impl Recoveries {
         }
     }
 
+    /// Whether the next failure comes with the last one (the ranks of a
+    /// lost host fail together: the budget counts them as one).
+    pub fn with_last_failure(&mut self, yes: bool) {
+        self.same_event = yes;
+    }
+
     /// Why a failure cannot be recovered from, if it cannot.
     fn refusal(&self, facts: Facts) -> Option<String> {
         if !facts.bootstrapped {
@@ -220,9 +230,9 @@ impl Recoveries {
             Some(format!(
                 "rank {q} has already called MPI_Finalize and a finalized rank cannot take part in a recovery"
             ))
-        } else if self.restarts >= self.max_restarts {
+        } else if self.restarts >= self.max_restarts && !self.same_event {
             Some(format!(
-                "the restart budget is spent ({} recoveries, --max-restarts {})",
+                "the restart budget is spent ({} failures recovered from, --max-restarts {})",
                 self.restarts, self.max_restarts
             ))
         } else {
@@ -235,7 +245,9 @@ impl Recoveries {
         if let Some(why) = self.refusal(facts) {
             return Decision::Refuse(why);
         }
-        self.restarts += 1;
+        if !std::mem::take(&mut self.same_event) {
+            self.restarts += 1;
+        }
         self.generation += 1;
         if self.recovering.is_none() {
             // A failure before every rank confirmed its restore: the same

@@ -115,6 +115,16 @@ fn failures_are_refused_before_start_up_after_finalize_and_past_the_budget() {
     assert!(
         matches!(j.failed(1, UP, now(), now()), Decision::Refuse(w) if w.contains("--max-restarts 1"))
     );
+    // The ranks of a lost host fail together: one restart of the budget.
+    let mut j = Recoveries::new(4, false, 1);
+    for r in 0..3 {
+        j.with_last_failure(r > 0);
+        assert!(
+            matches!(j.failed(r, UP, now(), now()), Decision::Replace { .. }),
+            "rank {r}"
+        );
+    }
+    assert!(matches!(j.failed(3, UP, now(), now()), Decision::Refuse(_)));
 }
 
 /// A second failure at every step of a recovery joins it: same

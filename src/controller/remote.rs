@@ -519,10 +519,13 @@ impl Job {
         if !on_host.is_empty() && self.failure.is_none() {
             eprintln!("mpiexec: host {name} is lost ({why}) with ranks {on_host:?}");
         }
-        for r in on_host {
+        for (i, r) in on_host.into_iter().enumerate() {
+            // One host lost is one failure for --max-restarts.
+            self.rec.with_last_failure(i > 0);
             let what = format!("was lost with host {name}");
             self.process_ended(r, Exit::Signal(libc::SIGKILL), Some(what));
         }
+        self.rec.with_last_failure(false);
     }
 
     /// Heartbeats to every agent when due; hosts silent past the timeout

@@ -1,11 +1,12 @@
 //! How many control messages of each kind mpiexec took in and sent since
 //! the failure that began the recovery under way: said with the recovery's
-//! line, and what `mpistages-bench simulate` is checked against.
+//! line. `mpistages-bench simulate` counts its mpiexec's messages with it
+//! too, so that the two can be compared line for line.
 
 use std::collections::BTreeMap;
 
 #[derive(Default)]
-pub(super) struct Traffic {
+pub(crate) struct Traffic {
     /// Kind → (in, out).
     counts: BTreeMap<&'static str, (u64, u64)>,
 }

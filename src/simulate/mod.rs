@@ -170,9 +170,58 @@ fn topology(s: &Setup) -> String {
     }
 }
 
+/// A row's columns: its name, its value as printed and as written.
+fn columns(r: &Row) -> [(&'static str, String, String); 10] {
+    let o = &r.out;
+    let kb = |b: u64| format!("{:.1}", b as f64 / 1024.0);
+    [
+        (
+            "ranks",
+            r.setup.ranks.to_string(),
+            r.setup.ranks.to_string(),
+        ),
+        (
+            "hosts",
+            r.setup.hosts.to_string(),
+            r.setup.hosts.to_string(),
+        ),
+        ("control", topology(&r.setup), topology(&r.setup)),
+        (
+            "mode",
+            r.setup.mode.name().into(),
+            r.setup.mode.name().into(),
+        ),
+        (
+            "detect_to_resumed_ms",
+            format!("{:.2}", o.detect_to_resumed_ms),
+            format!("{:.3}", o.detect_to_resumed_ms),
+        ),
+        (
+            "mpiexec_msgs",
+            o.root_msgs.to_string(),
+            o.root_msgs.to_string(),
+        ),
+        ("mpiexec_bytes", kb(o.root_bytes), o.root_bytes.to_string()),
+        (
+            "busiest_agent_msgs",
+            o.agent_msgs.to_string(),
+            o.agent_msgs.to_string(),
+        ),
+        (
+            "busiest_agent_bytes",
+            kb(o.agent_bytes),
+            o.agent_bytes.to_string(),
+        ),
+        (
+            "complete",
+            if o.complete { "" } else { "(did not complete)" }.into(),
+            o.complete.to_string(),
+        ),
+    ]
+}
+
 fn print_table(rows: &[Row]) {
-    println!(
-        "{:>7} {:>6} {:>8} {:>12} {:>14} {:>14} {:>12} {:>16} {:>12}",
+    const HEAD: [&str; 10] = [
         "ranks",
         "hosts",
         "control",
@@ -181,26 +230,21 @@ fn print_table(rows: &[Row]) {
         "mpiexec msgs",
         "mpiexec KB",
         "busiest agent",
-        "agent KB"
-    );
+        "agent KB",
+        "",
+    ];
+    const WIDTH: [usize; 10] = [7, 6, 8, 12, 14, 14, 12, 14, 12, 0];
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(WIDTH)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        println!("{}", padded.join(" ").trim_end());
+    };
+    line(HEAD.iter().map(|h| h.to_string()).collect());
     for r in rows {
-        println!(
-            "{:>7} {:>6} {:>8} {:>12} {:>14.2} {:>14} {:>12.1} {:>16} {:>12.1}{}",
-            r.setup.ranks,
-            r.setup.hosts,
-            topology(&r.setup),
-            r.setup.mode.name(),
-            r.out.detect_to_resumed_ms,
-            r.out.root_msgs,
-            r.out.root_bytes as f64 / 1024.0,
-            r.out.agent_msgs,
-            r.out.agent_bytes as f64 / 1024.0,
-            if r.out.complete {
-                ""
-            } else {
-                "  (did not complete)"
-            }
-        );
+        line(columns(r).into_iter().map(|c| c.1).collect());
     }
 }
 
@@ -210,21 +254,13 @@ fn write_results(dir: &std::path::Path, rows: &[Row], costs: &Costs) -> Result<(
     let csv = dir.join(format!("simulate-{stamp}.csv"));
     let mut f = std::fs::File::create(&csv).map_err(|e| format!("{}: {e}", csv.display()))?;
     let mut text = format!("# costs (us): {costs:?}\n");
-    text.push_str("ranks,hosts,control,mode,detect_to_resumed_ms,mpiexec_msgs,mpiexec_bytes,busiest_agent_msgs,busiest_agent_bytes,complete\n");
+    if let Some(first) = rows.first() {
+        let names: Vec<&str> = columns(first).iter().map(|c| c.0).collect();
+        text.push_str(&(names.join(",") + "\n"));
+    }
     for r in rows {
-        text.push_str(&format!(
-            "{},{},{},{},{:.3},{},{},{},{},{}\n",
-            r.setup.ranks,
-            r.setup.hosts,
-            topology(&r.setup),
-            r.setup.mode.name(),
-            r.out.detect_to_resumed_ms,
-            r.out.root_msgs,
-            r.out.root_bytes,
-            r.out.agent_msgs,
-            r.out.agent_bytes,
-            r.out.complete
-        ));
+        let values: Vec<String> = columns(r).into_iter().map(|c| c.2).collect();
+        text.push_str(&(values.join(",") + "\n"));
     }
     f.write_all(text.as_bytes())
         .map_err(|e| format!("{}: {e}", csv.display()))?;
@@ -360,7 +396,7 @@ pub fn main(args: &[String]) -> i32 {
                 r.setup.ranks,
                 topology(&r.setup),
                 r.setup.mode.name(),
-                r.out.kinds()
+                r.out.root_kinds
             );
         }
     }

@@ -9,6 +9,7 @@
 //! reports and notices go through the tree.
 
 use crate::controller::recoveries::{Decision, Facts, Recoveries};
+use crate::controller::traffic::Traffic;
 use mpistages_control::fan::{Common, Fan, Gathered, Kind};
 use mpistages_control::rankset::RankSet;
 use mpistages_control::tree::{Node, Tree};
@@ -87,33 +88,12 @@ pub struct Outcome {
     pub root_bytes: u64,
     pub agent_msgs: u64,
     pub agent_bytes: u64,
-    /// Messages by what they were, at mpiexec: (kind, in, out).
-    pub root_by_kind: Vec<(&'static str, u64, u64)>,
+    /// mpiexec's messages by kind, as its recovery line says them (`in:
+    /// 7 halted, 8 ready; out: 7 failure, 8 resume`).
+    pub root_kinds: String,
     pub events: u64,
     /// Every rank resumed (else the simulation ran out of events).
     pub complete: bool,
-}
-
-impl Outcome {
-    /// mpiexec's messages by kind as its recovery line says them: `in: 7
-    /// halted, 8 ready; out: 7 failure, 8 resume` (kinds sorted).
-    pub fn kinds(&self) -> String {
-        let mut k = self.root_by_kind.clone();
-        k.sort();
-        let side = |pick: fn(&(&'static str, u64, u64)) -> u64| {
-            let parts: Vec<String> = k
-                .iter()
-                .filter(|e| pick(e) > 0)
-                .map(|e| format!("{} {}", pick(e), e.0))
-                .collect();
-            if parts.is_empty() {
-                "none".to_string()
-            } else {
-                parts.join(", ")
-            }
-        };
-        format!("in: {}; out: {}", side(|e| e.1), side(|e| e.2))
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -192,7 +172,7 @@ pub struct Sim {
     victim: usize,
     root_count: (u64, u64),
     agent_count: Vec<(u64, u64)>,
-    by_kind: Vec<(&'static str, u64, u64)>,
+    traffic: Traffic,
     events: u64,
 }
 
@@ -285,7 +265,7 @@ impl Sim {
             victim: 0,
             root_count: (0, 0),
             agent_count: vec![(0, 0); s.hosts],
-            by_kind: Vec::new(),
+            traffic: Traffic::default(),
             events: 0,
         }
     }
@@ -344,17 +324,10 @@ impl Sim {
             At::Root => {
                 self.root_count.0 += 1;
                 self.root_count.1 += bytes;
-                let i = match self.by_kind.iter().position(|e| e.0 == k) {
-                    Some(i) => i,
-                    None => {
-                        self.by_kind.push((k, 0, 0));
-                        self.by_kind.len() - 1
-                    }
-                };
                 if incoming {
-                    self.by_kind[i].1 += 1;
+                    self.traffic.received(k);
                 } else {
-                    self.by_kind[i].2 += 1;
+                    self.traffic.sent(k, 1);
                 }
             }
             At::Agent(h) => {
@@ -553,7 +526,7 @@ impl Sim {
             root_bytes: self.root_count.1,
             agent_msgs: busiest.0,
             agent_bytes: busiest.1,
-            root_by_kind: self.by_kind,
+            root_kinds: self.traffic.summary(),
             events: self.events,
         }
     }
