@@ -197,6 +197,31 @@ fn a_lost_host_is_recovered_in_every_mode() {
     host_1_lost_in_every_mode(&h, &list, "6", stencil, checksum);
 }
 
+/// The ranks of a lost host fail together: each survivor gets one failure
+/// notice naming both (not one per rank), and the loss spends one restart
+/// of the budget (`--max-restarts 1` is enough for two ranks).
+#[test]
+fn a_lost_hosts_ranks_are_one_failure() {
+    let h = hosts_or_skip!(3, "a_lost_hosts_ranks_are_one_failure");
+    let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
+    let more = ["--recovery", "stages", "-n", "6", "--max-restarts", "1"];
+    let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
+    let (clean, hurt) = clean_then(&h, &args, |_| kill_host_1(&h));
+    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
+    assert_eq!(checksum(&clean), checksum(&hurt));
+    let done = hurt
+        .stderr
+        .lines()
+        .find(|l| l.contains("recovery 1 done"))
+        .unwrap_or_else(|| panic!("{}", hurt.stderr));
+    // Ranks 2 and 3 were on host 1: four survivors, one notice each.
+    assert!(done.contains("ranks [2, 3] replaced"), "{done}");
+    assert!(
+        done.contains("out: ") && done.contains(" 4 failure"),
+        "{done}"
+    );
+}
+
 /// Runs the job `app(options)` under each recovery mode, failure-free and
 /// with host 1 killed mid-run (agent and ranks at once); `result` picks
 /// from the output what must be the same in both runs.

@@ -169,6 +169,10 @@ struct Job {
     deaths: std::sync::Arc<liveness::Deaths>,
     /// Control messages since the recovery under way began.
     traffic: traffic::Traffic,
+    /// Failed ranks whose notice is held while the others of their host
+    /// are handled (`recovery::hold_failures`).
+    holding_failures: bool,
+    held_failures: Vec<u32>,
 }
 
 pub fn main() -> ! {
@@ -289,6 +293,8 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         names: Default::default(),
         deaths,
         traffic: traffic::Traffic::default(),
+        holding_failures: false,
+        held_failures: Vec::new(),
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {

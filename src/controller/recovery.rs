@@ -99,17 +99,42 @@ impl Job {
                 // earlier failure in the same recovery may already be
                 // connected at an earlier generation, and those
                 // connections are good.
-                let notice = ToRank::Failure {
-                    generation,
-                    epoch,
-                    failed: vec![rank as u32],
-                };
-                let welcomed: Vec<usize> = (0..self.ranks.len())
-                    .filter(|&r| self.ranks[r].welcomed)
-                    .collect();
-                self.send_many(&welcomed, &notice);
+                self.held_failures.push(rank as u32);
+                if !self.holding_failures {
+                    self.announce_failures(generation, epoch);
+                }
             }
         }
+    }
+
+    /// The ranks of a lost host fail together: their failure notices are
+    /// held (`holding_failures`) and go out as one, at the last
+    /// generation, naming them all (at 1024 ranks, 64 notices to every
+    /// rank, each halting it again, kept mpiexec so busy that another
+    /// host's agent gave it up).
+    pub(super) fn hold_failures(&mut self, hold: bool) {
+        self.holding_failures = hold;
+        if self.failure.is_some() {
+            // The job ends: nothing to announce.
+            self.held_failures.clear();
+        }
+        if !hold && !self.held_failures.is_empty() {
+            let (generation, epoch) = (self.rec.generation(), self.rec.restart_epoch());
+            self.announce_failures(generation, epoch);
+        }
+    }
+
+    /// Tells every welcomed rank that the held ranks failed.
+    fn announce_failures(&mut self, generation: u32, epoch: u64) {
+        let notice = ToRank::Failure {
+            generation,
+            epoch,
+            failed: std::mem::take(&mut self.held_failures),
+        };
+        let welcomed: Vec<usize> = (0..self.ranks.len())
+            .filter(|&r| self.ranks[r].welcomed)
+            .collect();
+        self.send_many(&welcomed, &notice);
     }
 
     /// Makes a spare the replacement of `rank`. False if the spare could

@@ -519,13 +519,16 @@ impl Job {
         if !on_host.is_empty() && self.failure.is_none() {
             eprintln!("mpiexec: host {name} is lost ({why}) with ranks {on_host:?}");
         }
+        // One host lost is one failure for --max-restarts, and one notice
+        // to every rank.
+        self.hold_failures(true);
         for (i, r) in on_host.into_iter().enumerate() {
-            // One host lost is one failure for --max-restarts.
             self.rec.with_last_failure(i > 0);
             let what = format!("was lost with host {name}");
             self.process_ended(r, Exit::Signal(libc::SIGKILL), Some(what));
         }
         self.rec.with_last_failure(false);
+        self.hold_failures(false);
     }
 
     /// Heartbeats to every agent when due; hosts silent past the timeout
