@@ -122,12 +122,11 @@ impl Fan {
         }
     }
 
-    /// Kinds whose key is a generation (older ones are dropped).
+    /// Kinds whose key is a generation: gatherings of older ones are
+    /// dropped when a newer generation is named (the others' key is an
+    /// epoch: a newer one done supersedes them).
     fn fenced(kind: Kind) -> bool {
-        matches!(
-            kind,
-            Kind::Halted | Kind::Ready | Kind::Restored | Kind::Agree
-        )
+        !matches!(kind, Kind::Checkpoint | Kind::Durable)
     }
 
     fn expected(&self, kind: Kind) -> RankSet {
