@@ -443,7 +443,7 @@ fn restart(
     let failed_at = err1
         .split("failure at unix time ")
         .nth(1)
-        .and_then(|s| s.split([' ', ')', ';']).next())
+        .and_then(|s| s.split(|c: char| c.is_whitespace() || c == ')' || c == ';').next())
         .ok_or_else(|| format!("{what}: mpiexec did not say when the rank failed:\n{err1}"))?
         .to_string();
     let mut a = vec![
@@ -494,7 +494,7 @@ fn parse_run(app: &App, marker: &str, wall: f64, out: &str, err: &str) -> Result
     let failed_at = err
         .split("failure at unix time ")
         .nth(1)
-        .and_then(|s| s.split([' ', ';']).next())
+        .and_then(|s| s.split(|c: char| c.is_whitespace() || c == ';').next())
         .and_then(|s| s.parse::<f64>().ok());
     let milestones = err
         .split("ms after the failure: ")
