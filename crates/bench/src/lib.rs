@@ -443,7 +443,10 @@ fn restart(
     let failed_at = err1
         .split("failure at unix time ")
         .nth(1)
-        .and_then(|s| s.split(|c: char| c.is_whitespace() || c == ')' || c == ';').next())
+        .and_then(|s| {
+            s.split(|c: char| c.is_whitespace() || c == ')' || c == ';')
+                .next()
+        })
         .ok_or_else(|| format!("{what}: mpiexec did not say when the rank failed:\n{err1}"))?
         .to_string();
     let mut a = vec![
