@@ -203,6 +203,39 @@ fn sweep_temporaries(dir: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// A private directory (mode 0700) for a control socket, mpiexec's or an
+/// agent's, removed on drop; named after the process, so that
+/// `sweep_control_dirs` removes it once that process is gone.
+pub struct ControlDir(PathBuf);
+
+impl ControlDir {
+    pub fn base() -> PathBuf {
+        std::env::var_os("TMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "/tmp".into())
+    }
+
+    pub fn create() -> std::io::Result<ControlDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut r = [0u8; 8];
+        mpistages_sys::process::random_bytes(&mut r)?;
+        let hex: String = r.iter().map(|x| format!("{x:02x}")).collect();
+        let dir = Self::base().join(format!("mpistages-{}-{hex}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(ControlDir(dir))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ControlDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Control directories (`TMP/mpistages-PID-HEX`) of mpiexecs that are
 /// gone.
 pub fn sweep_control_dirs(base: &Path) -> Vec<PathBuf> {

@@ -18,6 +18,7 @@ pub mod cli;
 pub mod controller;
 pub mod hosts;
 pub mod leftovers;
+pub mod relay;
 pub mod remote_agent;
 pub mod restart;
 pub mod simulate;

@@ -5,10 +5,11 @@
 //! signals processes as mpiexec asks, reports how they end, forwards their
 //! output line by line, and says it is alive. When mpiexec goes (its
 //! connection ends or falls silent), every process the agent started ends
-//! with it.
+//! with it. With `--relay` its ranks reach mpiexec through it (`relay`).
 //!
-//!   mpistages-agent --connect ADDR:PORT --host NAME   (key on stdin)
+//!   mpistages-agent --connect ADDR:PORT --host NAME [--relay]   (key on stdin)
 
+use crate::relay::{self, Relay};
 use mpistages_control::agent::{Ended, FromAgent, Start, ToAgent, HEARTBEAT_MS, MAX_LINE};
 use mpistages_control::proto::{self, Decoder};
 use mpistages_sys::epoll::{self, Epoll};
@@ -27,6 +28,8 @@ use std::time::{Duration, Instant};
 const TOKEN_CONN: u64 = 1;
 const TOKEN_SIGNALS: u64 = 2;
 const TOKEN_TIMER: u64 = 3;
+/// The relay's window timer (its listener and connections have their own).
+const TOKEN_FAN: u64 = 5;
 
 /// mpiexec silent this long: it is gone, and so is the job.
 const CONTROLLER_SILENCE: Duration = Duration::from_secs(5);
@@ -154,6 +157,9 @@ struct Agent {
     /// The job's node-local directories on this host (known from the
     /// first Start), removed when mpiexec ends the job.
     files: Option<crate::leftovers::JobFiles>,
+    ep: Epoll,
+    /// The ranks' control connections, with `--relay`.
+    relay: Option<Relay>,
 }
 
 impl Agent {
@@ -187,7 +193,12 @@ impl Agent {
             match self.dec.next_message::<ToAgent>() {
                 Ok(None) => return true,
                 Ok(Some(ToAgent::Alive)) => {}
-                Ok(Some(ToAgent::Start(s))) => {
+                Ok(Some(ToAgent::Start(mut s))) => {
+                    if let Some(r) = &self.relay {
+                        // Its ranks reach mpiexec through this agent.
+                        s.env
+                            .push((mpistages_control::env::CONTROL.into(), r.control()));
+                    }
                     let id = s.id;
                     if self.files.is_none() {
                         let var = |k: &str| {
@@ -229,6 +240,17 @@ impl Agent {
                         process::kill_group(pid, signal);
                     }
                 }
+                Ok(Some(ToAgent::Relay { conns, msg })) => {
+                    if let Some(r) = &mut self.relay {
+                        let link = self.link.clone();
+                        r.down(&conns, &msg, &mut |m| link.send(m));
+                    }
+                }
+                Ok(Some(ToAgent::Close { conn })) => {
+                    if let Some(r) = &mut self.relay {
+                        r.close(conn, &self.ep);
+                    }
+                }
                 Ok(Some(ToAgent::Shutdown { grace_ms })) => {
                     self.end_all(Duration::from_millis(grace_ms as u64));
                     // Only at the job's end: an agent cut off from mpiexec
@@ -246,7 +268,30 @@ impl Agent {
         }
     }
 
+    /// An event of the relay's: a rank connecting, sending, or a window
+    /// passing. False when mpiexec cannot be written to.
+    fn on_relay(&mut self, token: u64) -> bool {
+        let Some(r) = &mut self.relay else {
+            return true;
+        };
+        let link = self.link.clone();
+        let mut up = |m: &FromAgent| link.send(m);
+        match token {
+            relay::TOKEN_LISTENER => {
+                r.accept(&self.ep);
+                true
+            }
+            TOKEN_FAN => r.due(&mut up),
+            t => r.on_conn((t - relay::TOKEN_CONN) as u32, &self.ep, &mut up),
+        }
+    }
+
     fn reap(&mut self) {
+        // What the ranks said before they ended goes up before their end.
+        if let Some(r) = &mut self.relay {
+            let link = self.link.clone();
+            r.drain(&self.ep, &mut |m| link.send(m));
+        }
         while let Some((pid, exit)) = process::try_wait_any() {
             if let Some(p) = self.procs.remove(&pid) {
                 report_end(&self.link, p, exit);
@@ -265,6 +310,7 @@ fn arg(args: &[String], name: &str) -> Result<String, String> {
 fn run(args: &[String]) -> Result<(), String> {
     let connect = arg(args, "--connect")?;
     let host = arg(args, "--host")?;
+    let relaying = args.iter().any(|a| a == "--relay");
     let mut key = String::new();
     std::io::stdin()
         .read_line(&mut key)
@@ -286,12 +332,21 @@ fn run(args: &[String]) -> Result<(), String> {
     conn.set_nonblocking(true).map_err(|e| e.to_string())?;
     let ep = Epoll::new().map_err(|e| e.to_string())?;
     let timer = TimerFd::new().map_err(|e| e.to_string())?;
+    let fan_timer = TimerFd::new().map_err(|e| e.to_string())?;
+    let relay = match relaying {
+        true => {
+            crate::leftovers::sweep_control_dirs(&crate::leftovers::ControlDir::base());
+            Some(Relay::new(&ep).map_err(|e| format!("the ranks' control socket: {e}"))?)
+        }
+        false => None,
+    };
     let beat = Duration::from_millis(HEARTBEAT_MS);
     timer.arm(beat);
     for (fd, token) in [
         (conn.as_raw_fd(), TOKEN_CONN),
         (signals.as_raw_fd(), TOKEN_SIGNALS),
         (timer.as_raw_fd(), TOKEN_TIMER),
+        (fan_timer.as_raw_fd(), TOKEN_FAN),
     ] {
         ep.add(fd, epoll::READABLE, token)
             .map_err(|e| e.to_string())?;
@@ -303,13 +358,23 @@ fn run(args: &[String]) -> Result<(), String> {
         procs: HashMap::new(),
         heard: Instant::now(),
         files: None,
+        ep,
+        relay,
     };
     let mut evs = Vec::new();
     loop {
         evs.clear();
-        let _ = ep.wait(&mut evs, -1);
+        let _ = agent.ep.wait(&mut evs, -1);
         for ev in evs.clone() {
             match ev.token {
+                relay::TOKEN_LISTENER | TOKEN_FAN | relay::TOKEN_CONN.. => {
+                    fan_timer.drain();
+                    if !agent.on_relay(ev.token) {
+                        eprintln!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
+                        agent.end_all(Duration::from_secs(2));
+                        return Ok(());
+                    }
+                }
                 TOKEN_CONN => {
                     if !agent.on_conn() {
                         agent.end_all(Duration::from_secs(2));
@@ -340,6 +405,9 @@ fn run(args: &[String]) -> Result<(), String> {
                     }
                 }
             }
+        }
+        if let Some(after) = agent.relay.as_ref().and_then(Relay::next_due) {
+            fan_timer.arm(after.max(Duration::from_micros(100)));
         }
     }
 }

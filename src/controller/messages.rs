@@ -2,6 +2,7 @@
 //! what each message from a rank changes.
 
 use super::*;
+use mpistages_control::rankset::RankSet;
 
 impl Job {
     pub(super) fn accept(&mut self) {
@@ -16,32 +17,41 @@ impl Job {
         if stream.set_nonblocking(true).is_err() {
             return;
         }
-        let slot = self
-            .conns
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or_else(|| {
-                self.conns.push(None);
-                self.conns.len() - 1
-            });
+        let slot = self.free_slot();
         let token = TOKEN_CONN + slot as u64;
         if self
             .epoll
             .add(stream.as_raw_fd(), epoll::READABLE, token)
             .is_ok()
         {
-            self.conns[slot] = Some(Conn {
-                stream,
-                dec: Decoder::default(),
-                rank: None,
-                assigned: None,
-            });
+            self.conns[slot] = Some(Conn::new(Wire::Stream(stream)));
         }
     }
 
+    /// A connection that comes through an agent: `host`'s number `conn`.
+    pub(super) fn adopt_relayed(&mut self, host: usize, conn: u32) -> usize {
+        let slot = self.free_slot();
+        self.conns[slot] = Some(Conn::new(Wire::Agent { host, conn }));
+        slot
+    }
+
+    fn free_slot(&mut self) -> usize {
+        self.conns
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or_else(|| {
+                self.conns.push(None);
+                self.conns.len() - 1
+            })
+    }
+
     pub(super) fn close(&mut self, slot: usize) {
-        if let Some(c) = self.conns[slot].take() {
-            let _ = self.epoll.delete(c.stream.as_raw_fd());
+        match self.conns[slot].take().map(|c| c.wire) {
+            Some(Wire::Stream(s)) => {
+                let _ = self.epoll.delete(s.as_raw_fd());
+            }
+            Some(Wire::Agent { host, conn }) => self.relayed_closed(host, conn),
+            None => {}
         }
         // The slot may be reused by another process's connection.
         for r in &mut self.ranks {
@@ -53,10 +63,23 @@ impl Job {
     }
 
     pub(super) fn on_conn(&mut self, slot: usize) {
-        let Some(c) = self.conns[slot].as_mut() else {
+        let Some(Conn {
+            wire: Wire::Stream(stream),
+            dec,
+            ..
+        }) = self.conns[slot].as_mut()
+        else {
             return;
         };
-        let closed = read_available(&mut c.stream, &mut c.dec);
+        let closed = dec.read_available(stream);
+        self.handle_messages(slot);
+        if closed {
+            self.close(slot);
+        }
+    }
+
+    /// Handles the messages that connection `slot` has decoded.
+    pub(super) fn handle_messages(&mut self, slot: usize) {
         loop {
             let Some(c) = self.conns[slot].as_mut() else {
                 return;
@@ -77,9 +100,6 @@ impl Job {
                     return;
                 }
             }
-        }
-        if closed {
-            self.close(slot);
         }
     }
 
@@ -213,30 +233,37 @@ impl Job {
     }
 
     pub(super) fn send_on(&mut self, slot: usize, msg: &ToRank) -> std::io::Result<()> {
-        self.traffic.sent(msg.kind(), 1);
-        self.write_on(slot, &proto::encode(msg))
+        self.send_on_slots(&[slot], msg)
     }
 
     /// Sends one message to each of `ranks`, encoded once (a Welcome holds
-    /// every rank's address: encoding it per rank was O(ranks²)).
+    /// every rank's address: encoding it per rank was O(ranks²)), and
+    /// once to each agent for all its ranks.
     pub(super) fn send_many(&mut self, ranks: &[usize], msg: &ToRank) {
-        let bytes = proto::encode(msg);
-        for &r in ranks {
-            if let Some(slot) = self.ranks[r].conn {
-                self.traffic.sent(msg.kind(), 1);
-                let _ = self.write_on(slot, &bytes);
-            }
-        }
+        let slots: Vec<usize> = ranks.iter().filter_map(|&r| self.ranks[r].conn).collect();
+        let _ = self.send_on_slots(&slots, msg);
     }
 
-    fn write_on(&mut self, slot: usize, bytes: &[u8]) -> std::io::Result<()> {
-        let Some(c) = self.conns[slot].as_mut() else {
-            return Err(std::io::ErrorKind::NotConnected.into());
-        };
-        c.stream.set_nonblocking(false)?;
-        let sent = c.stream.write_all(bytes);
-        let _ = c.stream.set_nonblocking(true);
-        sent
+    fn send_on_slots(&mut self, slots: &[usize], msg: &ToRank) -> std::io::Result<()> {
+        let mut bytes = None;
+        let mut via: std::collections::BTreeMap<usize, RankSet> = Default::default();
+        let mut result = Ok(());
+        for &slot in slots {
+            match self.conns[slot].as_mut().map(|c| &mut c.wire) {
+                Some(Wire::Stream(s)) => {
+                    self.traffic.sent(msg.kind(), 1);
+                    let bytes = bytes.get_or_insert_with(|| proto::encode(msg));
+                    result = write_blocking(s, bytes);
+                }
+                Some(Wire::Agent { host, conn }) => via.entry(*host).or_default().insert(*conn),
+                None => result = Err(std::io::ErrorKind::NotConnected.into()),
+            }
+        }
+        for (host, conns) in via {
+            self.traffic.sent(msg.kind(), 1);
+            self.relay_down(host, conns, msg);
+        }
+        result
     }
 
     /// The bootstrap fence, also for replacements: once every process not
@@ -316,17 +343,10 @@ impl Job {
     }
 }
 
-/// Reads all `stream` (non-blocking) has now into `dec`; true when the
-/// connection ended or failed.
-pub(super) fn read_available(stream: &mut impl Read, dec: &mut Decoder) -> bool {
-    let mut buf = [0u8; 16 << 10];
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(n) => dec.push(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return true,
-        }
-    }
+/// Writes a small message whole (a blocking write is brief).
+fn write_blocking(s: &mut ControlStream, bytes: &[u8]) -> std::io::Result<()> {
+    s.set_nonblocking(false)?;
+    let sent = s.write_all(bytes);
+    let _ = s.set_nonblocking(true);
+    sent
 }

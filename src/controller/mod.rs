@@ -8,17 +8,16 @@
 
 use crate::agent::{Launch, RankProc};
 use crate::cli::{self, Parsed, RecoveryMode, USAGE};
-use crate::leftovers::{self, JobFiles};
+use crate::leftovers::{self, ControlDir, JobFiles};
 use crate::spares::{Spares, Taken};
 use mpistages_control::inject::{self, Trigger};
 use mpistages_control::proto::{self, Decoder, ToController, ToRank};
 use mpistages_control::stream::{self, ControlStream};
 use mpistages_sys::epoll::{self, Epoll};
 use mpistages_sys::process::{self, Exit, SignalFd};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 mod agreement;
@@ -38,33 +37,6 @@ mod ulfm;
 const TOKEN_LISTENER: u64 = 1;
 const TOKEN_SIGNALS: u64 = 2;
 const TOKEN_CONN: u64 = 1 << 32;
-
-/// A private directory for the job's control socket, removed on drop.
-struct JobDir(PathBuf);
-
-impl JobDir {
-    fn base() -> PathBuf {
-        std::env::var_os("TMPDIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| "/tmp".into())
-    }
-
-    fn create() -> std::io::Result<JobDir> {
-        use std::os::unix::fs::DirBuilderExt;
-        let mut r = [0u8; 8];
-        process::random_bytes(&mut r)?;
-        let base = Self::base();
-        let dir = base.join(format!("mpistages-{}-{}", std::process::id(), hex(&r)));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(JobDir(dir))
-    }
-}
-
-impl Drop for JobDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -93,12 +65,33 @@ struct RankState {
     seen_dead: bool,
 }
 
+/// How a control connection reaches its process.
+enum Wire {
+    Stream(ControlStream),
+    /// Through the agent of host `host`, its connection number `conn` there.
+    Agent {
+        host: usize,
+        conn: u32,
+    },
+}
+
 struct Conn {
-    stream: ControlStream,
+    wire: Wire,
     dec: Decoder,
     rank: Option<usize>,
     /// A spare's connection: the rank it was made the replacement of.
     assigned: Option<usize>,
+}
+
+impl Conn {
+    fn new(wire: Wire) -> Conn {
+        Conn {
+            wire,
+            dec: Decoder::default(),
+            rank: None,
+            assigned: None,
+        }
+    }
 }
 
 /// What became of an `--inject` spec.
@@ -205,9 +198,9 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     // Block the signals before any thread starts, so all inherit the mask.
     let signals = SignalFd::new(&[libc::SIGCHLD, libc::SIGINT, libc::SIGTERM, libc::SIGHUP])?;
     // What jobs whose mpiexec was killed left behind goes first.
-    leftovers::sweep_control_dirs(&JobDir::base());
-    let dir = JobDir::create()?;
-    let sock = dir.0.join("control");
+    leftovers::sweep_control_dirs(&ControlDir::base());
+    let dir = ControlDir::create()?;
+    let sock = dir.path().join("control");
     let listener = UnixListener::bind(&sock)?;
     listener.set_nonblocking(true)?;
     let mut k = [0u8; 16];

@@ -6,6 +6,7 @@
 use super::*;
 use crate::agent::{AgentLink, Gate};
 use mpistages_control::agent::{Ended, FromAgent, Start, ToAgent, HEARTBEAT_MS};
+use mpistages_control::rankset::RankSet;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 
@@ -23,6 +24,8 @@ pub(super) struct Remote {
     pending: Vec<Start>,
     pub heard: Instant,
     pub lost: bool,
+    /// The agent's rank connections (its numbers) and their slots here.
+    relayed: std::collections::HashMap<u32, usize>,
 }
 
 /// A connection to the agent listener before its hello.
@@ -133,6 +136,9 @@ impl Remotes {
         epoll.add(control_tcp.as_raw_fd(), epoll::READABLE, TOKEN_CONTROL_TCP)?;
         let agent_at = agent_listener.local_addr()?.to_string();
         let agent_exe = std::env::current_exe()?.with_file_name("mpistages-agent");
+        // The ranks of a host reach mpiexec through its agent (the control
+        // tree); `MPISTAGES_CONTROL_TREE=off`: directly, each over TCP.
+        let relaying = std::env::var("MPISTAGES_CONTROL_TREE").map_or(true, |v| v != "off");
         let mut remotes = Vec::new();
         for h in hosts {
             if cli::is_this_host(&h.name) {
@@ -145,6 +151,9 @@ impl Remotes {
             cmd.arg(&agent_exe)
                 .args(["--connect", &agent_at, "--host", &h.name])
                 .stdin(std::process::Stdio::piped());
+            if relaying {
+                cmd.arg("--relay");
+            }
             let mut child = cmd.spawn().map_err(|e| {
                 std::io::Error::new(
                     e.kind(),
@@ -164,6 +173,7 @@ impl Remotes {
                 pending: Vec::new(),
                 heard: Instant::now(),
                 lost: false,
+                relayed: Default::default(),
             }));
         }
         Ok(Some(Remotes {
@@ -270,7 +280,7 @@ impl Job {
         else {
             return;
         };
-        let closed = super::messages::read_available(&mut hs.stream, &mut hs.dec);
+        let closed = hs.dec.read_available(&mut hs.stream);
         let hello = match hs.dec.next_message::<FromAgent>() {
             Ok(Some(m)) => Ok(m),
             Ok(None) if !closed => return,
@@ -438,7 +448,7 @@ impl Job {
             let Some((s, dec)) = remote.conn.as_mut() else {
                 return;
             };
-            closed = super::messages::read_available(s, dec);
+            closed = dec.read_available(s);
             loop {
                 match dec.next_message::<FromAgent>() {
                     Ok(Some(m)) => msgs.push(m),
@@ -462,6 +472,43 @@ impl Job {
     fn on_agent_message(&mut self, h: usize, m: FromAgent) {
         match m {
             FromAgent::Alive | FromAgent::Hello { .. } => {}
+            FromAgent::Relayed { conn, msg } => {
+                let r = self.remotes().hosts[h].as_mut().expect("a host");
+                let slot = match r.relayed.get(&conn) {
+                    Some(&slot) => slot,
+                    None => {
+                        let slot = self.adopt_relayed(h, conn);
+                        let r = self.remotes().hosts[h].as_mut().expect("a host");
+                        r.relayed.insert(conn, slot);
+                        slot
+                    }
+                };
+                self.handle_relayed(slot, msg);
+            }
+            FromAgent::Gathered(g) => {
+                self.traffic.received(g.kind_name());
+                let Some(msg) = crate::relay::per_rank(&g) else {
+                    return;
+                };
+                for r in g.ranks.iter() {
+                    let slot = self.ranks.get(r as usize).and_then(|st| st.conn);
+                    let through_h = slot
+                        .and_then(|s| self.conns[s].as_ref())
+                        .is_some_and(|c| matches!(c.wire, Wire::Agent { host, .. } if host == h));
+                    if let (Some(slot), true) = (slot, through_h) {
+                        if let Err(why) = self.on_message(slot, msg.clone()) {
+                            eprintln!("mpiexec: dropped a control connection: {why}");
+                            self.close(slot);
+                        }
+                    }
+                }
+            }
+            FromAgent::Closed { conn } => {
+                let r = self.remotes().hosts[h].as_mut().expect("a host");
+                if let Some(slot) = r.relayed.remove(&conn) {
+                    self.close(slot);
+                }
+            }
             FromAgent::Started { id, pid } => {
                 if let Some(r) = self.rank_of_id(id) {
                     if let Some(p) = self.ranks[r].proc.as_mut() {
@@ -497,6 +544,34 @@ impl Job {
         }
     }
 
+    /// A message of a rank that comes through its agent.
+    fn handle_relayed(&mut self, slot: usize, msg: ToController) {
+        self.traffic.received(msg.kind());
+        if let Err(why) = self.on_message(slot, msg) {
+            eprintln!("mpiexec: dropped a control connection: {why}");
+            self.close(slot);
+        }
+    }
+
+    /// `msg` to the connections `conns` of host `h`'s agent, in one
+    /// message to the agent.
+    pub(super) fn relay_down(&mut self, h: usize, conns: RankSet, msg: &ToRank) {
+        if let Some(r) = self.remotes().hosts[h].as_ref() {
+            r.link.send(&ToAgent::Relay {
+                conns,
+                msg: msg.clone(),
+            });
+        }
+    }
+
+    /// mpiexec closed the connection `conn` through host `h`'s agent.
+    pub(super) fn relayed_closed(&mut self, h: usize, conn: u32) {
+        let r = self.remotes().hosts[h].as_mut().expect("a host");
+        if r.relayed.remove(&conn).is_some() {
+            r.link.send(&ToAgent::Close { conn });
+        }
+    }
+
     /// Every rank of host `h` is gone with it.
     pub(super) fn host_lost(&mut self, h: usize, why: &str) {
         let Some(remotes) = self.remote.as_mut() else {
@@ -511,6 +586,10 @@ impl Job {
         if let Some((s, _)) = remote.conn.take() {
             let _ = self.epoll.delete(s.as_raw_fd());
         }
+        for slot in std::mem::take(&mut remote.relayed).into_values() {
+            self.close(slot);
+        }
+        let remote = self.remotes().hosts[h].as_mut().expect("a host");
         let name = remote.name.clone();
         let on_host: Vec<usize> = (0..self.ranks.len())
             .filter(|&r| self.launch.rank_host[r] == h)

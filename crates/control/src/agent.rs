@@ -2,9 +2,16 @@
 //! as the rank messages are (`proto::encode`, `proto::Decoder`). The agent
 //! is thin: it starts and signals processes on its host, reports how they
 //! end, forwards their output, and says it is alive; every decision stays
-//! with `mpiexec`. Ranks on that host talk to `mpiexec` directly (over
-//! TCP, with the job key), not through the agent.
+//! with `mpiexec`. The ranks on that host reach `mpiexec` through it (the
+//! control tree, `--relay`): each connects to the agent, which passes its
+//! messages up (`Relayed`), merges the reports of a recovery's steps into
+//! one per step (`Gathered`, see `fan`), and passes `mpiexec`'s messages
+//! down, one copy to the agent for all its ranks (`Relay`). Without
+//! `--relay` they talk to `mpiexec` directly over TCP.
 
+use crate::fan::Gathered;
+use crate::proto::{ToController, ToRank};
+use crate::rankset::RankSet;
 use serde::{Deserialize, Serialize};
 
 /// How a process ended (as `mpistages_sys::process::Exit`).
@@ -32,7 +39,7 @@ pub struct Start {
     pub stdin: bool,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum ToAgent {
     Start(Start),
     /// Sends `signal` to the process (and its children) named `id`.
@@ -54,9 +61,19 @@ pub enum ToAgent {
         id: u64,
         data: Vec<u8>,
     },
+    /// `msg` to each of the agent's rank connections `conns` (numbers the
+    /// agent gave them in `Relayed`).
+    Relay {
+        conns: RankSet,
+        msg: ToRank,
+    },
+    /// mpiexec dropped the rank connection `conn` (it broke the protocol).
+    Close {
+        conn: u32,
+    },
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub enum FromAgent {
     /// First message: the job key (from the agent's stdin), and the host
     /// as the agent names it.
@@ -85,6 +102,19 @@ pub enum FromAgent {
     },
     /// The agent is alive (sent every `HEARTBEAT_MS`).
     Alive,
+    /// What the process on the agent's rank connection `conn` sent (the
+    /// first message of a connection is its hello, or a spare's).
+    Relayed {
+        conn: u32,
+        msg: ToController,
+    },
+    /// The reports of `ranks` (each said hello on a connection of this
+    /// agent), merged.
+    Gathered(Gathered),
+    /// The rank connection `conn` ended (after everything it sent).
+    Closed {
+        conn: u32,
+    },
 }
 
 /// How often both sides say they are alive.

@@ -63,6 +63,22 @@ pub struct Gathered {
     pub value: Common,
 }
 
+impl Gathered {
+    /// The name of the message each rank would have sent, for counts.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            Kind::Halted => "halted",
+            Kind::Ready => "ready",
+            Kind::Restored => "restored",
+            Kind::Checkpoint => "checkpoint",
+            Kind::Durable => "durable",
+            Kind::Hello => "hello",
+            Kind::Ended => "ended",
+            Kind::Agree => "agree",
+        }
+    }
+}
+
 struct Gathering {
     /// What has come in and not gone up yet.
     report: Gathered,
@@ -99,6 +115,18 @@ impl Fan {
         &self.below
     }
 
+    /// `rank` is below this node now (an agent learns its ranks from
+    /// their hellos).
+    pub fn add_below(&mut self, rank: u32) {
+        self.below.insert(rank);
+    }
+
+    /// Everything gathered and not yet sent goes up now (before a message
+    /// that must not overtake it).
+    pub fn flush(&mut self) -> Vec<Gathered> {
+        self.due(Duration::MAX)
+    }
+
     /// The failure notice of `generation` passed down through this node:
     /// `failed` is being replaced (it will not halt). Gatherings of older
     /// generations are moot. May complete a gathering of halts.
@@ -129,6 +157,13 @@ impl Fan {
         !matches!(kind, Kind::Checkpoint | Kind::Durable)
     }
 
+    /// Kinds whose value the node above needs rank by rank: reports of
+    /// different values gather apart (and go up when their window passes:
+    /// they differ only when something went wrong).
+    fn exact(kind: Kind) -> bool {
+        matches!(kind, Kind::Restored)
+    }
+
     fn expected(&self, kind: Kind) -> RankSet {
         match kind {
             // The failed do not halt, nor agree.
@@ -153,11 +188,11 @@ impl Fan {
             }
             self.new_generation(r.key);
         }
-        match self
-            .gathering
-            .iter_mut()
-            .find(|x| x.report.kind == r.kind && x.report.key == r.key)
-        {
+        match self.gathering.iter_mut().find(|x| {
+            x.report.kind == r.kind
+                && x.report.key == r.key
+                && (!Self::exact(r.kind) || x.report.value == r.value || x.report.ranks.is_empty())
+        }) {
             Some(x) if x.report.ranks.is_empty() => {
                 x.report.ranks = r.ranks;
                 x.report.value = r.value;
@@ -177,19 +212,24 @@ impl Fan {
     }
 
     /// Gatherings that cover every rank expected of them (with what went
-    /// up of them before) leave; a checkpoint done supersedes the older
-    /// ones still gathering.
+    /// up of them before) go up; a checkpoint done supersedes the older
+    /// ones still gathering. A gathering that went up stays (empty) until
+    /// its generation passes: a rank that joins this node later (a
+    /// replacement's hello) completes it alone.
     fn complete(&mut self) -> Vec<Gathered> {
         let mut out: Vec<Gathered> = Vec::new();
-        let mut i = 0;
-        while i < self.gathering.len() {
-            let x = &self.gathering[i];
+        for i in 0..self.gathering.len() {
+            let expected = self.expected(self.gathering[i].report.kind);
+            let x = &mut self.gathering[i];
             let mut all = x.sent.clone();
             all.union(&x.report.ranks);
-            if !x.report.ranks.is_empty() && all.covers(&self.expected(x.report.kind)) {
-                out.push(self.gathering.swap_remove(i).report);
-            } else {
-                i += 1;
+            if !x.report.ranks.is_empty() && all.covers(&expected) {
+                x.sent = all;
+                x.since = None;
+                out.push(Gathered {
+                    ranks: std::mem::take(&mut x.report.ranks),
+                    ..x.report.clone()
+                });
             }
         }
         for done in out.iter().filter(|d| !Self::fenced(d.kind)) {
@@ -329,5 +369,53 @@ mod tests {
         let up = f.report(rep(Kind::Checkpoint, 7, RankSet::of(0..8), None), ms(20));
         assert_eq!(up[0].key, 7);
         assert_eq!(f.deadline(), None, "epoch 6's gathering is gone");
+    }
+
+    #[test]
+    fn restores_of_different_epochs_gather_apart_and_flush_sends_all() {
+        let mut f = Fan::new(RankSet::new(), W);
+        for r in 0..3 {
+            f.add_below(r);
+        }
+        f.report(rep(Kind::Restored, 1, RankSet::one(0), Some(4)), ms(0));
+        f.report(rep(Kind::Restored, 1, RankSet::one(1), Some(3)), ms(0));
+        let up = f.report(rep(Kind::Restored, 1, RankSet::one(2), Some(4)), ms(0));
+        assert!(up.is_empty(), "neither value covers every rank");
+        // Generation 2 fences them (a rank failed while they restored).
+        f.report(rep(Kind::Halted, 2, RankSet::one(0), None), ms(0));
+        f.report(rep(Kind::Restored, 2, RankSet::one(0), Some(4)), ms(0));
+        f.report(rep(Kind::Restored, 2, RankSet::one(1), Some(3)), ms(0));
+        let mut up = f.flush();
+        up.sort_by_key(|g| g.ranks.iter().next());
+        let got: Vec<_> = up
+            .iter()
+            .map(|g| (g.kind, g.key, g.ranks.len(), g.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Kind::Halted, 2, 1, Common::All(None)),
+                (Kind::Restored, 2, 1, Common::All(Some(4))),
+                (Kind::Restored, 2, 1, Common::All(Some(3)))
+            ]
+        );
+        assert_eq!(f.deadline(), None);
+    }
+
+    #[test]
+    fn a_rank_that_joins_after_its_step_went_up_completes_it_alone() {
+        let mut f = Fan::new(RankSet::of(4..6), W);
+        f.failure(1, &RankSet::of(2..4));
+        let up = f.report(rep(Kind::Ready, 1, RankSet::of(4..6), Some(3)), ms(0));
+        assert_eq!(up.len(), 1);
+        // The replacements of 2 and 3 start here and say hello.
+        f.add_below(2);
+        f.add_below(3);
+        assert!(f
+            .report(rep(Kind::Ready, 1, RankSet::one(2), Some(3)), ms(1))
+            .is_empty());
+        let up = f.report(rep(Kind::Ready, 1, RankSet::one(3), Some(3)), ms(1));
+        assert_eq!(up[0].ranks.iter().collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(f.deadline(), None);
     }
 }

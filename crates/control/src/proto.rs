@@ -269,6 +269,21 @@ impl Decoder {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// Takes all a non-blocking `stream` has now; true when the connection
+    /// ended or failed.
+    pub fn read_available(&mut self, stream: &mut impl Read) -> bool {
+        let mut buf = [0u8; 16 << 10];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(n) => self.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return true,
+            }
+        }
+    }
+
     /// The next complete message, `Ok(None)` if more bytes are needed.
     pub fn next_message<T: for<'de> Deserialize<'de>>(&mut self) -> io::Result<Option<T>> {
         if self.buf.len() < 4 {
