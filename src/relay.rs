@@ -6,9 +6,13 @@
 //! and step instead of one per rank. What `mpiexec` sends to many ranks
 //! comes down once (`ToAgent::Relay`) and is copied to each here.
 //!
-//! Order: a rank's other messages never overtake its gathered reports
-//! (what is gathered goes up first), and a connection's end goes up after
-//! everything it sent.
+//! The hellos of processes started together (the job's start, a
+//! recovery's replacements) go up together too, once every process the
+//! agent started has said hello or ended.
+//!
+//! Order: a rank's other messages never overtake its gathered reports or
+//! held hellos (what is held goes up first), and a connection's end goes
+//! up after everything it sent.
 
 use crate::leftovers::ControlDir;
 use mpistages_control::agent::FromAgent;
@@ -26,11 +30,12 @@ use std::time::{Duration, Instant};
 pub const TOKEN_LISTENER: u64 = 4;
 pub const TOKEN_CONN: u64 = 1 << 32;
 
-/// How long a step's gathering waits for ranks that have not reported
-/// before what it has goes up (`MPISTAGES_FAN_WINDOW_MS`). Every rank of
-/// the host reporting sends it at once; the window only bounds the cost
-/// of a rank that never does (it ended, or it is slow).
-const WINDOW: Duration = Duration::from_millis(20);
+/// How long a step's gathering (or the held hellos) may go without a new
+/// report before what it has goes up (`MPISTAGES_FAN_WINDOW_MS`). The last
+/// rank of the host to report sends it at once; the window only bounds
+/// the cost of a rank that never does (it ended). Ranks that report
+/// slowly (64 of them on two cores halt over 100 ms) still go up as one.
+pub const WINDOW: Duration = Duration::from_millis(100);
 
 struct RankConn {
     stream: UnixStream,
@@ -45,24 +50,31 @@ pub struct Relay {
     conns: HashMap<u32, RankConn>,
     next: u32,
     fan: Fan,
+    /// Ranks started here that have not said hello yet, and the hellos
+    /// held until none is left (or the window passes).
+    awaiting: RankSet,
+    hellos: Vec<(u32, ToController)>,
+    hellos_last: Option<Duration>,
+    /// Each rank's connection that said hello last.
+    current: HashMap<u32, u32>,
+    /// The newest generation a notice going down named: a report of a
+    /// newer one is not gathered (it could only be a rank's mistake, and
+    /// would fence the host's true reports).
+    generation: u64,
+    window: Duration,
     epoch: Instant,
 }
 
-/// Where a message from a rank goes.
-enum Up {
-    Gather(Gathered),
-    Pass(ToController),
-}
-
-/// A rank's report that is merged with the others of its host.
-fn gathered(rank: u32, msg: ToController) -> Up {
-    let (kind, key, value) = match msg {
+/// A rank's report that is merged with the others of its host (None:
+/// a message that goes up as it is).
+fn report(rank: u32, msg: &ToController) -> Option<Gathered> {
+    let (kind, key, value) = match *msg {
         ToController::Halted { generation } => (Kind::Halted, generation, None),
         ToController::Ready { generation, newest } => (Kind::Ready, generation, newest),
         ToController::Restored { generation, epoch } => (Kind::Restored, generation, Some(epoch)),
-        other => return Up::Pass(other),
+        _ => return None,
     };
-    Up::Gather(Gathered {
+    Some(Gathered {
         kind,
         key: key as u64,
         ranks: RankSet::one(rank),
@@ -109,8 +121,43 @@ impl Relay {
             conns: HashMap::new(),
             next: 0,
             fan: Fan::new(RankSet::new(), window),
+            awaiting: RankSet::new(),
+            hellos: Vec::new(),
+            hellos_last: None,
+            current: HashMap::new(),
+            generation: 0,
+            window,
             epoch: Instant::now(),
         })
+    }
+
+    /// The agent started a process of `rank`: it will say hello here, and
+    /// report with the others of this host.
+    pub fn started(&mut self, rank: u32) {
+        self.fan.add_below(rank);
+        self.awaiting.insert(rank);
+    }
+
+    /// The process of `rank` ended: no hello is awaited from it.
+    pub fn ended(&mut self, rank: u32, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        self.awaiting.remove(rank);
+        self.send_hellos(false, up)
+    }
+
+    /// The held hellos go up when no process started here is still to say
+    /// hello, or `now` (window passed, or something must not overtake them).
+    fn send_hellos(&mut self, now: bool, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        if self.hellos.is_empty() || !(now || self.awaiting.is_empty()) {
+            return true;
+        }
+        self.hellos_last = None;
+        up(&FromAgent::Hellos(std::mem::take(&mut self.hellos)))
+    }
+
+    /// What is held goes up (before a message that must not overtake it).
+    fn flush(&mut self, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        let gathered = self.fan.flush();
+        self.send_hellos(true, up) && self.send_up(gathered, up)
     }
 
     /// The control address the agent's ranks get (`MPISTAGES_CONTROL`).
@@ -158,20 +205,10 @@ impl Relay {
             return true;
         };
         let mut closed = c.dec.read_available(&mut c.stream);
-        let mut out = Vec::new();
+        let mut msgs = Vec::new();
         loop {
             match c.dec.next_message::<ToController>() {
-                Ok(Some(msg)) => {
-                    if let ToController::Hello { rank, .. } = &msg {
-                        c.rank = Some(*rank);
-                        self.fan.add_below(*rank);
-                    }
-                    match (c.rank, msg) {
-                        (Some(r), msg) => out.push((r, msg)),
-                        // A spare's first message, or garbage: mpiexec judges.
-                        (None, msg) => out.push((u32::MAX, msg)),
-                    }
-                }
+                Ok(Some(msg)) => msgs.push(msg),
                 Ok(None) => break,
                 Err(e) => {
                     eprintln!("mpistages-agent: dropped a rank's control connection: {e}");
@@ -181,28 +218,69 @@ impl Relay {
             }
         }
         let mut ok = true;
-        for (rank, msg) in out {
-            let gathered = match rank {
-                u32::MAX => Up::Pass(msg),
-                r => gathered(r, msg),
-            };
-            ok &= match gathered {
-                Up::Gather(g) => {
+        for msg in msgs {
+            ok &= self.take_message(id, msg, now, up);
+        }
+        if closed {
+            ok &= self.closed(id, ep, up);
+        }
+        ok
+    }
+
+    /// One message of connection `id`.
+    fn take_message(
+        &mut self,
+        id: u32,
+        msg: ToController,
+        now: Duration,
+        up: &mut dyn FnMut(&FromAgent) -> bool,
+    ) -> bool {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return true;
+        };
+        match (&msg, c.rank) {
+            // Its first hello: held with the others started with it.
+            (&ToController::Hello { rank, .. }, None) => {
+                c.rank = Some(rank);
+                self.current.insert(rank, id);
+                self.fan.add_below(rank);
+                self.awaiting.remove(rank);
+                self.hellos.push((id, msg));
+                self.hellos_last = Some(now);
+                self.send_hellos(false, up)
+            }
+            (_, Some(rank)) => match report(rank, &msg) {
+                Some(g) if g.key <= self.generation => {
                     let ups = self.fan.report(g, now);
                     self.send_up(ups, up)
                 }
-                Up::Pass(msg) => {
-                    let flushed = self.fan.flush();
-                    self.send_up(flushed, up) && up(&FromAgent::Relayed { conn: id, msg })
-                }
-            };
+                _ => self.pass(id, msg, up),
+            },
+            // A spare's first message, a second hello: mpiexec judges.
+            _ => self.pass(id, msg, up),
         }
-        if closed {
-            self.drop_conn(id, ep);
-            let flushed = self.fan.flush();
-            ok &= self.send_up(flushed, up) && up(&FromAgent::Closed { conn: id });
+    }
+
+    /// Connection `id` ended: what it sent went up; its end goes up after
+    /// what is held. Its rank is no longer waited for here unless another
+    /// process of it started here since.
+    fn closed(&mut self, id: u32, ep: &Epoll, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        let rank = self.conns.get(&id).and_then(|c| c.rank);
+        self.drop_conn(id, ep);
+        let mut ok = self.flush(up);
+        if let Some(r) = rank {
+            if self.current.get(&r) == Some(&id) && !self.awaiting.contains(r) {
+                self.current.remove(&r);
+                let ups = self.fan.remove_below(r);
+                ok &= self.send_up(ups, up);
+            }
         }
-        ok
+        ok && up(&FromAgent::Closed { conn: id })
+    }
+
+    /// `msg` of connection `id` goes up as it is, after what is held.
+    fn pass(&mut self, id: u32, msg: ToController, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        self.flush(up) && up(&FromAgent::Relayed { conn: id, msg })
     }
 
     fn send_up(&self, gathered: Vec<Gathered>, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
@@ -222,9 +300,10 @@ impl Relay {
         }
     }
 
-    /// mpiexec dropped connection `id`.
-    pub fn close(&mut self, id: u32, ep: &Epoll) {
-        self.drop_conn(id, ep);
+    /// mpiexec closed connection `id` (its process is ended or replaced,
+    /// or it broke the protocol): it is dropped as if it had ended.
+    pub fn close(&mut self, id: u32, ep: &Epoll, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        self.conns.contains_key(&id) && self.closed(id, ep, up)
     }
 
     /// `msg` from mpiexec to the connections `conns`. A failure notice or
@@ -239,10 +318,16 @@ impl Relay {
             ToRank::Failure {
                 generation, failed, ..
             } => {
+                self.generation = self.generation.max(*generation as u64);
                 let failed: RankSet = failed.iter().copied().collect();
                 self.fan.failure(*generation as u64, &failed)
             }
-            ToRank::Resume { .. } => {
+            ToRank::Welcome { generation, .. } => {
+                self.generation = self.generation.max(*generation as u64);
+                Vec::new()
+            }
+            ToRank::Resume { generation, .. } => {
+                self.generation = self.generation.max(*generation as u64);
                 self.fan.resumed();
                 Vec::new()
             }
@@ -261,16 +346,153 @@ impl Relay {
         self.send_up(ups, up)
     }
 
-    /// Gatherings whose window passed go up.
+    /// Gatherings and hellos whose window passed go up.
     pub fn due(&mut self, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
         let now = self.now();
         let ups = self.fan.due(now);
-        self.send_up(ups, up)
+        let late = self.hellos_last.is_some_and(|t| now >= t + self.window);
+        self.send_up(ups, up) && self.send_hellos(late, up)
     }
 
-    /// How long until the next gathering falls due.
+    /// How long until the next gathering or held hellos fall due.
     pub fn next_due(&self) -> Option<Duration> {
         let now = self.now();
-        self.fan.deadline().map(|t| t.saturating_sub(now))
+        let hellos = self.hellos_last.map(|t| t + self.window);
+        [self.fan.deadline(), hellos]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| t.saturating_sub(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    struct Host {
+        ep: Epoll,
+        relay: Relay,
+        up: Vec<FromAgent>,
+    }
+
+    impl Host {
+        fn new() -> Host {
+            let ep = Epoll::new().unwrap();
+            let relay = Relay::new(&ep).unwrap();
+            Host {
+                ep,
+                relay,
+                up: Vec::new(),
+            }
+        }
+
+        /// A process of `rank` connects and says hello (the agent started
+        /// it); returns its socket and connection number.
+        fn connect(&mut self, rank: u32) -> (UnixStream, u32) {
+            let s = UnixStream::connect(self.relay.control()).unwrap();
+            self.relay.accept(&self.ep);
+            let id = self.relay.next - 1;
+            let hello = ToController::Hello {
+                key: b"k".to_vec(),
+                rank,
+                generation: 0,
+                addr: format!("a{rank}"),
+            };
+            (&s).write_all(&proto::encode(&hello)).unwrap();
+            (s, id)
+        }
+
+        fn send(&mut self, s: &UnixStream, id: u32, msg: &ToController) {
+            let mut w = s;
+            w.write_all(&proto::encode(msg)).unwrap();
+            self.read(id);
+        }
+
+        fn read(&mut self, id: u32) {
+            let up = &mut self.up;
+            assert!(self.relay.on_conn(id, &self.ep, &mut |m| {
+                up.push(m.clone());
+                true
+            }));
+        }
+
+        fn down(&mut self, msg: ToRank) {
+            let up = &mut self.up;
+            self.relay.down(&RankSet::new(), &msg, &mut |m| {
+                up.push(m.clone());
+                true
+            });
+        }
+
+        fn took(&mut self) -> Vec<String> {
+            std::mem::take(&mut self.up)
+                .iter()
+                .map(|m| match m {
+                    FromAgent::Hellos(h) => format!("hellos {}", h.len()),
+                    FromAgent::Gathered(g) => {
+                        format!("{} {:?}", g.kind_name(), g.ranks.iter().collect::<Vec<_>>())
+                    }
+                    FromAgent::Relayed { conn, msg } => format!("{} from {conn}", msg.kind()),
+                    FromAgent::Closed { conn } => format!("closed {conn}"),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn hellos_go_up_together_and_steps_once_per_host() {
+        let mut h = Host::new();
+        h.relay.started(0);
+        h.relay.started(1);
+        let (s0, c0) = h.connect(0);
+        h.read(c0);
+        assert!(h.took().is_empty(), "rank 1 has not said hello yet");
+        let (s1, c1) = h.connect(1);
+        h.read(c1);
+        assert_eq!(h.took(), ["hellos 2"]);
+        // A report of a generation no notice named goes up as it is.
+        h.send(&s0, c0, &ToController::Halted { generation: 3 });
+        assert_eq!(h.took(), [format!("halted from {c0}")]);
+        h.down(ToRank::Failure {
+            generation: 3,
+            epoch: 1,
+            failed: vec![7],
+        });
+        h.send(&s0, c0, &ToController::Halted { generation: 3 });
+        assert!(h.took().is_empty(), "rank 1 has not halted");
+        h.send(&s1, c1, &ToController::Halted { generation: 3 });
+        assert_eq!(h.took(), ["halted [0, 1]"]);
+        // Another message of a rank does not overtake what is gathered.
+        let ready = ToController::Ready {
+            generation: 3,
+            newest: Some(1),
+        };
+        h.send(&s0, c0, &ready);
+        h.send(&s0, c0, &ToController::Finalizing);
+        assert_eq!(
+            h.took(),
+            ["ready [0]".to_string(), format!("finalizing from {c0}")]
+        );
+        // Rank 1's process ends: nobody else of this host is to be ready.
+        drop(s1);
+        h.read(c1);
+        assert_eq!(h.took(), [format!("closed {c1}")]);
+        h.send(&s0, c0, &ready);
+        assert_eq!(h.took(), ["ready [0]"], "no longer waits for rank 1");
+        // A process that ends before its hello is no longer awaited.
+        h.relay.started(2);
+        h.relay.started(3);
+        let (_s2, c2) = h.connect(2);
+        h.read(c2);
+        assert!(h.took().is_empty());
+        let up = &mut h.up;
+        h.relay.ended(3, &mut |m| {
+            up.push(m.clone());
+            true
+        });
+        assert_eq!(h.took(), ["hellos 1"]);
     }
 }

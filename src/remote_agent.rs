@@ -52,6 +52,7 @@ impl Link {
 
 struct Proc {
     id: u64,
+    rank: u32,
     /// Output streams not yet at their end.
     open: Arc<AtomicUsize>,
     /// Its stdin, when mpiexec forwards its own to it.
@@ -125,6 +126,7 @@ fn start(link: &Link, s: Start) -> Result<(i32, Proc), String> {
         child.pid,
         Proc {
             id: s.id,
+            rank: s.rank,
             open,
             input,
         },
@@ -194,12 +196,13 @@ impl Agent {
                 Ok(None) => return true,
                 Ok(Some(ToAgent::Alive)) => {}
                 Ok(Some(ToAgent::Start(mut s))) => {
-                    if let Some(r) = &self.relay {
+                    if let Some(r) = &mut self.relay {
                         // Its ranks reach mpiexec through this agent.
                         s.env
                             .push((mpistages_control::env::CONTROL.into(), r.control()));
+                        r.started(s.rank);
                     }
-                    let id = s.id;
+                    let (id, rank) = (s.id, s.rank);
                     if self.files.is_none() {
                         let var = |k: &str| {
                             s.env
@@ -222,6 +225,10 @@ impl Agent {
                             });
                         }
                         Err(why) => {
+                            if let Some(r) = &mut self.relay {
+                                let link = self.link.clone();
+                                r.ended(rank, &mut |m| link.send(m));
+                            }
                             self.link.send(&FromAgent::NotStarted { id, why });
                         }
                     }
@@ -248,7 +255,8 @@ impl Agent {
                 }
                 Ok(Some(ToAgent::Close { conn })) => {
                     if let Some(r) = &mut self.relay {
-                        r.close(conn, &self.ep);
+                        let link = self.link.clone();
+                        r.close(conn, &self.ep, &mut |m| link.send(m));
                     }
                 }
                 Ok(Some(ToAgent::Shutdown { grace_ms })) => {
@@ -287,15 +295,24 @@ impl Agent {
     }
 
     fn reap(&mut self) {
-        // What the ranks said before they ended goes up before their end.
-        if let Some(r) = &mut self.relay {
-            let link = self.link.clone();
-            r.drain(&self.ep, &mut |m| link.send(m));
-        }
+        let mut ended = Vec::new();
         while let Some((pid, exit)) = process::try_wait_any() {
             if let Some(p) = self.procs.remove(&pid) {
-                report_end(&self.link, p, exit);
+                ended.push((p, exit));
             }
+        }
+        // What they said before they ended goes up before their ends (their
+        // sockets are closed now: all they sent is there to read).
+        if let Some(r) = &mut self.relay {
+            let link = self.link.clone();
+            let mut up = |m: &FromAgent| link.send(m);
+            r.drain(&self.ep, &mut up);
+            for (p, _) in &ended {
+                r.ended(p.rank, &mut up);
+            }
+        }
+        for (p, exit) in ended {
+            report_end(&self.link, p, exit);
         }
     }
 }
@@ -354,7 +371,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let mut agent = Agent {
         link,
         conn,
-        dec: Decoder::default(),
+        dec: Decoder::for_agent_link(),
         procs: HashMap::new(),
         heard: Instant::now(),
         files: None,
@@ -368,7 +385,9 @@ fn run(args: &[String]) -> Result<(), String> {
         for ev in evs.clone() {
             match ev.token {
                 relay::TOKEN_LISTENER | TOKEN_FAN | relay::TOKEN_CONN.. => {
-                    fan_timer.drain();
+                    if ev.token == TOKEN_FAN {
+                        fan_timer.drain();
+                    }
                     if !agent.on_relay(ev.token) {
                         eprintln!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
                         agent.end_all(Duration::from_secs(2));

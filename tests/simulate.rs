@@ -1,10 +1,12 @@
 //! The control-plane simulator (`mpistages-bench simulate`) against the
 //! real runtime: one recovery of a real job (a rank SIGKILLed by fault
-//! injection) and the same recovery simulated flat, as the runtime is,
-//! must have mpiexec take in and send the same messages of each kind.
-//! (Times are compared in bench/simulate-check: no timing here.)
+//! injection) and the same recovery simulated, flat on one host and
+//! through the agents (one level of the tree) over namespace hosts, must
+//! have mpiexec take in and send the same messages of each kind. (Times
+//! are compared in bench/scale: no timing here.)
 
 mod common;
+use common::netns::Hosts;
 use common::*;
 use launcher::simulate::model::{Mode, Setup, Sim};
 use std::collections::BTreeMap;
@@ -41,15 +43,33 @@ fn compared(m: &BTreeMap<(String, String), u64>) -> BTreeMap<(String, String), u
         .collect()
 }
 
-fn real_counts(mode: &str, n: usize) -> BTreeMap<(String, String), u64> {
+/// Counts of a real recovery of `n` ranks (the last one killed), on this
+/// machine or over `hosts` (`n / hosts` each, the agents relaying).
+fn real_counts(mode: &str, n: usize, hosts: Option<&Hosts>) -> BTreeMap<(String, String), u64> {
     let exe = build_example("stencil2d.c");
     let dir = Scratch::new(&format!("simulate-{mode}-{n}"));
     let ckpt = format!("mem,tmpfs:{}", dir.path());
     let victim = (n - 1).to_string();
     let inject = format!("rank={victim},call=MPI_Allreduce:25");
     let np = n.to_string();
-    let r = mpiexec(
-        &[
+    let mut args: Vec<String> = Vec::new();
+    if let Some(h) = hosts {
+        let per = n / h.names.len();
+        let list: Vec<String> = h.names.iter().map(|x| format!("{x}:{per}")).collect();
+        args.extend(
+            [
+                "--host",
+                &list.join(","),
+                "--launcher-exec",
+                "ip netns exec",
+                "--control-addr",
+                &h.gateway,
+            ]
+            .map(String::from),
+        );
+    }
+    args.extend(
+        [
             "-n",
             &np,
             "--recovery",
@@ -63,8 +83,15 @@ fn real_counts(mode: &str, n: usize) -> BTreeMap<(String, String), u64> {
             "120",
             "5",
             "protect",
-        ],
-        &[],
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // A window of a minute: every step of every host goes up as one (a
+    // report that does not complete its step would show in the counts).
+    let r = mpiexec(
+        &args,
+        &[("MPISTAGES_FAN_WINDOW_MS", "60000")],
         Duration::from_secs(120),
     );
     assert!(r.ok(), "{}", r.stderr);
@@ -80,12 +107,14 @@ fn real_counts(mode: &str, n: usize) -> BTreeMap<(String, String), u64> {
     parse_counts(counts)
 }
 
-fn simulated_counts(mode: Mode, n: usize) -> BTreeMap<(String, String), u64> {
+/// Counts of the simulated recovery: flat on one host (`hosts` 0), or
+/// through one level of agents on `hosts` hosts.
+fn simulated_counts(mode: Mode, n: usize, hosts: usize) -> BTreeMap<(String, String), u64> {
     let setup = Setup {
         ranks: n,
-        hosts: 1,
+        hosts: hosts.max(1),
         cores_per_host: 2,
-        radix: 0,
+        radix: hosts,
         mode,
     };
     let out = Sim::new(setup, launcher::simulate::rank_costs()).run(n - 1);
@@ -101,13 +130,38 @@ fn the_simulated_recovery_has_the_real_runtimes_messages() {
         (Mode::Reinit, "reinit", 8),
         (Mode::Cpr, "cpr", 8),
     ] {
-        let real = compared(&real_counts(name, n));
-        let sim = compared(&simulated_counts(mode, n));
+        let real = compared(&real_counts(name, n, None));
+        let sim = compared(&simulated_counts(mode, n, 0));
         assert!(
             real.get(&("in".to_string(), "ready".to_string())) == Some(&(n as u64)),
             "{name} at {n}: {real:?}"
         );
         assert_eq!(real, sim, "{name} at {n} ranks: real (left) and simulated");
+    }
+}
+
+#[test]
+fn the_agents_relay_as_the_simulated_tree_does() {
+    let h = match Hosts::new(2) {
+        Ok(h) => h,
+        Err(why) => {
+            println!("SKIPPED the_agents_relay_as_the_simulated_tree_does: {why}");
+            return;
+        }
+    };
+    for (mode, name) in [
+        (Mode::Stages, "stages"),
+        (Mode::Reinit, "reinit"),
+        (Mode::Cpr, "cpr"),
+    ] {
+        let real = compared(&real_counts(name, 8, Some(&h)));
+        let sim = compared(&simulated_counts(mode, 8, 2));
+        // One report per host and step: not one per rank.
+        assert!(
+            real.get(&("in".to_string(), "ready".to_string())) == Some(&2),
+            "{name}: {real:?}"
+        );
+        assert_eq!(real, sim, "{name} over 2 hosts: real (left) and simulated");
     }
 }
 

@@ -87,9 +87,7 @@ impl Job {
             match c.dec.next_message::<ToController>() {
                 Ok(Some(msg)) => {
                     self.traffic.received(msg.kind());
-                    if let Err(why) = self.on_message(slot, msg) {
-                        eprintln!("mpiexec: dropped a control connection: {why}");
-                        self.close(slot);
+                    if !self.handle(slot, msg) {
                         return;
                     }
                 }
@@ -103,7 +101,20 @@ impl Job {
         }
     }
 
-    pub(super) fn on_message(&mut self, slot: usize, msg: ToController) -> Result<(), String> {
+    /// Handles `msg` from connection `slot`; false when it broke the
+    /// protocol and the connection is dropped.
+    pub(super) fn handle(&mut self, slot: usize, msg: ToController) -> bool {
+        match self.on_message(slot, msg) {
+            Ok(()) => true,
+            Err(why) => {
+                eprintln!("mpiexec: dropped a control connection: {why}");
+                self.close(slot);
+                false
+            }
+        }
+    }
+
+    fn on_message(&mut self, slot: usize, msg: ToController) -> Result<(), String> {
         let conn_rank = self.conns[slot].as_ref().and_then(|c| c.rank);
         match (msg, conn_rank) {
             (
@@ -261,7 +272,9 @@ impl Job {
         }
         for (host, conns) in via {
             self.traffic.sent(msg.kind(), 1);
-            self.relay_down(host, conns, msg);
+            if !self.relay_down(host, conns, msg) {
+                result = Err(std::io::ErrorKind::BrokenPipe.into());
+            }
         }
         result
     }

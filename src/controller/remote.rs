@@ -24,8 +24,10 @@ pub(super) struct Remote {
     pending: Vec<Start>,
     pub heard: Instant,
     pub lost: bool,
-    /// The agent's rank connections (its numbers) and their slots here.
+    /// The agent's rank connections (its numbers) and their slots here,
+    /// and those mpiexec closed (what they still send is dropped).
     relayed: std::collections::HashMap<u32, usize>,
+    closed: RankSet,
 }
 
 /// A connection to the agent listener before its hello.
@@ -174,6 +176,7 @@ impl Remotes {
                 heard: Instant::now(),
                 lost: false,
                 relayed: Default::default(),
+                closed: RankSet::new(),
             }));
         }
         Ok(Some(Remotes {
@@ -257,7 +260,7 @@ impl Job {
                 self.remotes().handshakes[slot] = Some(Handshake {
                     stream: s,
                     from: from.ip().to_string(),
-                    dec: Decoder::default(),
+                    dec: Decoder::for_agent_link(),
                     since: Instant::now(),
                 });
             }
@@ -413,6 +416,7 @@ impl Job {
             wdir: plan.wdir.map(|d| d.to_string_lossy().into_owned()),
             cpus: plan.cpus.iter().map(|&c| c as u32).collect(),
             stdin: rank == 0,
+            rank: rank as u32,
         };
         let link = remote.link.clone();
         match &remote.addr {
@@ -473,33 +477,32 @@ impl Job {
         match m {
             FromAgent::Alive | FromAgent::Hello { .. } => {}
             FromAgent::Relayed { conn, msg } => {
-                let r = self.remotes().hosts[h].as_mut().expect("a host");
-                let slot = match r.relayed.get(&conn) {
-                    Some(&slot) => slot,
-                    None => {
-                        let slot = self.adopt_relayed(h, conn);
-                        let r = self.remotes().hosts[h].as_mut().expect("a host");
-                        r.relayed.insert(conn, slot);
-                        slot
+                if let Some(slot) = self.relayed_slot(h, conn) {
+                    self.traffic.received(msg.kind());
+                    self.handle(slot, msg);
+                }
+            }
+            FromAgent::Hellos(hellos) => {
+                self.traffic.received("hello");
+                for (conn, msg) in hellos {
+                    if let Some(slot) = self.relayed_slot(h, conn) {
+                        self.handle(slot, msg);
                     }
-                };
-                self.handle_relayed(slot, msg);
+                }
             }
             FromAgent::Gathered(g) => {
                 self.traffic.received(g.kind_name());
                 let Some(msg) = crate::relay::per_rank(&g) else {
                     return;
                 };
-                for r in g.ranks.iter() {
+                let n = self.ranks.len();
+                for r in g.ranks.iter().take_while(|&r| (r as usize) < n) {
                     let slot = self.ranks.get(r as usize).and_then(|st| st.conn);
                     let through_h = slot
                         .and_then(|s| self.conns[s].as_ref())
                         .is_some_and(|c| matches!(c.wire, Wire::Agent { host, .. } if host == h));
                     if let (Some(slot), true) = (slot, through_h) {
-                        if let Err(why) = self.on_message(slot, msg.clone()) {
-                            eprintln!("mpiexec: dropped a control connection: {why}");
-                            self.close(slot);
-                        }
+                        self.handle(slot, msg.clone());
                     }
                 }
             }
@@ -544,30 +547,39 @@ impl Job {
         }
     }
 
-    /// A message of a rank that comes through its agent.
-    fn handle_relayed(&mut self, slot: usize, msg: ToController) {
-        self.traffic.received(msg.kind());
-        if let Err(why) = self.on_message(slot, msg) {
-            eprintln!("mpiexec: dropped a control connection: {why}");
-            self.close(slot);
+    /// The slot of host `h`'s connection `conn` (new at its first
+    /// message; None once mpiexec closed it).
+    fn relayed_slot(&mut self, h: usize, conn: u32) -> Option<usize> {
+        let r = self.remotes().hosts[h].as_mut().expect("a host");
+        if let Some(&slot) = r.relayed.get(&conn) {
+            return Some(slot);
         }
+        if r.closed.contains(conn) {
+            return None;
+        }
+        let slot = self.adopt_relayed(h, conn);
+        let r = self.remotes().hosts[h].as_mut().expect("a host");
+        r.relayed.insert(conn, slot);
+        Some(slot)
     }
 
     /// `msg` to the connections `conns` of host `h`'s agent, in one
-    /// message to the agent.
-    pub(super) fn relay_down(&mut self, h: usize, conns: RankSet, msg: &ToRank) {
-        if let Some(r) = self.remotes().hosts[h].as_ref() {
+    /// message to the agent; false if the agent cannot be written to (the
+    /// next heartbeat finds the host lost).
+    pub(super) fn relay_down(&mut self, h: usize, conns: RankSet, msg: &ToRank) -> bool {
+        self.remotes().hosts[h].as_ref().is_some_and(|r| {
             r.link.send(&ToAgent::Relay {
                 conns,
                 msg: msg.clone(),
-            });
-        }
+            })
+        })
     }
 
     /// mpiexec closed the connection `conn` through host `h`'s agent.
     pub(super) fn relayed_closed(&mut self, h: usize, conn: u32) {
         let r = self.remotes().hosts[h].as_mut().expect("a host");
         if r.relayed.remove(&conn).is_some() {
+            r.closed.insert(conn);
             r.link.send(&ToAgent::Close { conn });
         }
     }

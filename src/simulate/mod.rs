@@ -144,7 +144,8 @@ pub fn rank_costs() -> Costs {
         resume_us: 30.0,
         load_us: 100.0,
         per_address_us: 0.05,
-        window_us: 2000.0,
+        // The agents' own (`relay::WINDOW`).
+        window_us: crate::relay::WINDOW.as_micros() as f64,
     }
 }
 

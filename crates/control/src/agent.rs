@@ -37,6 +37,9 @@ pub struct Start {
     /// The process reads what mpiexec forwards of its own stdin (`Input`);
     /// every other process gets an empty stdin.
     pub stdin: bool,
+    /// The job's rank it is (mpiexec's index, also for a spawned process):
+    /// the relay expects its hello and its reports.
+    pub rank: u32,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -67,7 +70,8 @@ pub enum ToAgent {
         conns: RankSet,
         msg: ToRank,
     },
-    /// mpiexec dropped the rank connection `conn` (it broke the protocol).
+    /// mpiexec closed the rank connection `conn` (its process is ended or
+    /// replaced, or it broke the protocol); the agent answers `Closed`.
     Close {
         conn: u32,
     },
@@ -111,6 +115,9 @@ pub enum FromAgent {
     /// The reports of `ranks` (each said hello on a connection of this
     /// agent), merged.
     Gathered(Gathered),
+    /// The hellos of the processes the agent started together, once each
+    /// has said it (or ended), by connection.
+    Hellos(Vec<(u32, ToController)>),
     /// The rank connection `conn` ended (after everything it sent).
     Closed {
         conn: u32,
@@ -138,6 +145,7 @@ mod tests {
             wdir: Some("/tmp".into()),
             cpus: vec![1, 2],
             stdin: false,
+            rank: 3,
         });
         let from = [
             FromAgent::Hello {

@@ -3,9 +3,10 @@
 //! child) that say the same thing at the same generation — halted, ready,
 //! restored, a checkpoint done — are merged into one report for the node
 //! above. A gathering goes up as soon as it covers every rank below that
-//! is expected to report, or when `window` has passed since its first
+//! is expected to report, or when `window` has passed since its last
 //! report (so a rank that never reports, or a guess of the expected ranks
-//! that is wrong, costs a message more, never a stall). The node above
+//! that is wrong, costs a message and a window more, never a stall; ranks
+//! that report slowly, many on few cores, still go up as one). The node above
 //! does the same, and `mpiexec` gets one report per child per step of a
 //! recovery instead of one per rank.
 
@@ -85,7 +86,7 @@ struct Gathering {
     /// Ranks of this kind and key that went up already, when the window
     /// sent part of it: with them the rest completes.
     sent: RankSet,
-    /// When the first report not yet sent came in.
+    /// When the last report not yet sent came in.
     since: Option<Duration>,
 }
 
@@ -115,10 +116,18 @@ impl Fan {
         &self.below
     }
 
-    /// `rank` is below this node now (an agent learns its ranks from
-    /// their hellos).
+    /// `rank` is below this node now (an agent learns its ranks as it
+    /// starts them).
     pub fn add_below(&mut self, rank: u32) {
         self.below.insert(rank);
+    }
+
+    /// `rank` is no longer below this node (its process ended and no other
+    /// took its place here): no report of it is waited for. May complete
+    /// gatherings.
+    pub fn remove_below(&mut self, rank: u32) -> Vec<Gathered> {
+        self.below.remove(rank);
+        self.complete()
     }
 
     /// Everything gathered and not yet sent goes up now (before a message
@@ -188,11 +197,14 @@ impl Fan {
             }
             self.new_generation(r.key);
         }
-        match self.gathering.iter_mut().find(|x| {
-            x.report.kind == r.kind
-                && x.report.key == r.key
-                && (!Self::exact(r.kind) || x.report.value == r.value || x.report.ranks.is_empty())
-        }) {
+        let same = |x: &Gathering| x.report.kind == r.kind && x.report.key == r.key;
+        // An exact kind joins the gathering of its value, else one that
+        // is empty (went up already), else a new one.
+        let exact = Self::exact(r.kind);
+        let at = (self.gathering.iter())
+            .position(|x| same(x) && (!exact || x.report.value == r.value))
+            .or_else(|| (self.gathering.iter()).position(|x| same(x) && x.report.ranks.is_empty()));
+        match at.map(|i| &mut self.gathering[i]) {
             Some(x) if x.report.ranks.is_empty() => {
                 x.report.ranks = r.ranks;
                 x.report.value = r.value;
@@ -201,6 +213,7 @@ impl Fan {
             Some(x) => {
                 x.report.ranks.union(&r.ranks);
                 x.report.value = x.report.value.merge(r.value);
+                x.since = Some(now);
             }
             None => self.gathering.push(Gathering {
                 report: r,
@@ -352,9 +365,9 @@ mod tests {
         let mut f = Fan::new(RankSet::of(0..8), W);
         f.report(rep(Kind::Checkpoint, 5, RankSet::of(0..3), None), ms(10));
         f.report(rep(Kind::Checkpoint, 5, RankSet::of(4..6), None), ms(11));
-        assert_eq!(f.deadline(), Some(ms(12)));
-        assert!(f.due(ms(11)).is_empty());
-        let up = f.due(ms(12));
+        assert_eq!(f.deadline(), Some(ms(13)), "a window after the last report");
+        assert!(f.due(ms(12)).is_empty());
+        let up = f.due(ms(13));
         assert_eq!(up[0].ranks.len(), 5);
         assert_eq!(up[0].ranks.ranges(), 2);
         // The rest completes with what went up already.

@@ -258,13 +258,35 @@ pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<T> {
     postcard::from_bytes(&body).map_err(|e| invalid(format!("malformed control message: {e}")))
 }
 
+/// No message between mpiexec and an agent is larger than this: one
+/// carries a rank's message (at most `MAX_MESSAGE`) and its routing, or a
+/// host's hellos together.
+pub const MAX_AGENT_MESSAGE: usize = 16 << 20;
+
 /// Incremental decoder for a non-blocking stream.
-#[derive(Default)]
 pub struct Decoder {
     buf: Vec<u8>,
+    limit: usize,
+}
+
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder {
+            buf: Vec::new(),
+            limit: MAX_MESSAGE,
+        }
+    }
 }
 
 impl Decoder {
+    /// A decoder of the link between mpiexec and an agent.
+    pub fn for_agent_link() -> Decoder {
+        Decoder {
+            buf: Vec::new(),
+            limit: MAX_AGENT_MESSAGE,
+        }
+    }
+
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
     }
@@ -290,7 +312,7 @@ impl Decoder {
             return Ok(None);
         }
         let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        if len > MAX_MESSAGE {
+        if len > self.limit {
             return Err(invalid(format!(
                 "control message of {len} bytes is too large"
             )));
