@@ -23,6 +23,7 @@ fn sh(id: u64, script: &str) -> ToAgent {
         wdir: Some("/".into()),
         cpus: Vec::new(),
         stdin: false,
+        rank: 0,
     })
 }
 
@@ -115,6 +116,7 @@ fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
         wdir: None,
         cpus: Vec::new(),
         stdin: false,
+        rank: 0,
     })))
     .unwrap();
     let got = until(&mut c, |m| matches!(m, FromAgent::NotStarted { .. }));
