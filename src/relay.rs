@@ -2,8 +2,8 @@
 //! it (a Unix socket in a private directory) instead of to `mpiexec`, and
 //! it passes their messages up on its one connection. The reports that
 //! every rank makes at each step of a recovery (halted, ready, restored)
-//! are merged on the way (`fan::Fan`): `mpiexec` gets one report per host
-//! and step instead of one per rank. What `mpiexec` sends to many ranks
+//! and at each checkpoint are merged on the way (`fan::Fan`): `mpiexec`
+//! gets one report per host and step instead of one per rank. What `mpiexec` sends to many ranks
 //! comes down once (`ToAgent::Relay`) and is copied to each here.
 //!
 //! The hellos of processes started together (the job's start, a
@@ -69,14 +69,17 @@ pub struct Relay {
 /// a message that goes up as it is).
 fn report(rank: u32, msg: &ToController) -> Option<Gathered> {
     let (kind, key, value) = match *msg {
-        ToController::Halted { generation } => (Kind::Halted, generation, None),
-        ToController::Ready { generation, newest } => (Kind::Ready, generation, newest),
-        ToController::Restored { generation, epoch } => (Kind::Restored, generation, Some(epoch)),
+        ToController::Halted { generation } => (Kind::Halted, generation as u64, None),
+        ToController::Ready { generation, newest } => (Kind::Ready, generation as u64, newest),
+        ToController::Restored { generation, epoch } => {
+            (Kind::Restored, generation as u64, Some(epoch))
+        }
+        ToController::Checkpoint { epoch, durable } => (Kind::Checkpoint, epoch, durable),
         _ => return None,
     };
     Some(Gathered {
         kind,
-        key: key as u64,
+        key,
         ranks: RankSet::one(rank),
         value: Common::All(value),
     })
@@ -86,11 +89,17 @@ fn report(rank: u32, msg: &ToController) -> Option<Gathered> {
 /// (`mpiexec` handles it rank by rank). Ready values that differ are the
 /// same to `mpiexec` as no common value: the ranks agree among themselves.
 pub fn per_rank(g: &Gathered) -> Option<ToController> {
-    let generation = u32::try_from(g.key).ok()?;
     let value = match g.value {
         Common::All(v) => v,
         Common::Differ => None,
     };
+    if g.kind == Kind::Checkpoint {
+        return Some(ToController::Checkpoint {
+            epoch: g.key,
+            durable: value,
+        });
+    }
+    let generation = u32::try_from(g.key).ok()?;
     Some(match g.kind {
         Kind::Halted => ToController::Halted { generation },
         Kind::Ready => ToController::Ready {
@@ -250,7 +259,8 @@ impl Relay {
                 self.send_hellos(false, up)
             }
             (_, Some(rank)) => match report(rank, &msg) {
-                Some(g) if g.key <= self.generation => {
+                // A checkpoint's key is its epoch, the others' a generation.
+                Some(g) if g.kind == Kind::Checkpoint || g.key <= self.generation => {
                     let ups = self.fan.report(g, now);
                     self.send_up(ups, up)
                 }
@@ -494,5 +504,36 @@ mod tests {
             true
         });
         assert_eq!(h.took(), ["hellos 1"]);
+    }
+
+    #[test]
+    fn checkpoints_go_up_once_per_host_and_a_failure_drops_them() {
+        let mut h = Host::new();
+        h.relay.started(0);
+        h.relay.started(1);
+        let (s0, c0) = h.connect(0);
+        let (s1, c1) = h.connect(1);
+        h.read(c0);
+        h.read(c1);
+        assert_eq!(h.took(), ["hellos 2"]);
+        let done = |epoch| ToController::Checkpoint {
+            epoch,
+            durable: None,
+        };
+        h.send(&s0, c0, &done(1));
+        h.send(&s1, c1, &done(1));
+        assert_eq!(h.took(), ["checkpoint [0, 1]"]);
+        h.send(&s0, c0, &done(2));
+        assert!(h.took().is_empty());
+        // Rank 0 rolls back with the others: its epoch 2 is done again.
+        h.down(ToRank::Failure {
+            generation: 1,
+            epoch: 1,
+            failed: vec![5],
+        });
+        h.send(&s1, c1, &done(2));
+        assert!(h.took().is_empty(), "rank 0's epoch 2 was dropped");
+        h.send(&s0, c0, &done(2));
+        assert_eq!(h.took(), ["checkpoint [0, 1]"]);
     }
 }

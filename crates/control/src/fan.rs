@@ -141,6 +141,9 @@ impl Fan {
     /// generations are moot. May complete a gathering of halts.
     pub fn failure(&mut self, generation: u64, failed: &RankSet) -> Vec<Gathered> {
         self.new_generation(generation);
+        // The job rolls back: the epochs after the one restored are done
+        // again, and their reports must go up again.
+        self.gathering.retain(|x| Self::fenced(x.report.kind));
         self.replaced.union(failed);
         self.complete()
     }
@@ -166,11 +169,12 @@ impl Fan {
         !matches!(kind, Kind::Checkpoint | Kind::Durable)
     }
 
-    /// Kinds whose value the node above needs rank by rank: reports of
+    /// Kinds whose value the node above needs rank by rank (the epoch
+    /// restored, how far a checkpoint is durable): reports of
     /// different values gather apart (and go up when their window passes:
     /// they differ only when something went wrong).
     fn exact(kind: Kind) -> bool {
-        matches!(kind, Kind::Restored)
+        matches!(kind, Kind::Restored | Kind::Checkpoint)
     }
 
     fn expected(&self, kind: Kind) -> RankSet {
@@ -340,10 +344,16 @@ mod tests {
         f.report(rep(Kind::Halted, 2, RankSet::one(0), None), ms(0));
         let up = f.report(rep(Kind::Halted, 2, RankSet::one(1), None), ms(0));
         assert_eq!(up.len(), 1, "2 and 3 are both replaced");
-        // A checkpoint report is not fenced by generations.
+        // A checkpoint report is not fenced by the generation of a report
+        // (its key is an epoch), but a failure notice drops it: the job
+        // rolls back and the epoch is done again.
+        f.report(rep(Kind::Halted, 3, RankSet::one(0), None), ms(0));
         f.report(rep(Kind::Checkpoint, 1, RankSet::one(0), None), ms(0));
+        assert_eq!(f.deadline(), Some(W));
+        f.flush();
+        f.report(rep(Kind::Checkpoint, 1, RankSet::one(1), None), ms(0));
         f.failure(3, &RankSet::new());
-        assert!(f.deadline().is_some());
+        assert_eq!(f.deadline(), None);
     }
 
     #[test]
