@@ -9,7 +9,6 @@ use mpistages_control::env;
 use mpistages_control::proto::SpawnCommand;
 use mpistages_sys::liveness::Page;
 use mpistages_sys::process;
-use mpistages_sys::socket::NoSignal;
 use mpistages_sys::spawn::{Command, Stdin};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,23 +78,7 @@ impl AgentLink {
         };
         // The socket is non-blocking (mpiexec reads it in its event loop);
         // an agent that takes nothing for 2 s is as good as lost.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        let mut off = 0;
-        while off < bytes.len() {
-            match NoSignal::new(s).write(&bytes[off..]) {
-                Ok(0) => return false,
-                Ok(n) => off += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if std::time::Instant::now() > deadline {
-                        return false;
-                    }
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
-            }
-        }
-        true
+        mpistages_sys::socket::send_whole(s, &bytes, std::time::Duration::from_secs(2))
     }
 }
 

@@ -14,7 +14,6 @@ use mpistages_control::agent::{Ended, FromAgent, Start, ToAgent, HEARTBEAT_MS, M
 use mpistages_control::proto::{self, Decoder};
 use mpistages_sys::epoll::{self, Epoll};
 use mpistages_sys::process::{self, Exit, SignalFd};
-use mpistages_sys::socket::NoSignal;
 use mpistages_sys::spawn::{Command, Stdin};
 use mpistages_sys::timerfd::TimerFd;
 use std::collections::HashMap;
@@ -43,10 +42,14 @@ const OUTPUT_TAIL: Duration = Duration::from_secs(1);
 struct Link(Arc<Mutex<TcpStream>>);
 
 impl Link {
+    /// Sends `msg` whole. The socket is non-blocking (the event loop
+    /// reads it): a write must wait while mpiexec is slow to read (a lost
+    /// `Ended` hung a job of 1024 ranks: the plain `write_all` failed on a
+    /// full buffer and the end was never reported).
     fn send(&self, msg: &FromAgent) -> bool {
         let bytes = proto::encode(msg);
         let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        NoSignal::new(&*s).write_all(&bytes).is_ok()
+        mpistages_sys::socket::send_whole(&*s, &bytes, CONTROLLER_SILENCE)
     }
 }
 

@@ -166,3 +166,44 @@ fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
     }
     assert!(!alive(pid), "process {pid} outlived its agent");
 }
+
+/// mpiexec busy (it reads nothing for a second) while a process writes
+/// far more than a socket buffer holds: every line and then the end still
+/// arrive (the agent's link is non-blocking; a plain write failed on the
+/// full buffer, dropped lines and lost the end, and a job of 1024 ranks
+/// waited forever for it).
+#[test]
+fn a_slow_mpiexec_loses_no_line_and_no_end() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let mut agent = common::command(bin("mpistages-agent"))
+        .args(["--connect", &addr, "--host", "h0"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(agent.stdin.take().unwrap(), "{KEY}").unwrap();
+    let (mut c, _) = l.accept().unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let _hello: FromAgent = proto::recv(&mut c).unwrap();
+    // 200,000 lines of 100 bytes: 20 MB, more than the socket buffers on
+    // both sides hold.
+    c.write_all(&encode(&sh(1, "seq -f '%099.0f' 1 200000; exit 3")))
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let got = until(&mut c, |m| matches!(m, FromAgent::Ended { .. }));
+    let lines = got
+        .iter()
+        .filter(|m| matches!(m, FromAgent::Output { id: 1, .. }))
+        .count();
+    assert_eq!(lines, 200000);
+    assert_eq!(
+        got.last(),
+        Some(&FromAgent::Ended {
+            id: 1,
+            how: Ended::Code(3)
+        })
+    );
+    c.write_all(&encode(&ToAgent::Shutdown { grace_ms: 100 }))
+        .unwrap();
+    let _ = agent.wait();
+}

@@ -34,6 +34,32 @@ impl NoSignal {
     }
 }
 
+/// Writes all of `bytes` to a socket that may be non-blocking (one whose
+/// reads an event loop does), waiting while its buffer is full, for at
+/// most `within`; false when the peer is gone or took nothing that long
+/// (a partial message may then be on the wire: the connection is as good
+/// as lost).
+pub fn send_whole(socket: &impl AsRawFd, bytes: &[u8], within: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    let mut w = NoSignal::new(socket);
+    let mut off = 0;
+    while off < bytes.len() {
+        match w.write(&bytes[off..]) {
+            Ok(0) => return false,
+            Ok(n) => off += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() > deadline {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 impl Write for NoSignal {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // SAFETY: the pointer and length describe `buf`, which outlives the
