@@ -24,7 +24,7 @@ impl Job {
             .add(stream.as_raw_fd(), epoll::READABLE, token)
             .is_ok()
         {
-            self.conns[slot] = Some(Conn::new(Wire::Stream(stream)));
+            self.conns[slot] = Some(Conn::new(Wire::Stream(stream, Decoder::default())));
         }
     }
 
@@ -47,7 +47,7 @@ impl Job {
 
     pub(super) fn close(&mut self, slot: usize) {
         match self.conns[slot].take().map(|c| c.wire) {
-            Some(Wire::Stream(s)) => {
+            Some(Wire::Stream(s, _)) => {
                 let _ = self.epoll.delete(s.as_raw_fd());
             }
             Some(Wire::Agent { host, conn }) => self.relayed_closed(host, conn),
@@ -64,27 +64,22 @@ impl Job {
 
     pub(super) fn on_conn(&mut self, slot: usize) {
         let Some(Conn {
-            wire: Wire::Stream(stream),
-            dec,
+            wire: Wire::Stream(stream, dec),
             ..
         }) = self.conns[slot].as_mut()
         else {
             return;
         };
         let closed = dec.read_available(stream);
-        self.handle_messages(slot);
-        if closed {
-            self.close(slot);
-        }
-    }
-
-    /// Handles the messages that connection `slot` has decoded.
-    pub(super) fn handle_messages(&mut self, slot: usize) {
         loop {
-            let Some(c) = self.conns[slot].as_mut() else {
+            let Some(Conn {
+                wire: Wire::Stream(_, dec),
+                ..
+            }) = self.conns[slot].as_mut()
+            else {
                 return;
             };
-            match c.dec.next_message::<ToController>() {
+            match dec.next_message::<ToController>() {
                 Ok(Some(msg)) => {
                     self.traffic.received(msg.kind());
                     if !self.handle(slot, msg) {
@@ -98,6 +93,9 @@ impl Job {
                     return;
                 }
             }
+        }
+        if closed {
+            self.close(slot);
         }
     }
 
@@ -261,7 +259,7 @@ impl Job {
         let mut result = Ok(());
         for &slot in slots {
             match self.conns[slot].as_mut().map(|c| &mut c.wire) {
-                Some(Wire::Stream(s)) => {
+                Some(Wire::Stream(s, _)) => {
                     self.traffic.sent(msg.kind(), 1);
                     let bytes = bytes.get_or_insert_with(|| proto::encode(msg));
                     result = write_blocking(s, bytes);

@@ -67,17 +67,14 @@ struct RankState {
 
 /// How a control connection reaches its process.
 enum Wire {
-    Stream(ControlStream),
+    /// Its own socket, and what has come of it not yet decoded.
+    Stream(ControlStream, Decoder),
     /// Through the agent of host `host`, its connection number `conn` there.
-    Agent {
-        host: usize,
-        conn: u32,
-    },
+    Agent { host: usize, conn: u32 },
 }
 
 struct Conn {
     wire: Wire,
-    dec: Decoder,
     rank: Option<usize>,
     /// A spare's connection: the rank it was made the replacement of.
     assigned: Option<usize>,
@@ -87,7 +84,6 @@ impl Conn {
     fn new(wire: Wire) -> Conn {
         Conn {
             wire,
-            dec: Decoder::default(),
             rank: None,
             assigned: None,
         }

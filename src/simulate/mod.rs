@@ -17,7 +17,7 @@ usage: mpistages-bench simulate [options]
 
 Simulates the control plane of one recovery (a rank killed, every rank
 resumed) with mpiexec's recovery state machine and the agents' fan-in:
-flat (every rank talks to mpiexec, as today) and through a tree of
+flat (every rank talks to mpiexec, as on one host) and through a tree of
 agents, under stages, reinit, cpr and ULFM's shrink. Prints a table;
 with --out, writes it as CSV and charts (SVG) of time and of the busiest
 node's messages against ranks. Options:
