@@ -53,8 +53,8 @@ fn alive(pid: u32) -> bool {
     })
 }
 
-#[test]
-fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
+/// An agent of host "h0" connected to this test as to its mpiexec.
+fn start_agent() -> (std::process::Child, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     let mut agent = common::command(bin("mpistages-agent"))
@@ -63,8 +63,14 @@ fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
         .spawn()
         .unwrap();
     writeln!(agent.stdin.take().unwrap(), "{KEY}").unwrap();
-    let (mut c, _) = l.accept().unwrap();
+    let (c, _) = l.accept().unwrap();
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    (agent, c)
+}
+
+#[test]
+fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
+    let (mut agent, mut c) = start_agent();
     let hello: FromAgent = proto::recv(&mut c).unwrap();
     assert_eq!(
         hello,
@@ -174,16 +180,7 @@ fn the_agent_starts_forwards_signals_and_ends_with_mpiexec() {
 /// waited forever for it).
 #[test]
 fn a_slow_mpiexec_loses_no_line_and_no_end() {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    let mut agent = common::command(bin("mpistages-agent"))
-        .args(["--connect", &addr, "--host", "h0"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    writeln!(agent.stdin.take().unwrap(), "{KEY}").unwrap();
-    let (mut c, _) = l.accept().unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let (mut agent, mut c) = start_agent();
     let _hello: FromAgent = proto::recv(&mut c).unwrap();
     // 200,000 lines of 100 bytes: 20 MB, more than the socket buffers on
     // both sides hold.
