@@ -28,6 +28,7 @@ mod messages;
 mod names;
 pub(crate) mod recoveries;
 mod recovery;
+mod relayed;
 mod remote;
 mod spawn;
 pub mod stdin;

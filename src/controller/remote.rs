@@ -26,8 +26,8 @@ pub(super) struct Remote {
     pub lost: bool,
     /// The agent's rank connections (its numbers) and their slots here,
     /// and those mpiexec closed (what they still send is dropped).
-    relayed: std::collections::HashMap<u32, usize>,
-    closed: RankSet,
+    pub(super) relayed: std::collections::HashMap<u32, usize>,
+    pub(super) closed: RankSet,
 }
 
 /// A connection to the agent listener before its hello.
@@ -207,7 +207,7 @@ impl Remotes {
 }
 
 impl Job {
-    fn remotes(&mut self) -> &mut Remotes {
+    pub(super) fn remotes(&mut self) -> &mut Remotes {
         self.remote.as_mut().expect("hosts other than this machine")
     }
 
@@ -476,42 +476,10 @@ impl Job {
     fn on_agent_message(&mut self, h: usize, m: FromAgent) {
         match m {
             FromAgent::Alive | FromAgent::Hello { .. } => {}
-            FromAgent::Relayed { conn, msg } => {
-                if let Some(slot) = self.relayed_slot(h, conn) {
-                    self.traffic.received(msg.kind());
-                    self.handle(slot, msg);
-                }
-            }
-            FromAgent::Hellos(hellos) => {
-                self.traffic.received("hello");
-                for (conn, msg) in hellos {
-                    if let Some(slot) = self.relayed_slot(h, conn) {
-                        self.handle(slot, msg);
-                    }
-                }
-            }
-            FromAgent::Gathered(g) => {
-                self.traffic.received(g.kind_name());
-                let Some(msg) = crate::relay::per_rank(&g) else {
-                    return;
-                };
-                let n = self.ranks.len();
-                for r in g.ranks.iter().take_while(|&r| (r as usize) < n) {
-                    let slot = self.ranks.get(r as usize).and_then(|st| st.conn);
-                    let through_h = slot
-                        .and_then(|s| self.conns[s].as_ref())
-                        .is_some_and(|c| matches!(c.wire, Wire::Agent { host, .. } if host == h));
-                    if let (Some(slot), true) = (slot, through_h) {
-                        self.handle(slot, msg.clone());
-                    }
-                }
-            }
-            FromAgent::Closed { conn } => {
-                let r = self.remotes().hosts[h].as_mut().expect("a host");
-                if let Some(slot) = r.relayed.remove(&conn) {
-                    self.close(slot);
-                }
-            }
+            m @ (FromAgent::Relayed { .. }
+            | FromAgent::Hellos(_)
+            | FromAgent::Gathered(_)
+            | FromAgent::Closed { .. }) => self.on_relayed(h, m),
             FromAgent::Started { id, pid } => {
                 if let Some(r) = self.rank_of_id(id) {
                     if let Some(p) = self.ranks[r].proc.as_mut() {
@@ -544,43 +512,6 @@ impl Job {
                     self.process_ended(r, exit, None);
                 }
             }
-        }
-    }
-
-    /// The slot of host `h`'s connection `conn` (new at its first
-    /// message; None once mpiexec closed it).
-    fn relayed_slot(&mut self, h: usize, conn: u32) -> Option<usize> {
-        let r = self.remotes().hosts[h].as_mut().expect("a host");
-        if let Some(&slot) = r.relayed.get(&conn) {
-            return Some(slot);
-        }
-        if r.closed.contains(conn) {
-            return None;
-        }
-        let slot = self.adopt_relayed(h, conn);
-        let r = self.remotes().hosts[h].as_mut().expect("a host");
-        r.relayed.insert(conn, slot);
-        Some(slot)
-    }
-
-    /// `msg` to the connections `conns` of host `h`'s agent, in one
-    /// message to the agent; false if the agent cannot be written to (the
-    /// next heartbeat finds the host lost).
-    pub(super) fn relay_down(&mut self, h: usize, conns: RankSet, msg: &ToRank) -> bool {
-        self.remotes().hosts[h].as_ref().is_some_and(|r| {
-            r.link.send(&ToAgent::Relay {
-                conns,
-                msg: msg.clone(),
-            })
-        })
-    }
-
-    /// mpiexec closed the connection `conn` through host `h`'s agent.
-    pub(super) fn relayed_closed(&mut self, h: usize, conn: u32) {
-        let r = self.remotes().hosts[h].as_mut().expect("a host");
-        if r.relayed.remove(&conn).is_some() {
-            r.closed.insert(conn);
-            r.link.send(&ToAgent::Close { conn });
         }
     }
 
