@@ -204,9 +204,22 @@ fn sweep_temporaries(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A private directory (mode 0700) for a control socket, mpiexec's or an
-/// agent's, removed on drop; named after the process, so that
-/// `sweep_control_dirs` removes it once that process is gone.
-pub struct ControlDir(PathBuf);
+/// agent's, removed on drop. Its owner holds an `flock` on the `LOCK` file
+/// in it for as long as it lives, and `sweep_control_dirs` removes only
+/// directories whose lock it can take: the kernel drops the lock when the
+/// owner dies (also by SIGKILL), and unlike a PID it means the same in
+/// every PID namespace and on every host sharing the directory (Slurm's
+/// nodes here, where an agent's PID is one of its node's namespace and
+/// another agent's sweep took its live directory for a dead one's).
+pub struct ControlDir {
+    dir: PathBuf,
+    /// Open (and locked) as long as the directory is in use; close-on-exec,
+    /// so the ranks do not keep it.
+    _lock: std::fs::File,
+}
+
+/// The owner's lock file in a control directory.
+const LOCK: &str = "owner.lock";
 
 impl ControlDir {
     pub fn base() -> PathBuf {
@@ -215,30 +228,52 @@ impl ControlDir {
             .unwrap_or_else(|| "/tmp".into())
     }
 
+    /// Made under a name no sweep looks at, locked, then renamed into
+    /// place: a directory under its final name always has its lock.
     pub fn create() -> std::io::Result<ControlDir> {
+        Self::create_in(&Self::base())
+    }
+
+    fn create_in(base: &Path) -> std::io::Result<ControlDir> {
+        use std::os::fd::AsRawFd;
         use std::os::unix::fs::DirBuilderExt;
         let mut r = [0u8; 8];
         mpistages_sys::process::random_bytes(&mut r)?;
         let hex: String = r.iter().map(|x| format!("{x:02x}")).collect();
-        let dir = Self::base().join(format!("mpistages-{}-{hex}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(ControlDir(dir))
+        let making = base.join(format!(".mpistages-making-{hex}"));
+        std::fs::DirBuilder::new().mode(0o700).create(&making)?;
+        let locked = std::fs::File::create(making.join(LOCK)).and_then(|f| {
+            match mpistages_sys::try_lock(f.as_raw_fd(), true)? {
+                true => Ok(f),
+                false => Err(std::io::Error::other("the new lock is taken")),
+            }
+        });
+        let dir = base.join(format!("mpistages-{}-{hex}", std::process::id()));
+        match locked.and_then(|f| std::fs::rename(&making, &dir).map(|_| f)) {
+            Ok(lock) => Ok(ControlDir { dir, _lock: lock }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&making);
+                Err(e)
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.dir
     }
 }
 
 impl Drop for ControlDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-/// Control directories (`TMP/mpistages-PID-HEX`) of mpiexecs that are
-/// gone.
+/// Control directories (`TMP/mpistages-PID-HEX`) whose owner is gone: its
+/// lock can be taken. One with no lock file is from a version before the
+/// locks; for those the PID is all there is.
 pub fn sweep_control_dirs(base: &Path) -> Vec<PathBuf> {
+    use std::os::fd::AsRawFd;
     let mut removed = Vec::new();
     let Ok(entries) = std::fs::read_dir(base) else {
         return removed;
@@ -253,7 +288,12 @@ pub fn sweep_control_dirs(base: &Path) -> Vec<PathBuf> {
         else {
             continue;
         };
-        if process_gone(pid) && std::fs::remove_dir_all(e.path()).is_ok() {
+        let gone = match std::fs::File::open(e.path().join(LOCK)) {
+            Ok(f) => mpistages_sys::try_lock(f.as_raw_fd(), true).unwrap_or(false),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => process_gone(pid),
+            Err(_) => false,
+        };
+        if gone && std::fs::remove_dir_all(e.path()).is_ok() {
             removed.push(e.path());
         }
     }
@@ -356,6 +396,47 @@ mod tests {
         std::fs::remove_dir_all(tmpfs.join(format!("job-{live}"))).unwrap();
         files.remove_at_end();
         assert!(!base.join("made").exists(), "created roots stay");
+    }
+
+    /// A control directory stays while its owner lives, whatever its name's
+    /// PID says (another PID namespace's), and goes once its lock is free.
+    #[test]
+    fn control_dirs_go_when_their_owner_does() {
+        let base = std::env::temp_dir().join(format!("controldirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let (dead, live) = (dead_pid(), other.id() as i32);
+        let mut guard = Cleanup(other, base.clone());
+        let mut owned = ControlDir::create_in(&base).unwrap();
+        let foreign = base.join(format!("mpistages-{dead}-0a"));
+        std::fs::rename(&owned.dir, &foreign).unwrap();
+        owned.dir = foreign.clone();
+        // Unlocked (its owner gone) though its PID is alive; from before
+        // the locks, with a dead PID and with a live one.
+        let unlocked = base.join(format!("mpistages-{live}-0b"));
+        std::fs::create_dir(&unlocked).unwrap();
+        std::fs::write(unlocked.join(LOCK), b"").unwrap();
+        let (old_dead, old_live) = (
+            base.join(format!("mpistages-{dead}-0c")),
+            base.join(format!("mpistages-{live}-0d")),
+        );
+        std::fs::create_dir(&old_dead).unwrap();
+        std::fs::create_dir(&old_live).unwrap();
+        let mut removed = sweep_control_dirs(&base);
+        let mut want = vec![unlocked, old_dead];
+        removed.sort();
+        want.sort();
+        assert_eq!(removed, want);
+        assert!(foreign.exists() && old_live.exists());
+        drop(owned);
+        assert!(!foreign.exists());
+        guard.0.kill().unwrap();
+        guard.0.wait().unwrap();
+        assert_eq!(sweep_control_dirs(&base), vec![old_live]);
     }
 
     #[test]
