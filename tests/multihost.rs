@@ -236,6 +236,41 @@ fn a_lost_hosts_ranks_are_one_failure() {
     assert_eq!(came_in("restored"), 2, "{done}");
 }
 
+/// mpiexec's own machine, when it is one of several hosts, is a host of
+/// the tree like the others: an agent started there (no launcher) starts
+/// its ranks and merges their reports. Host 1 is lost; this machine's two
+/// ranks and host 0's two halt, get ready and restore as one report per
+/// host (four each without the agent here), and this machine starts both
+/// replacements, whose hellos come up together.
+#[test]
+fn this_machines_ranks_go_through_an_agent_too() {
+    let h = hosts_or_skip!(2, "this_machines_ranks_go_through_an_agent_too");
+    let list = format!("localhost:4,{}:2,{}:2", h.names[0], h.names[1]);
+    let more = ["--recovery", "stages", "-n", "6", "--map-by", "node"];
+    let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
+    let clean = failure_free(&args);
+    let window = [("MPISTAGES_FAN_WINDOW_MS", "60000")];
+    let hurt = hurt_run(&h, &args, &window, |_| kill_host_1(&h));
+    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
+    assert_eq!(checksum(&clean), checksum(&hurt));
+    for rank in [2, 5] {
+        let replaced = format!("rank {rank} (pid");
+        let line = hurt.stderr.lines().find(|l| l.contains(&replaced));
+        let line = line.unwrap_or_else(|| panic!("{}", hurt.stderr));
+        assert!(line.contains("replacing it on host localhost ("), "{line}");
+    }
+    let done = hurt
+        .stderr
+        .lines()
+        .find(|l| l.contains("recovery 1 done"))
+        .unwrap_or_else(|| panic!("{}", hurt.stderr));
+    let came_in = |kind: &str| count_in(done, kind);
+    assert_eq!(came_in("halted"), 2, "{done}");
+    assert_eq!(came_in("hello"), 1, "{done}");
+    assert_eq!(came_in("ready"), 2, "{done}");
+    assert_eq!(came_in("restored"), 2, "{done}");
+}
+
 /// How many messages of `kind` mpiexec's recovery line says came in.
 fn count_in(line: &str, kind: &str) -> usize {
     let inbound = line

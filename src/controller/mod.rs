@@ -463,7 +463,7 @@ impl Job {
             env.push((mpistages_control::env::RESTART_EPOCH, rec.epoch.to_string()));
         }
         self.rehome(rank).map_err(std::io::Error::other)?;
-        if self.is_remote(rank) {
+        if self.through_agent(rank) {
             self.spawn_remote(rank, &env);
             return Ok(());
         }

@@ -1,7 +1,10 @@
-//! Hosts other than mpiexec's: their agents (`mpistages-agent`, started
-//! by the launcher command), the ranks they start, their output, their
-//! heartbeats, and the loss of a host. The ranks of such a host reach
-//! mpiexec over TCP (`control_tcp`), the agents over `agent_listener`.
+//! Hosts with agents: those other than mpiexec's, their agents
+//! (`mpistages-agent`, started by the launcher command), and mpiexec's own
+//! when the job has others (its agent started directly); the ranks they
+//! start, their output, their heartbeats, and the loss of a host. The
+//! agents reach mpiexec over `agent_listener`, and so do their ranks
+//! (relayed, `relayed.rs`), or each over TCP (`control_tcp`) with the
+//! control tree off.
 
 use super::*;
 use crate::agent::{AgentLink, Gate};
@@ -10,7 +13,9 @@ use mpistages_control::rankset::RankSet;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 
-/// A host other than this machine.
+/// A host whose ranks an agent starts: one other than this machine, or
+/// this machine too when the job has other hosts and the control tree is
+/// on (`MPISTAGES_CONTROL_TREE`).
 pub(super) struct Remote {
     pub name: String,
     /// The launcher's process (the agent itself once it exec'd).
@@ -143,15 +148,22 @@ impl Remotes {
         let relaying = std::env::var("MPISTAGES_CONTROL_TREE").map_or(true, |v| v != "off");
         let mut remotes = Vec::new();
         for h in hosts {
-            if cli::is_this_host(&h.name) {
+            let here = cli::is_this_host(&h.name);
+            if here && !relaying {
                 remotes.push(None);
                 continue;
             }
-            // The command line makes sure the launcher has a command.
-            let mut cmd = std::process::Command::new(&opts.launcher[0]);
-            cmd.args(&opts.launcher[1..]).arg(&h.name);
-            cmd.arg(&agent_exe)
-                .args(["--connect", &agent_at, "--host", &h.name])
+            // This machine's ranks, when the job has other hosts, are a
+            // host of the tree too: an agent started here directly. Else
+            // the launcher (the command line makes sure it has a command).
+            let mut cmd = if here {
+                std::process::Command::new(&agent_exe)
+            } else {
+                let mut c = std::process::Command::new(&opts.launcher[0]);
+                c.args(&opts.launcher[1..]).arg(&h.name).arg(&agent_exe);
+                c
+            };
+            cmd.args(["--connect", &agent_at, "--host", &h.name])
                 .stdin(std::process::Stdio::piped());
             if relaying {
                 cmd.arg("--relay");
@@ -218,8 +230,8 @@ impl Job {
         })
     }
 
-    /// Whether rank `rank` runs on another host.
-    pub(super) fn is_remote(&self, rank: usize) -> bool {
+    /// Whether rank `rank`'s processes are started by its host's agent.
+    pub(super) fn through_agent(&self, rank: usize) -> bool {
         self.remote
             .as_ref()
             .is_some_and(|r| r.hosts[self.launch.rank_host[rank]].is_some())

@@ -89,7 +89,7 @@ impl Job {
             if self.launch.rank_host.len() == id {
                 self.launch.rank_host.push(h);
             }
-            if self.is_remote(id) {
+            if self.through_agent(id) {
                 let control = self.remote_control();
                 let plan = self.launch.child_plan(id, cmd, &a.wdir, &env, &control);
                 self.start_remote(id, plan);
