@@ -62,23 +62,51 @@ impl Drop for RankProc {
 /// processes it runs); empty until the agent has connected, and again
 /// once it is gone.
 #[derive(Clone, Default)]
-pub struct AgentLink(Arc<Mutex<Option<std::net::TcpStream>>>);
+pub struct AgentLink(Arc<Mutex<Route>>);
+
+#[derive(Default)]
+enum Route {
+    #[default]
+    None,
+    /// Its own connection to mpiexec.
+    Direct(std::net::TcpStream),
+    /// Through the agent of `link`, the top of its branch of the control
+    /// tree, which passes `Via { host }` down to it.
+    Via(AgentLink, String),
+}
 
 impl AgentLink {
     pub fn set(&self, stream: Option<std::net::TcpStream>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = stream;
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
+            stream.map_or(Route::None, Route::Direct);
+    }
+
+    /// Messages go to `host` through `top`'s agent.
+    pub fn set_via(&self, top: &AgentLink, host: &str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Route::Via(top.clone(), host.into());
     }
 
     /// Sends `msg`; false if the agent is not (or no longer) there.
     pub fn send(&self, msg: &mpistages_control::agent::ToAgent) -> bool {
-        let bytes = mpistages_control::proto::encode(msg);
-        let s = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(s) = s.as_ref() else {
-            return false;
-        };
-        // The socket is non-blocking (mpiexec reads it in its event loop);
-        // an agent that takes nothing for 2 s is as good as lost.
-        mpistages_sys::socket::send_whole(s, &bytes, std::time::Duration::from_secs(2))
+        let r = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match &*r {
+            Route::None => false,
+            Route::Direct(s) => {
+                let bytes = mpistages_control::proto::encode(msg);
+                // The socket is non-blocking (mpiexec reads it in its event
+                // loop); an agent that takes nothing for 2 s is as good as
+                // lost.
+                mpistages_sys::socket::send_whole(s, &bytes, std::time::Duration::from_secs(2))
+            }
+            Route::Via(top, host) => {
+                let (top, host) = (top.clone(), host.clone());
+                drop(r);
+                top.send(&mpistages_control::agent::ToAgent::Via {
+                    host,
+                    msg: mpistages_control::proto::body(msg),
+                })
+            }
+        }
     }
 }
 

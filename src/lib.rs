@@ -24,5 +24,6 @@ pub mod restart;
 pub mod simulate;
 pub mod slurm;
 pub mod spares;
+pub mod subtree;
 pub mod usage;
 pub mod wrapper;

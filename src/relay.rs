@@ -147,6 +147,34 @@ impl Relay {
         self.awaiting.insert(rank);
     }
 
+    /// A process of `rank` was started below this agent (the control
+    /// tree): its reports come merged from the child that leads to it.
+    pub fn add_below(&mut self, rank: u32) {
+        self.fan.add_below(rank);
+    }
+
+    /// No process of `rank` runs below any more: it is not waited for.
+    pub fn remove_below(&mut self, rank: u32, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        let ups = self.fan.remove_below(rank);
+        self.send_up(ups, up)
+    }
+
+    /// A child's merged reports, merged again with this host's.
+    pub fn report_below(&mut self, g: Gathered, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        if g.kind == Kind::Checkpoint || g.key <= self.generation {
+            let ups = self.fan.report(g, self.now());
+            self.send_up(ups, up)
+        } else {
+            self.flush(up) && up(&FromAgent::Gathered(g))
+        }
+    }
+
+    /// What is held goes up now: a message from below must not overtake
+    /// it.
+    pub fn flush_up(&mut self, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        self.flush(up)
+    }
+
     /// The process of `rank` ended: no hello is awaited from it.
     pub fn ended(&mut self, rank: u32, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
         self.awaiting.remove(rank);

@@ -5,13 +5,18 @@
 //! signals processes as mpiexec asks, reports how they end, forwards their
 //! output line by line, and says it is alive. When mpiexec goes (its
 //! connection ends or falls silent), every process the agent started ends
-//! with it. With `--relay` its ranks reach mpiexec through it (`relay`).
+//! with it. With `--relay` its ranks reach mpiexec through it (`relay`);
+//! with `--children`, the agents of other hosts too (`subtree`): it
+//! connects to mpiexec or to its parent agent alike.
 //!
-//!   mpistages-agent --connect ADDR:PORT --host NAME [--relay]   (key on stdin)
+//!   mpistages-agent --connect ADDR:PORT --host NAME [--relay]
+//!                   [--children --silence-ms MS]             (key on stdin)
 
 use crate::relay::{self, Relay};
+use crate::subtree::{self, Subtree};
 use mpistages_control::agent::{Ended, FromAgent, Start, ToAgent, HEARTBEAT_MS, MAX_LINE};
 use mpistages_control::proto::{self, Decoder};
+use mpistages_control::rankset::RankSet;
 use mpistages_sys::epoll::{self, Epoll};
 use mpistages_sys::process::{self, Exit, SignalFd};
 use mpistages_sys::spawn::{Command, Stdin};
@@ -165,6 +170,10 @@ struct Agent {
     ep: Epoll,
     /// The ranks' control connections, with `--relay`.
     relay: Option<Relay>,
+    /// The agents below this one, with `--children`.
+    tree: Option<Subtree>,
+    /// This host's name (its part of a `Spread`).
+    host: String,
 }
 
 impl Agent {
@@ -262,7 +271,32 @@ impl Agent {
                         r.close(conn, &self.ep, &mut |m| link.send(m));
                     }
                 }
+                Ok(Some(ToAgent::Via { host, msg })) => {
+                    if let Some(t) = &mut self.tree {
+                        t.down_via(&host, msg, &mut self.relay);
+                    }
+                }
+                Ok(Some(ToAgent::Spread { parts, msg })) => {
+                    let (own, below): (Vec<_>, Vec<_>) =
+                        parts.into_iter().partition(|(h, _)| *h == self.host);
+                    let mut conns = RankSet::new();
+                    for (_, c) in &own {
+                        conns.union(c);
+                    }
+                    // This host's first: its fan learns of the notice (the
+                    // reports it announces) before any come from below.
+                    if let Some(r) = &mut self.relay {
+                        let link = self.link.clone();
+                        r.down(&conns, &msg, &mut |m| link.send(m));
+                    }
+                    if let Some(t) = &mut self.tree {
+                        t.spread(below, &msg);
+                    }
+                }
                 Ok(Some(ToAgent::Shutdown { grace_ms })) => {
+                    if let Some(t) = &mut self.tree {
+                        t.shutdown(Duration::from_millis(grace_ms as u64));
+                    }
                     self.end_all(Duration::from_millis(grace_ms as u64));
                     // Only at the job's end: an agent cut off from mpiexec
                     // leaves them (the job may go on elsewhere).
@@ -277,6 +311,21 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// An event of the agents below: one connecting or sending. False when
+    /// the link up cannot be written to.
+    fn on_tree(&mut self, token: u64) -> bool {
+        let Some(t) = &mut self.tree else {
+            return true;
+        };
+        if token == subtree::TOKEN_LISTENER {
+            t.accept(&self.ep);
+            return true;
+        }
+        let link = self.link.clone();
+        let i = (token - subtree::TOKEN_CHILD) as usize;
+        t.on_child(i, &self.ep, &mut self.relay, &mut |m| link.send(m))
     }
 
     /// An event of the relay's: a rank connecting, sending, or a window
@@ -331,6 +380,7 @@ fn run(args: &[String]) -> Result<(), String> {
     let connect = arg(args, "--connect")?;
     let host = arg(args, "--host")?;
     let relaying = args.iter().any(|a| a == "--relay");
+    let children = args.iter().any(|a| a == "--children");
     let mut key = String::new();
     std::io::stdin()
         .read_line(&mut key)
@@ -345,7 +395,7 @@ fn run(args: &[String]) -> Result<(), String> {
     )));
     if !link.send(&FromAgent::Hello {
         key: key.trim().as_bytes().to_vec(),
-        host,
+        host: host.clone(),
     }) {
         return Err(format!("mpiexec at {connect} closed the connection"));
     }
@@ -357,6 +407,26 @@ fn run(args: &[String]) -> Result<(), String> {
         true => {
             crate::leftovers::sweep_control_dirs(&crate::leftovers::ControlDir::base());
             Some(Relay::new(&ep).map_err(|e| format!("the ranks' control socket: {e}"))?)
+        }
+        false => None,
+    };
+    let tree = match children {
+        true => {
+            let silence = arg(args, "--silence-ms")?
+                .parse()
+                .map_err(|_| "--silence-ms needs milliseconds".to_string())?;
+            let ip = conn.local_addr().map_err(|e| e.to_string())?.ip();
+            let (t, addr) = Subtree::new(
+                ip,
+                key.trim().as_bytes(),
+                Duration::from_millis(silence),
+                &ep,
+            )
+            .map_err(|e| format!("the agents' listener: {e}"))?;
+            if !link.send(&FromAgent::Listening { addr }) {
+                return Err(format!("mpiexec at {connect} closed the connection"));
+            }
+            Some(t)
         }
         false => None,
     };
@@ -380,6 +450,8 @@ fn run(args: &[String]) -> Result<(), String> {
         files: None,
         ep,
         relay,
+        tree,
+        host,
     };
     let mut evs = Vec::new();
     loop {
@@ -387,6 +459,13 @@ fn run(args: &[String]) -> Result<(), String> {
         let _ = agent.ep.wait(&mut evs, -1);
         for ev in evs.clone() {
             match ev.token {
+                subtree::TOKEN_LISTENER | subtree::TOKEN_CHILD.. => {
+                    if !agent.on_tree(ev.token) {
+                        eprintln!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
+                        agent.end_all(Duration::from_secs(2));
+                        return Ok(());
+                    }
+                }
                 relay::TOKEN_LISTENER | TOKEN_FAN | relay::TOKEN_CONN.. => {
                     if ev.token == TOKEN_FAN {
                         fan_timer.drain();
@@ -416,7 +495,13 @@ fn run(args: &[String]) -> Result<(), String> {
                 _ => {
                     timer.drain();
                     timer.arm(beat);
+                    let link = agent.link.clone();
+                    let below_ok = match &mut agent.tree {
+                        Some(t) => t.beat(&agent.ep, &mut agent.relay, &mut |m| link.send(m)),
+                        None => true,
+                    };
                     if agent.heard.elapsed() > CONTROLLER_SILENCE
+                        || !below_ok
                         || !agent.link.send(&FromAgent::Alive)
                     {
                         eprintln!(

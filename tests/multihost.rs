@@ -149,6 +149,17 @@ fn failure_free(args: &[String]) -> Arc<Run> {
 /// `mpiexec args` run once host 1 runs its agent and two ranks, calling
 /// `during(mpiexec's pid)` then.
 fn hurt_run(h: &Hosts, args: &[String], env: &[(&str, &str)], during: impl FnOnce(u32)) -> Run {
+    hurt_run_on(h, 1, args, env, during)
+}
+
+/// The same once host `host` runs its agent and two ranks.
+fn hurt_run_on(
+    h: &Hosts,
+    host: usize,
+    args: &[String],
+    env: &[(&str, &str)],
+    during: impl FnOnce(u32),
+) -> Run {
     let child = common::command(common::bin("mpiexec"))
         .args(args)
         .envs(env.iter().copied())
@@ -158,10 +169,10 @@ fn hurt_run(h: &Hosts, args: &[String], env: &[(&str, &str)], during: impl FnOnc
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while processes_on(h, 1) < 3 {
+    while processes_on(h, host) < 3 {
         assert!(
             std::time::Instant::now() < deadline,
-            "host 1 never ran its ranks"
+            "host {host} never ran its ranks"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -271,12 +282,71 @@ fn this_machines_ranks_go_through_an_agent_too() {
     assert_eq!(came_in("restored"), 2, "{done}");
 }
 
+/// Five hosts and a tree of radix 2: mpiexec talks to the agents of hosts
+/// 0 and 1; hosts 2 and 3 connect to host 0's agent, host 4 to host 1's.
+/// Lost leaf (host 4): the agents above merge their branch's reports, so
+/// mpiexec hears once per step from each of its two children, and sends
+/// each notice twice. Lost inner host (1): host 4, whose agent reached
+/// mpiexec through it, is lost with it, as one failure; host 0's branch
+/// (six survivors on three hosts) halts as one report. Both runs end with
+/// the failure-free result.
+#[test]
+fn a_tree_of_agents_loses_a_leaf_or_a_branch() {
+    let h = hosts_or_skip!(5, "a_tree_of_agents_loses_a_leaf_or_a_branch");
+    let n = &h.names;
+    let list = format!("{}:4,{}:2,{}:2,{}:4,{}:2", n[0], n[1], n[2], n[3], n[4]);
+    let more = ["--recovery", "stages", "-n", "10", "--map-by", "node"];
+    let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
+    let clean = failure_free(&args);
+    let env = [
+        ("MPISTAGES_FAN_WINDOW_MS", "60000"),
+        ("MPISTAGES_TREE_RADIX", "2"),
+    ];
+    let done = |r: &Run| {
+        assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
+        assert_eq!(checksum(&clean), checksum(r));
+        let line = r.stderr.lines().find(|l| l.contains("recovery 1 done"));
+        line.unwrap_or_else(|| panic!("{}", r.stderr)).to_string()
+    };
+    let leaf = hurt_run_on(&h, 4, &args, &env, |_| {
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(kill_host(&h, 4) >= 3);
+    });
+    let line = done(&leaf);
+    assert!(line.contains("ranks [4, 9] replaced"), "{line}");
+    for kind in ["halted", "ready", "restored"] {
+        assert_eq!(count_in(&line, kind), 2, "{kind}: {line}");
+    }
+    assert_eq!(count_out(&line, "failure"), 2, "{line}");
+    let branch = hurt_run_on(&h, 1, &args, &env, |_| kill_host_1(&h));
+    let line = done(&branch);
+    assert!(line.contains("ranks [1, 6, 4, 9] replaced"), "{line}");
+    assert_eq!(count_in(&line, "halted"), 1, "{line}");
+    assert!(
+        branch.stderr.contains(&format!(
+            "host {} is lost (its agent reached mpiexec through host {}'s)",
+            n[4], n[1]
+        )),
+        "{}",
+        branch.stderr
+    );
+}
+
 /// How many messages of `kind` mpiexec's recovery line says came in.
 fn count_in(line: &str, kind: &str) -> usize {
+    count(line, "in: ", "; out:", kind)
+}
+
+/// How many messages of `kind` mpiexec's recovery line says went out.
+fn count_out(line: &str, kind: &str) -> usize {
+    count(line, "; out: ", "\n", kind)
+}
+
+fn count(line: &str, from: &str, to: &str, kind: &str) -> usize {
     let inbound = line
-        .split("in: ")
+        .split(from)
         .nth(1)
-        .and_then(|s| s.split("; out:").next())
+        .and_then(|s| s.split(to).next())
         .unwrap_or("");
     inbound
         .split(", ")

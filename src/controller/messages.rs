@@ -268,9 +268,10 @@ impl Job {
                 None => result = Err(std::io::ErrorKind::NotConnected.into()),
             }
         }
-        for (host, conns) in via {
-            self.traffic.sent(msg.kind(), 1);
-            if !self.relay_down(host, conns, msg) {
+        if !via.is_empty() {
+            let (sent, ok) = self.relay_down(via, msg);
+            self.traffic.sent(msg.kind(), sent as u64);
+            if !ok {
                 result = Err(std::io::ErrorKind::BrokenPipe.into());
             }
         }

@@ -33,6 +33,7 @@ mod remote;
 mod spawn;
 pub mod stdin;
 pub(crate) mod traffic;
+mod tree;
 mod ulfm;
 
 const TOKEN_LISTENER: u64 = 1;

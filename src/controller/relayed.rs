@@ -32,9 +32,11 @@ impl Job {
                 let n = self.ranks.len();
                 for r in g.ranks.iter().take_while(|&r| (r as usize) < n) {
                     let slot = self.ranks.get(r as usize).and_then(|st| st.conn);
-                    let through_h = slot
-                        .and_then(|s| self.conns[s].as_ref())
-                        .is_some_and(|c| matches!(c.wire, Wire::Agent { host, .. } if host == h));
+                    // Merged below h: from h's host or one below it.
+                    let r = self.remote.as_ref().expect("hosts other than this machine");
+                    let through_h = slot.and_then(|s| self.conns[s].as_ref()).is_some_and(
+                        |c| matches!(c.wire, Wire::Agent { host, .. } if r.below(h, host)),
+                    );
                     if let (Some(slot), true) = (slot, through_h) {
                         self.handle(slot, msg.clone());
                     }
@@ -78,21 +80,41 @@ impl Job {
         Some(slot)
     }
 
-    /// `msg` to the connections `conns` of host `h`'s agent, in one
-    /// message to the agent; false if the agent cannot be written to (the
-    /// next heartbeat finds the host lost).
-    pub(super) fn relay_down(&mut self, h: usize, conns: RankSet, msg: &ToRank) -> bool {
-        self.remote
-            .as_mut()
-            .expect("hosts other than this machine")
-            .hosts[h]
-            .as_ref()
-            .is_some_and(|r| {
-                r.link.send(&ToAgent::Relay {
-                    conns,
+    /// `msg` to the connections of several hosts' agents (`conns` of
+    /// each host), in one message to each agent mpiexec talks to: `Relay`
+    /// for its own, `Spread` when the tree takes it further down. Returns
+    /// how many messages went, and false if an agent could not be written
+    /// to (the next heartbeat finds the host lost).
+    pub(super) fn relay_down(
+        &mut self,
+        to: std::collections::BTreeMap<usize, RankSet>,
+        msg: &ToRank,
+    ) -> (usize, bool) {
+        let r = self.remote.as_ref().expect("hosts other than this machine");
+        let mut by_top: std::collections::BTreeMap<usize, Vec<(usize, RankSet)>> =
+            Default::default();
+        for (h, conns) in to {
+            by_top.entry(r.top(h)).or_default().push((h, conns));
+        }
+        let mut ok = true;
+        let sent = by_top.len();
+        for (top, mut parts) in by_top {
+            let x = r.hosts[top].as_ref().expect("a host");
+            let m = if parts.len() == 1 && parts[0].0 == top {
+                ToAgent::Relay {
+                    conns: parts.pop().expect("one part").1,
                     msg: msg.clone(),
-                })
-            })
+                }
+            } else {
+                let name = |h: usize| r.hosts[h].as_ref().expect("a host").name.clone();
+                ToAgent::Spread {
+                    parts: parts.into_iter().map(|(h, c)| (name(h), c)).collect(),
+                    msg: msg.clone(),
+                }
+            };
+            ok &= x.link.send(&m);
+        }
+        (sent, ok)
     }
 
     /// mpiexec closed the connection `conn` through host `h`'s agent.

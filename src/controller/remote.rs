@@ -22,13 +22,19 @@ pub(super) struct Remote {
     pub pid: i32,
     pub link: AgentLink,
     /// The agent's connection (reading side) once it said hello.
-    conn: Option<(TcpStream, Decoder)>,
+    pub(super) conn: Option<(TcpStream, Decoder)>,
     /// The host's address as mpiexec sees its agent: its ranks listen there.
     pub addr: Option<String>,
     /// Starts that wait for the agent's hello.
     pending: Vec<Start>,
     pub heard: Instant,
     pub lost: bool,
+    /// The agent it connects to (None: mpiexec; see `tree`), whether it
+    /// was started (one below another starts once that one listens), and
+    /// whether it connected.
+    pub parent: Option<usize>,
+    pub(super) launched: bool,
+    pub(super) joined: bool,
     /// The agent's rank connections (its numbers) and their slots here,
     /// and those mpiexec closed (what they still send is dropped).
     pub(super) relayed: std::collections::HashMap<u32, usize>,
@@ -55,7 +61,7 @@ const AGENT_START: Duration = Duration::from_secs(30);
 impl Remote {
     /// How long this host may stay silent before it is lost.
     fn silence_allowed(&self, heartbeat_timeout: Duration) -> Duration {
-        if self.conn.is_some() {
+        if self.joined {
             heartbeat_timeout
         } else {
             heartbeat_timeout.max(AGENT_START)
@@ -79,6 +85,13 @@ pub(super) struct Remotes {
     pub gates: std::collections::HashMap<u64, Arc<Gate>>,
     /// mpiexec's stdin, for rank 0 when it runs here.
     stdin: super::stdin::StdinForward,
+    /// How agents are started: the launcher command, the agent's program,
+    /// the job key, whether they relay, how long a child may be silent.
+    pub(super) launcher: Vec<String>,
+    pub(super) agent_exe: std::path::PathBuf,
+    pub(super) key: String,
+    pub(super) relaying: bool,
+    pub(super) silence_ms: u64,
 }
 
 pub(super) const TOKEN_AGENT_LISTENER: u64 = 3;
@@ -142,56 +155,45 @@ impl Remotes {
         )?;
         epoll.add(control_tcp.as_raw_fd(), epoll::READABLE, TOKEN_CONTROL_TCP)?;
         let agent_at = agent_listener.local_addr()?.to_string();
-        let agent_exe = std::env::current_exe()?.with_file_name("mpistages-agent");
         // The ranks of a host reach mpiexec through its agent (the control
         // tree); `MPISTAGES_CONTROL_TREE=off`: directly, each over TCP.
         let relaying = std::env::var("MPISTAGES_CONTROL_TREE").map_or(true, |v| v != "off");
-        let mut remotes = Vec::new();
-        for h in hosts {
-            let here = cli::is_this_host(&h.name);
-            if here && !relaying {
-                remotes.push(None);
-                continue;
-            }
-            // This machine's ranks, when the job has other hosts, are a
-            // host of the tree too: an agent started here directly. Else
-            // the launcher (the command line makes sure it has a command).
-            let mut cmd = if here {
-                std::process::Command::new(&agent_exe)
-            } else {
-                let mut c = std::process::Command::new(&opts.launcher[0]);
-                c.args(&opts.launcher[1..]).arg(&h.name).arg(&agent_exe);
-                c
-            };
-            cmd.args(["--connect", &agent_at, "--host", &h.name])
-                .stdin(std::process::Stdio::piped());
-            if relaying {
-                cmd.arg("--relay");
-            }
-            let mut child = cmd.spawn().map_err(|e| {
-                std::io::Error::new(
-                    e.kind(),
-                    format!("cannot start the agent of host '{}': {e}", h.name),
-                )
-            })?;
-            // The key goes on stdin: a command line is visible to everyone.
-            if let Some(mut stdin) = child.stdin.take() {
-                let _ = writeln!(stdin, "{key}");
-            }
-            remotes.push(Some(Remote {
-                name: h.name.clone(),
-                pid: child.id() as i32,
+        // This machine's ranks, when the job has other hosts, are a host of
+        // the tree too (with the tree off, mpiexec starts them).
+        let agents: Vec<usize> = (0..hosts.len())
+            .filter(|&h| relaying || !cli::is_this_host(&hosts[h].name))
+            .collect();
+        let radix = match relaying {
+            true => super::tree::tree_radix().map_err(std::io::Error::other)?,
+            false => usize::MAX,
+        };
+        // Agent k (counting the hosts with agents) connects to this one.
+        let tree = mpistages_control::tree::Tree::new(agents.len(), radix);
+        let parents: Vec<Option<usize>> = (0..agents.len())
+            .map(|k| match tree.parent(k) {
+                mpistages_control::tree::Node::Root => None,
+                mpistages_control::tree::Node::Host(p) => Some(p),
+            })
+            .collect();
+        let mut remotes: Vec<Option<Remote>> = (0..hosts.len()).map(|_| None).collect();
+        for (k, &h) in agents.iter().enumerate() {
+            remotes[h] = Some(Remote {
+                name: hosts[h].name.clone(),
+                pid: 0,
                 link: AgentLink::default(),
                 conn: None,
                 addr: None,
                 pending: Vec::new(),
                 heard: Instant::now(),
                 lost: false,
+                parent: parents[k].map(|p| agents[p]),
+                launched: false,
+                joined: false,
                 relayed: Default::default(),
                 closed: RankSet::new(),
-            }));
+            });
         }
-        Ok(Some(Remotes {
+        let mut r = Remotes {
             handshakes: Vec::new(),
             hosts: remotes,
             control: format!("{}{}", stream::TCP_PREFIX, control_tcp.local_addr()?),
@@ -202,7 +204,18 @@ impl Remotes {
             last_check: Instant::now(),
             gates: Default::default(),
             stdin: Default::default(),
-        }))
+            launcher: opts.launcher.clone(),
+            agent_exe: std::env::current_exe()?.with_file_name("mpistages-agent"),
+            key: key.to_string(),
+            relaying,
+            silence_ms: opts.heartbeat_timeout.as_millis() as u64,
+        };
+        for &h in &agents {
+            if r.hosts[h].as_ref().is_some_and(|x| x.parent.is_none()) {
+                r.launch(h, &agent_at)?;
+            }
+        }
+        Ok(Some(r))
     }
 
     /// When `beat` must run next: the next heartbeat, or the moment a
@@ -313,8 +326,9 @@ impl Job {
         }
         let r = self.remotes();
         let Some(h) = r.hosts.iter().position(|x| {
-            x.as_ref()
-                .is_some_and(|x| x.name == host && x.conn.is_none() && !x.lost)
+            x.as_ref().is_some_and(|x| {
+                x.name == host && x.parent.is_none() && x.conn.is_none() && !x.lost
+            })
         }) else {
             return;
         };
@@ -331,14 +345,23 @@ impl Job {
         }
         let remote = self.remotes().hosts[h].as_mut().expect("found above");
         remote.link.set(Some(hs.stream));
-        remote.addr = Some(hs.from.clone());
         remote.conn = Some((reader, hs.dec));
+        self.joined(h, hs.from);
+        // What came with the hello (an agent with children says where they
+        // connect) is in the decoder already.
+        self.on_agent(h);
+    }
+
+    /// Host `h`'s agent connected (to mpiexec or to its parent agent) from
+    /// `addr`: what waited for it is started.
+    pub(super) fn joined(&mut self, h: usize, addr: String) {
+        let remote = self.remotes().hosts[h].as_mut().expect("a host");
+        remote.addr = Some(addr.clone());
+        remote.joined = true;
         remote.heard = Instant::now();
         let link = remote.link.clone();
         for mut start in std::mem::take(&mut remote.pending) {
-            start
-                .env
-                .push(("MPISTAGES_TCP_ADDR".into(), hs.from.clone()));
+            start.env.push(("MPISTAGES_TCP_ADDR".into(), addr.clone()));
             let (id, stdin) = (start.id, start.stdin);
             link.send(&ToAgent::Start(start));
             if stdin {
@@ -485,9 +508,16 @@ impl Job {
         }
     }
 
-    fn on_agent_message(&mut self, h: usize, m: FromAgent) {
+    pub(super) fn on_agent_message(&mut self, h: usize, m: FromAgent) {
+        if self.remotes().hosts[h].as_ref().is_none_or(|x| x.lost) {
+            return;
+        }
         match m {
             FromAgent::Alive | FromAgent::Hello { .. } => {}
+            m @ (FromAgent::Listening { .. }
+            | FromAgent::Joined { .. }
+            | FromAgent::Lost { .. }
+            | FromAgent::Via { .. }) => self.on_tree_message(h, m),
             m @ (FromAgent::Relayed { .. }
             | FromAgent::Hellos(_)
             | FromAgent::Gathered(_)
@@ -527,44 +557,6 @@ impl Job {
         }
     }
 
-    /// Every rank of host `h` is gone with it.
-    pub(super) fn host_lost(&mut self, h: usize, why: &str) {
-        let Some(remotes) = self.remote.as_mut() else {
-            return;
-        };
-        let remote = remotes.hosts[h].as_mut().expect("a host");
-        if remote.lost {
-            return;
-        }
-        remote.lost = true;
-        remote.link.set(None);
-        if let Some((s, _)) = remote.conn.take() {
-            let _ = self.epoll.delete(s.as_raw_fd());
-        }
-        for slot in std::mem::take(&mut remote.relayed).into_values() {
-            self.close(slot);
-        }
-        let remote = self.remotes().hosts[h].as_mut().expect("a host");
-        let name = remote.name.clone();
-        let on_host: Vec<usize> = (0..self.ranks.len())
-            .filter(|&r| self.launch.rank_host[r] == h)
-            .filter(|&r| self.ranks[r].proc.is_some() && self.ranks[r].exit.is_none())
-            .collect();
-        if !on_host.is_empty() && self.failure.is_none() {
-            eprintln!("mpiexec: host {name} is lost ({why}) with ranks {on_host:?}");
-        }
-        // One host lost is one failure for --max-restarts, and one notice
-        // to every rank.
-        self.hold_failures(true);
-        for (i, r) in on_host.into_iter().enumerate() {
-            self.rec.with_last_failure(i > 0);
-            let what = format!("was lost with host {name}");
-            self.process_ended(r, Exit::Signal(libc::SIGKILL), Some(what));
-        }
-        self.rec.with_last_failure(false);
-        self.hold_failures(false);
-    }
-
     /// Heartbeats to every agent when due; hosts silent past the timeout
     /// are lost.
     pub(super) fn beat(&mut self) {
@@ -597,10 +589,15 @@ impl Job {
             if x.lost {
                 continue;
             }
+            // An agent below another is watched by that one (it says
+            // `Lost`); mpiexec only waits for it to connect.
+            if x.parent.is_some() && (x.joined || !x.launched) {
+                continue;
+            }
             if send && x.conn.is_some() && !x.link.send(&ToAgent::Alive) {
                 silent.push((h, "its agent cannot be written to".to_string()));
             } else if x.heard.elapsed() > x.silence_allowed(timeout) {
-                let what = if x.conn.is_some() {
+                let what = if x.joined {
                     format!("no heartbeat for {:.2} s", x.heard.elapsed().as_secs_f64())
                 } else {
                     format!(
@@ -624,7 +621,7 @@ impl Job {
         let Some(h) = r
             .hosts
             .iter()
-            .position(|x| x.as_ref().is_some_and(|x| x.pid == pid))
+            .position(|x| x.as_ref().is_some_and(|x| x.launched && x.pid == pid))
         else {
             return false;
         };
@@ -645,11 +642,25 @@ impl Job {
             return;
         };
         let grace = (self.opts.kill_grace_secs * 1000.0) as u32;
-        let pids: Vec<i32> = r.hosts.iter().flatten().map(|x| x.pid).collect();
-        for x in r.hosts.iter().flatten() {
+        // (Never pid 0: a signal to it is one to mpiexec's whole group.)
+        let pids: Vec<i32> = (r.hosts.iter().flatten())
+            .filter(|x| x.launched && x.pid > 0)
+            .map(|x| x.pid)
+            .collect();
+        // The agents at the top pass it down, and wait for those below.
+        for x in r.hosts.iter().flatten().filter(|x| x.parent.is_none()) {
             x.link.send(&ToAgent::Shutdown { grace_ms: grace });
         }
-        let deadline = Instant::now() + Duration::from_millis(grace as u64 + 2000);
+        let depth = (0..r.hosts.len())
+            .map(|g| {
+                (0..r.hosts.len())
+                    .filter(|&h| h != g && r.below(h, g))
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        let each = Duration::from_millis(grace as u64 + 2000);
+        let deadline = Instant::now() + each * (depth as u32 + 1);
         while !pids.iter().all(|&p| process::ended(p)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -8,6 +8,14 @@
 //! one per step (`Gathered`, see `fan`), and passes `mpiexec`'s messages
 //! down, one copy to the agent for all its ranks (`Relay`). Without
 //! `--relay` they talk to `mpiexec` directly over TCP.
+//!
+//! When hosts are many the agents form a tree (`tree`): an agent started
+//! with `--children` listens for the agents below it (`Listening`), and
+//! passes what they send up (`Via`, the message encoded inside: the types
+//! are not recursive, so no message can nest deeper than one level) and
+//! what goes to them down (`Via`, `Spread`). It merges their reports with
+//! its own ranks', says when one of them connected (`Joined`) and when one
+//! is lost (`Lost`).
 
 use crate::fan::Gathered;
 use crate::proto::{ToController, ToRank};
@@ -75,6 +83,19 @@ pub enum ToAgent {
     Close {
         conn: u32,
     },
+    /// For the agent of `host`, below this one: `msg` (a `ToAgent`'s
+    /// encoding, `proto::body`) passes down toward it.
+    Via {
+        host: String,
+        msg: Vec<u8>,
+    },
+    /// `msg` to rank connections of several hosts of this agent's subtree
+    /// (`conns` of each, this agent's own among them): one message goes
+    /// down to each child, with the parts below it.
+    Spread {
+        parts: Vec<(String, RankSet)>,
+        msg: ToRank,
+    },
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -122,6 +143,42 @@ pub enum FromAgent {
     Closed {
         conn: u32,
     },
+    /// From the agent of `host`, below this one: `msg` (a `FromAgent`'s
+    /// encoding, never itself a `Via`).
+    Via {
+        host: String,
+        msg: Vec<u8>,
+    },
+    /// The agents below this one (`--children`) connect to `addr`.
+    Listening {
+        addr: String,
+    },
+    /// The agent of `host`, a child of this one, connected (from `addr`:
+    /// its ranks listen there) and gave the job key.
+    Joined {
+        host: String,
+        addr: String,
+    },
+    /// The agent of `host`, below this one, is lost (and every agent below
+    /// it with it).
+    Lost {
+        host: String,
+        why: String,
+    },
+}
+
+impl FromAgent {
+    /// `msg` of the agent of `host`, wrapped to pass up (a `Via` already
+    /// names its origin and passes as it is).
+    pub fn via(host: &str, msg: &FromAgent) -> FromAgent {
+        match msg {
+            FromAgent::Via { .. } => msg.clone(),
+            _ => FromAgent::Via {
+                host: host.into(),
+                msg: crate::proto::body(msg),
+            },
+        }
+    }
 }
 
 /// How often both sides say they are alive.
@@ -175,5 +232,23 @@ mod tests {
         }
         d.push(&[3, 0, 0, 0, 0xff, 0xff, 0xff]);
         assert!(d.next_message::<FromAgent>().is_err());
+    }
+
+    /// A message wrapped for the way up is wrapped once, whatever the
+    /// depth it comes from, and unwraps to itself.
+    #[test]
+    fn via_wraps_once() {
+        let m = FromAgent::Ended {
+            id: 7,
+            how: Ended::Code(0),
+        };
+        let once = FromAgent::via("h3", &m);
+        assert_eq!(FromAgent::via("h1", &once), once);
+        let FromAgent::Via { host, msg } = once else {
+            panic!("not wrapped");
+        };
+        assert_eq!(host, "h3");
+        assert_eq!(crate::proto::from_body::<FromAgent>(&msg).unwrap(), m);
+        assert!(crate::proto::from_body::<FromAgent>(&msg[..1]).is_err());
     }
 }

@@ -228,10 +228,24 @@ pub enum ToRank {
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
-    let body = postcard::to_stdvec(msg).expect("control messages always serialize");
+    frame(&body(msg))
+}
+
+/// `msg`'s encoding without the length (a message carried in another).
+pub fn body<T: Serialize>(msg: &T) -> Vec<u8> {
+    postcard::to_stdvec(msg).expect("control messages always serialize")
+}
+
+/// The message `body` encodes (malformed bytes are an error).
+pub fn from_body<T: for<'de> Deserialize<'de>>(body: &[u8]) -> io::Result<T> {
+    postcard::from_bytes(body).map_err(|e| invalid(format!("malformed control message: {e}")))
+}
+
+/// A framed message of `body` (as `encode` makes it).
+pub fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     out
 }
 
