@@ -54,6 +54,8 @@ pub struct Relay {
     /// held until none is left (or the window passes).
     awaiting: RankSet,
     hellos: Vec<(u32, ToController)>,
+    /// Those of hosts below this one (the control tree), by host.
+    hellos_below: Vec<(String, Vec<(u32, ToController)>)>,
     hellos_last: Option<Duration>,
     /// Each rank's connection that said hello last.
     current: HashMap<u32, u32>,
@@ -132,6 +134,7 @@ impl Relay {
             fan: Fan::new(RankSet::new(), window),
             awaiting: RankSet::new(),
             hellos: Vec::new(),
+            hellos_below: Vec::new(),
             hellos_last: None,
             current: HashMap::new(),
             generation: 0,
@@ -148,15 +151,37 @@ impl Relay {
     }
 
     /// A process of `rank` was started below this agent (the control
-    /// tree): its reports come merged from the child that leads to it.
+    /// tree): its hello and reports come from the child that leads to it.
     pub fn add_below(&mut self, rank: u32) {
         self.fan.add_below(rank);
+        self.awaiting.insert(rank);
     }
 
     /// No process of `rank` runs below any more: it is not waited for.
     pub fn remove_below(&mut self, rank: u32, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
+        self.awaiting.remove(rank);
         let ups = self.fan.remove_below(rank);
-        self.send_up(ups, up)
+        self.send_up(ups, up) && self.send_hellos(false, up)
+    }
+
+    /// Hellos of `host`, below this agent: held with this branch's.
+    pub fn hellos_below(
+        &mut self,
+        host: String,
+        hellos: Vec<(u32, ToController)>,
+        up: &mut dyn FnMut(&FromAgent) -> bool,
+    ) -> bool {
+        for (_, m) in &hellos {
+            if let ToController::Hello { rank, .. } = m {
+                self.awaiting.remove(*rank);
+            }
+        }
+        match self.hellos_below.iter_mut().find(|(h, _)| *h == host) {
+            Some((_, held)) => held.extend(hellos),
+            None => self.hellos_below.push((host, hellos)),
+        }
+        self.hellos_last = Some(self.now());
+        self.send_hellos(false, up)
     }
 
     /// A child's merged reports, merged again with this host's.
@@ -184,11 +209,19 @@ impl Relay {
     /// The held hellos go up when no process started here is still to say
     /// hello, or `now` (window passed, or something must not overtake them).
     fn send_hellos(&mut self, now: bool, up: &mut dyn FnMut(&FromAgent) -> bool) -> bool {
-        if self.hellos.is_empty() || !(now || self.awaiting.is_empty()) {
+        let none = self.hellos.is_empty() && self.hellos_below.is_empty();
+        if none || !(now || self.awaiting.is_empty()) {
             return true;
         }
         self.hellos_last = None;
-        up(&FromAgent::Hellos(std::mem::take(&mut self.hellos)))
+        let own = std::mem::take(&mut self.hellos);
+        up(&match self.hellos_below.is_empty() {
+            true => FromAgent::Hellos(own),
+            false => FromAgent::BranchHellos {
+                own,
+                below: std::mem::take(&mut self.hellos_below),
+            },
+        })
     }
 
     /// What is held goes up (before a message that must not overtake it).
@@ -474,6 +507,13 @@ mod tests {
                     }
                     FromAgent::Relayed { conn, msg } => format!("{} from {conn}", msg.kind()),
                     FromAgent::Closed { conn } => format!("closed {conn}"),
+                    FromAgent::BranchHellos { own, below } => {
+                        let below: Vec<String> = below
+                            .iter()
+                            .map(|(h, x)| format!("{h} {}", x.len()))
+                            .collect();
+                        format!("hellos {} and {}", own.len(), below.join(", "))
+                    }
                     other => format!("{other:?}"),
                 })
                 .collect()
@@ -532,6 +572,65 @@ mod tests {
             true
         });
         assert_eq!(h.took(), ["hellos 1"]);
+    }
+
+    /// An agent with agents below it: their merged reports merge again
+    /// with its own ranks', and their hellos go up with its own once every
+    /// process started in the branch said hello or ended.
+    #[test]
+    fn a_branch_reports_and_says_hello_as_one() {
+        let mut h = Host::new();
+        h.relay.started(0);
+        h.relay.add_below(5);
+        h.relay.add_below(6);
+        let (s0, c0) = h.connect(0);
+        h.read(c0);
+        let hello = |rank| ToController::Hello {
+            key: b"k".to_vec(),
+            rank,
+            generation: 0,
+            addr: String::new(),
+        };
+        let mut below = |h: &mut Host, host: &str, rank| {
+            let up = &mut h.up;
+            let hellos = vec![(0, hello(rank))];
+            h.relay.hellos_below(host.into(), hellos, &mut |m| {
+                up.push(m.clone());
+                true
+            });
+        };
+        below(&mut h, "c1", 5);
+        assert!(h.took().is_empty(), "rank 6 has not said hello yet");
+        below(&mut h, "c2", 6);
+        assert_eq!(h.took(), ["hellos 1 and c1 1, c2 1"]);
+        h.down(ToRank::Failure {
+            generation: 1,
+            epoch: 1,
+            failed: vec![9],
+        });
+        let halted = |ranks: &[u32]| Gathered {
+            kind: Kind::Halted,
+            key: 1,
+            ranks: ranks.iter().copied().collect(),
+            value: Common::All(None),
+        };
+        let up = &mut h.up;
+        let mut report = |r: &mut Relay, g| {
+            assert!(r.report_below(g, &mut |m| {
+                up.push(m.clone());
+                true
+            }))
+        };
+        report(&mut h.relay, halted(&[5]));
+        h.send(&s0, c0, &ToController::Halted { generation: 1 });
+        assert!(h.took().is_empty(), "rank 6 has not halted");
+        // Rank 6's process ended below: not waited for.
+        let up = &mut h.up;
+        h.relay.remove_below(6, &mut |m| {
+            up.push(m.clone());
+            true
+        });
+        assert_eq!(h.took(), ["halted [0, 5]"]);
     }
 
     #[test]

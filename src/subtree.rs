@@ -219,7 +219,9 @@ impl Subtree {
             Some(FromAgent::Joined { host, .. }) => {
                 self.routes.insert(host, i);
             }
-            Some(FromAgent::Ended { id, .. }) if !self.ended(id, relay, up) => {
+            Some(FromAgent::Ended { id, .. } | FromAgent::NotStarted { id, .. })
+                if !self.ended(id, relay, up) =>
+            {
                 return Some(false);
             }
             _ => {}
@@ -228,6 +230,11 @@ impl Subtree {
             (FromAgent::Alive, _) => true,
             // Merged with this host's ranks' reports.
             (FromAgent::Gathered(g), Some(r)) => r.report_below(g, up),
+            // Held with this branch's.
+            (FromAgent::Hellos(own), Some(r)) => r.hellos_below(name, own, up),
+            (FromAgent::BranchHellos { own, below }, Some(r)) => std::iter::once((name, own))
+                .chain(below)
+                .all(|(h, hellos)| r.hellos_below(h, hellos, up)),
             (m, Some(r)) if ordered => r.flush_up(up) && up(&FromAgent::via(&name, &m)),
             (m, _) => up(&FromAgent::via(&name, &m)),
         })

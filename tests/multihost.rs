@@ -284,9 +284,9 @@ fn this_machines_ranks_go_through_an_agent_too() {
 
 /// Five hosts and a tree of radix 2: mpiexec talks to the agents of hosts
 /// 0 and 1; hosts 2 and 3 connect to host 0's agent, host 4 to host 1's.
-/// Lost leaf (host 4): the agents above merge their branch's reports, so
-/// mpiexec hears once per step from each of its two children, and sends
-/// each notice twice. Lost inner host (1): host 4, whose agent reached
+/// Lost leaf (host 4): the agents above merge their branch's reports and
+/// hellos, so mpiexec hears once per step from each of its two children,
+/// and sends each notice twice. Lost inner host (1): host 4, whose agent reached
 /// mpiexec through it, is lost with it, as one failure; host 0's branch
 /// (six survivors on three hosts) halts as one report. Both runs end with
 /// the failure-free result.
@@ -317,6 +317,8 @@ fn a_tree_of_agents_loses_a_leaf_or_a_branch() {
     for kind in ["halted", "ready", "restored"] {
         assert_eq!(count_in(&line, kind), 2, "{kind}: {line}");
     }
+    // The replacements, on hosts 0 and 3, said hello as one.
+    assert_eq!(count_in(&line, "hello"), 1, "{line}");
     assert_eq!(count_out(&line, "failure"), 2, "{line}");
     let branch = hurt_run_on(&h, 1, &args, &env, |_| kill_host_1(&h));
     let line = done(&branch);

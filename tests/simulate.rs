@@ -1,8 +1,9 @@
 //! The control-plane simulator (`mpistages-bench simulate`) against the
 //! real runtime: one recovery of a real job (a rank SIGKILLed by fault
 //! injection) and the same recovery simulated, flat on one host and
-//! through the agents (one level of the tree) over namespace hosts, must
-//! have mpiexec take in and send the same messages of each kind. (Times
+//! through the agents over namespace hosts (one level of the tree, and
+//! two), must have mpiexec take in and send the same messages of each
+//! kind. (Times
 //! are compared in bench/scale: no timing here.)
 
 mod common;
@@ -44,8 +45,14 @@ fn compared(m: &BTreeMap<(String, String), u64>) -> BTreeMap<(String, String), u
 }
 
 /// Counts of a real recovery of `n` ranks (the last one killed), on this
-/// machine or over `hosts` (`n / hosts` each, the agents relaying).
-fn real_counts(mode: &str, n: usize, hosts: Option<&Hosts>) -> BTreeMap<(String, String), u64> {
+/// machine or over `hosts` (`n / hosts` each, the agents relaying; a tree
+/// of `radix`).
+fn real_counts(
+    mode: &str,
+    n: usize,
+    hosts: Option<&Hosts>,
+    radix: usize,
+) -> BTreeMap<(String, String), u64> {
     let exe = build_example("stencil2d.c");
     let dir = Scratch::new(&format!("simulate-{mode}-{n}"));
     let ckpt = format!("mem,tmpfs:{}", dir.path());
@@ -79,7 +86,8 @@ fn real_counts(mode: &str, n: usize, hosts: Option<&Hosts>) -> BTreeMap<(String,
             "--inject",
             &inject,
             exe.to_str().unwrap(),
-            "64",
+            // Splits over every grid here (2x2 ... 4x4, 2x5).
+            "80",
             "120",
             "5",
             "protect",
@@ -89,9 +97,13 @@ fn real_counts(mode: &str, n: usize, hosts: Option<&Hosts>) -> BTreeMap<(String,
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     // A window of a minute: every step of every host goes up as one (a
     // report that does not complete its step would show in the counts).
+    let radix = radix.to_string();
     let r = mpiexec(
         &args,
-        &[("MPISTAGES_FAN_WINDOW_MS", "60000")],
+        &[
+            ("MPISTAGES_FAN_WINDOW_MS", "60000"),
+            ("MPISTAGES_TREE_RADIX", &radix),
+        ],
         Duration::from_secs(120),
     );
     assert!(r.ok(), "{}", r.stderr);
@@ -108,13 +120,18 @@ fn real_counts(mode: &str, n: usize, hosts: Option<&Hosts>) -> BTreeMap<(String,
 }
 
 /// Counts of the simulated recovery: flat on one host (`hosts` 0), or
-/// through one level of agents on `hosts` hosts.
-fn simulated_counts(mode: Mode, n: usize, hosts: usize) -> BTreeMap<(String, String), u64> {
+/// through a tree of agents of `radix` on `hosts` hosts.
+fn simulated_counts(
+    mode: Mode,
+    n: usize,
+    hosts: usize,
+    radix: usize,
+) -> BTreeMap<(String, String), u64> {
     let setup = Setup {
         ranks: n,
         hosts: hosts.max(1),
         cores_per_host: 2,
-        radix: hosts,
+        radix,
         mode,
     };
     let out = Sim::new(setup, launcher::simulate::rank_costs()).run(n - 1);
@@ -130,8 +147,8 @@ fn the_simulated_recovery_has_the_real_runtimes_messages() {
         (Mode::Reinit, "reinit", 8),
         (Mode::Cpr, "cpr", 8),
     ] {
-        let real = compared(&real_counts(name, n, None));
-        let sim = compared(&simulated_counts(mode, n, 0));
+        let real = compared(&real_counts(name, n, None, 32));
+        let sim = compared(&simulated_counts(mode, n, 0, 0));
         assert!(
             real.get(&("in".to_string(), "ready".to_string())) == Some(&(n as u64)),
             "{name} at {n}: {real:?}"
@@ -154,14 +171,45 @@ fn the_agents_relay_as_the_simulated_tree_does() {
         (Mode::Reinit, "reinit"),
         (Mode::Cpr, "cpr"),
     ] {
-        let real = compared(&real_counts(name, 8, Some(&h)));
-        let sim = compared(&simulated_counts(mode, 8, 2));
+        let real = compared(&real_counts(name, 8, Some(&h), 32));
+        let sim = compared(&simulated_counts(mode, 8, 2, 2));
         // One report per host and step: not one per rank.
         assert!(
             real.get(&("in".to_string(), "ready".to_string())) == Some(&2),
             "{name}: {real:?}"
         );
         assert_eq!(real, sim, "{name} over 2 hosts: real (left) and simulated");
+    }
+}
+
+/// Five hosts in a tree of radix 2 (two levels below mpiexec; the last
+/// rank, killed, is on host 4, below host 1): the real agents and the
+/// simulated ones merge and split alike.
+#[test]
+fn a_deeper_tree_of_agents_relays_as_the_simulated_one_does() {
+    let h = match Hosts::new(5) {
+        Ok(h) => h,
+        Err(why) => {
+            println!("SKIPPED a_deeper_tree_of_agents_relays_as_the_simulated_one_does: {why}");
+            return;
+        }
+    };
+    for (mode, name) in [
+        (Mode::Stages, "stages"),
+        (Mode::Reinit, "reinit"),
+        (Mode::Cpr, "cpr"),
+    ] {
+        let real = compared(&real_counts(name, 10, Some(&h), 2));
+        let sim = compared(&simulated_counts(mode, 10, 5, 2));
+        // One report per child of mpiexec and step.
+        assert!(
+            real.get(&("in".to_string(), "ready".to_string())) == Some(&2),
+            "{name}: {real:?}"
+        );
+        assert_eq!(
+            real, sim,
+            "{name} over 5 hosts, radix 2: real (left) and simulated"
+        );
     }
 }
 

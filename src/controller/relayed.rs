@@ -18,9 +18,15 @@ impl Job {
             }
             FromAgent::Hellos(hellos) => {
                 self.traffic.received("hello");
-                for (conn, msg) in hellos {
-                    if let Some(slot) = self.relayed_slot(h, conn) {
-                        self.handle(slot, msg);
+                self.take_hellos(h, hellos);
+            }
+            FromAgent::BranchHellos { own, below } => {
+                self.traffic.received("hello");
+                self.take_hellos(h, own);
+                for (host, hellos) in below {
+                    let r = self.remotes();
+                    if let Some(g) = r.index_of(&host).filter(|&g| g != h && r.below(h, g)) {
+                        self.take_hellos(g, hellos);
                     }
                 }
             }
@@ -49,6 +55,15 @@ impl Job {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Hellos that came through host `h`'s agent, by its connection.
+    fn take_hellos(&mut self, h: usize, hellos: Vec<(u32, ToController)>) {
+        for (conn, msg) in hellos {
+            if let Some(slot) = self.relayed_slot(h, conn) {
+                self.handle(slot, msg);
+            }
         }
     }
 

@@ -520,6 +520,7 @@ impl Job {
             | FromAgent::Via { .. }) => self.on_tree_message(h, m),
             m @ (FromAgent::Relayed { .. }
             | FromAgent::Hellos(_)
+            | FromAgent::BranchHellos { .. }
             | FromAgent::Gathered(_)
             | FromAgent::Closed { .. }) => self.on_relayed(h, m),
             FromAgent::Started { id, pid } => {

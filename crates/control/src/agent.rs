@@ -159,6 +159,13 @@ pub enum FromAgent {
         host: String,
         addr: String,
     },
+    /// The hellos of processes started together in this agent's branch:
+    /// its own (as `Hellos`) and those of hosts below it, by host, sent
+    /// once every one has said hello or ended.
+    BranchHellos {
+        own: Vec<(u32, ToController)>,
+        below: Vec<(String, Vec<(u32, ToController)>)>,
+    },
     /// The agent of `host`, below this one, is lost (and every agent below
     /// it with it).
     Lost {
