@@ -591,7 +591,7 @@ mod tests {
             generation: 0,
             addr: String::new(),
         };
-        let mut below = |h: &mut Host, host: &str, rank| {
+        let below = |h: &mut Host, host: &str, rank| {
             let up = &mut h.up;
             let hellos = vec![(0, hello(rank))];
             h.relay.hellos_below(host.into(), hellos, &mut |m| {
