@@ -290,6 +290,11 @@ pub struct Tcp {
     peers: Vec<Peer>,
     /// Peers with a connection.
     live: Vec<usize>,
+    /// Peers without one that had frames queued for them (their address
+    /// not known yet): with `live`, every peer that holds any state, so
+    /// that a halt touches those and not all the job's (at 1024 ranks a
+    /// halt over every peer was most of a recovery's CPU).
+    queued_unconnected: Vec<usize>,
     handshakes: Vec<Option<Handshake>>,
     /// A handshake was closed to stay within the limit (said once).
     handshakes_dropped: bool,
@@ -373,6 +378,7 @@ impl Tcp {
             udp_opened: VecDeque::new(),
             peers,
             live: Vec::new(),
+            queued_unconnected: Vec::new(),
             handshakes: Vec::new(),
             handshakes_dropped: false,
         })
@@ -438,6 +444,9 @@ impl Transport for Tcp {
             }
         }
         let p = &mut self.peers[peer];
+        if p.stream.is_none() && !self.queued_unconnected.contains(&peer) {
+            self.queued_unconnected.push(peer);
+        }
         let idle = p.stream.is_some() && !p.want_write && !p.backlog();
         match class {
             Class::Urgent if idle => self.write_now(peer, frame, out),
@@ -595,7 +604,14 @@ impl Transport for Tcp {
     }
 
     fn halt(&mut self, generation: u32) {
-        for p in self.peers.iter_mut() {
+        let mut holding = std::mem::take(&mut self.queued_unconnected);
+        holding.extend_from_slice(&self.live);
+        holding.sort_unstable();
+        holding.dedup();
+        for q in holding {
+            let Some(p) = self.peers.get_mut(q) else {
+                continue;
+            };
             p.conns_mut().for_each(|s| s.set_halted(generation));
             p.urgent.clear();
             p.bulk.clear();
@@ -650,10 +666,11 @@ impl Transport for Tcp {
 
     fn cleanup(&mut self, generation: u32) {
         self.generation = generation;
-        for p in self.peers.iter_mut() {
+        // Only a connected peer has transfers (its end clears them).
+        for &q in &self.live {
             // Transfers of other generations are gone; the rest of a frame
             // of theirs being read is dropped (no target has its key).
-            p.targets.retain(|&(_, g), _| g == generation);
+            self.peers[q].targets.retain(|&(_, g), _| g == generation);
         }
     }
 
