@@ -259,10 +259,22 @@ fn invalid(why: String) -> io::Error {
 
 /// Blocking read of one message.
 pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<T> {
+    recv_within(r, MAX_MESSAGE)
+}
+
+/// The largest welcome to a job of `size` ranks: every rank's address
+/// (an IPv6 one and its port at most 48 bytes, with its generation), past
+/// `MAX_MESSAGE` from about 20,000 ranks on.
+pub fn welcome_limit(size: usize) -> usize {
+    MAX_MESSAGE.max(size.saturating_mul(64).saturating_add(4096))
+}
+
+/// Blocking read of one message of at most `limit` bytes.
+pub fn recv_within<T: for<'de> Deserialize<'de>>(r: &mut impl Read, limit: usize) -> io::Result<T> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_MESSAGE {
+    if len > limit {
         return Err(invalid(format!(
             "control message of {len} bytes is too large"
         )));
@@ -362,6 +374,28 @@ mod tests {
         }
         d.push(&bytes[bytes.len() - 1..]);
         assert_eq!(d.next_message::<ToController>().unwrap(), Some(m));
+    }
+
+    /// The welcome of a job of 65,536 ranks is over a megabyte: a rank
+    /// takes it (bounded by the job's size), and the worst addresses fit.
+    #[test]
+    fn a_large_jobs_welcome_is_taken() {
+        let n = 65_536;
+        let v6 = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535";
+        for addr in ["198.18.0.17:45678", v6] {
+            let w = ToRank::Welcome {
+                addrs: vec![addr.to_string(); n],
+                born: vec![u32::MAX; n],
+                generation: 1,
+                epoch: 2,
+                fresh: vec![],
+            };
+            let bytes = encode(&w);
+            assert!(bytes.len() > MAX_MESSAGE);
+            assert!(recv::<ToRank>(&mut &bytes[..]).is_err());
+            let got: ToRank = recv_within(&mut &bytes[..], welcome_limit(n)).unwrap();
+            assert_eq!(got, w);
+        }
     }
 
     /// One of each message a rank sends, for mutation.

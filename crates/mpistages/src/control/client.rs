@@ -163,7 +163,7 @@ impl Client {
             generation,
             epoch,
             mut fresh,
-        } = proto::recv(&mut stream)?
+        } = proto::recv_within(&mut stream, proto::welcome_limit(job.size))?
         else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
