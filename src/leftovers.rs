@@ -316,6 +316,16 @@ mod tests {
         }
     }
 
+    /// A process that lives until the guard goes (with `base`), and its pid.
+    fn live_process(base: &Path) -> (Cleanup, i32) {
+        let other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = other.id() as i32;
+        (Cleanup(other, base.to_path_buf()), pid)
+    }
+
     /// A pid that is surely gone: a child that has been reaped.
     fn dead_pid() -> i32 {
         let mut c = std::process::Command::new("true").spawn().unwrap();
@@ -337,12 +347,8 @@ mod tests {
         let made = ["made/by/the/job", "made/by/the", "made/by", "made"];
         assert_eq!(files.created, made.map(|d| base.join(d)).to_vec());
         // Another job that is still running, and one whose mpiexec is gone.
-        let other = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let (dead, live) = (dead_pid(), other.id() as i32);
-        let mut guard = Cleanup(other, base.clone());
+        let (mut guard, live) = live_process(&base);
+        let dead = dead_pid();
         files.claim();
         for d in [
             format!("job-{dead}"),
@@ -405,12 +411,8 @@ mod tests {
         let base = std::env::temp_dir().join(format!("controldirs-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
-        let other = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let (dead, live) = (dead_pid(), other.id() as i32);
-        let mut guard = Cleanup(other, base.clone());
+        let (mut guard, live) = live_process(&base);
+        let dead = dead_pid();
         let mut owned = ControlDir::create_in(&base).unwrap();
         let foreign = base.join(format!("mpistages-{dead}-0a"));
         std::fs::rename(&owned.dir, &foreign).unwrap();

@@ -225,26 +225,34 @@ fn a_lost_hosts_ranks_are_one_failure() {
     let clean = failure_free(&args);
     let window = [("MPISTAGES_FAN_WINDOW_MS", "60000")];
     let hurt = hurt_run(&h, &args, &window, |_| kill_host_1(&h));
-    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
-    assert_eq!(checksum(&clean), checksum(&hurt));
-    let done = hurt
-        .stderr
-        .lines()
-        .find(|l| l.contains("recovery 1 done"))
-        .unwrap_or_else(|| panic!("{}", hurt.stderr));
+    let done = recovered_as(&clean, &hurt);
     // Ranks 2 and 3 were on host 1: four survivors, one notice each.
     assert!(done.contains("ranks [2, 3] replaced"), "{done}");
-    assert!(
-        done.contains("out: ") && done.contains(" 2 failure"),
-        "{done}"
-    );
+    assert_eq!(count_out(&done, "failure"), 2, "{done}");
     // Hosts 0 and 2 each halted, were ready and restored as one; the
     // replacements (both started on host 2) said hello together.
-    let came_in = |kind: &str| count_in(done, kind);
-    assert_eq!(came_in("halted"), 2, "{done}");
-    assert_eq!(came_in("hello"), 1, "{done}");
-    assert_eq!(came_in("ready"), 2, "{done}");
-    assert_eq!(came_in("restored"), 2, "{done}");
+    came_in(
+        &done,
+        &[("halted", 2), ("hello", 1), ("ready", 2), ("restored", 2)],
+    );
+}
+
+/// The line of `hurt`'s first recovery, once `hurt` ended with `clean`'s
+/// result.
+fn recovered_as(clean: &Run, hurt: &Run) -> String {
+    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
+    assert_eq!(checksum(clean), checksum(hurt));
+    let line = hurt.stderr.lines().find(|l| l.contains("recovery 1 done"));
+    line.unwrap_or_else(|| panic!("{}", hurt.stderr))
+        .to_string()
+}
+
+/// mpiexec's recovery line `done` says this many messages of each kind
+/// came in.
+fn came_in(done: &str, counts: &[(&str, usize)]) {
+    for &(kind, n) in counts {
+        assert_eq!(count_in(done, kind), n, "{kind}: {done}");
+    }
 }
 
 /// mpiexec's own machine, when it is one of several hosts, is a host of
@@ -262,24 +270,17 @@ fn this_machines_ranks_go_through_an_agent_too() {
     let clean = failure_free(&args);
     let window = [("MPISTAGES_FAN_WINDOW_MS", "60000")];
     let hurt = hurt_run(&h, &args, &window, |_| kill_host_1(&h));
-    assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
-    assert_eq!(checksum(&clean), checksum(&hurt));
+    let done = recovered_as(&clean, &hurt);
     for rank in [2, 5] {
         let replaced = format!("rank {rank} (pid");
         let line = hurt.stderr.lines().find(|l| l.contains(&replaced));
         let line = line.unwrap_or_else(|| panic!("{}", hurt.stderr));
         assert!(line.contains("replacing it on host localhost ("), "{line}");
     }
-    let done = hurt
-        .stderr
-        .lines()
-        .find(|l| l.contains("recovery 1 done"))
-        .unwrap_or_else(|| panic!("{}", hurt.stderr));
-    let came_in = |kind: &str| count_in(done, kind);
-    assert_eq!(came_in("halted"), 2, "{done}");
-    assert_eq!(came_in("hello"), 1, "{done}");
-    assert_eq!(came_in("ready"), 2, "{done}");
-    assert_eq!(came_in("restored"), 2, "{done}");
+    came_in(
+        &done,
+        &[("halted", 2), ("hello", 1), ("ready", 2), ("restored", 2)],
+    );
 }
 
 /// Five hosts and a tree of radix 2: mpiexec talks to the agents of hosts
@@ -302,28 +303,22 @@ fn a_tree_of_agents_loses_a_leaf_or_a_branch() {
         ("MPISTAGES_FAN_WINDOW_MS", "60000"),
         ("MPISTAGES_TREE_RADIX", "2"),
     ];
-    let done = |r: &Run| {
-        assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
-        assert_eq!(checksum(&clean), checksum(r));
-        let line = r.stderr.lines().find(|l| l.contains("recovery 1 done"));
-        line.unwrap_or_else(|| panic!("{}", r.stderr)).to_string()
-    };
     let leaf = hurt_run_on(&h, 4, &args, &env, |_| {
         std::thread::sleep(Duration::from_millis(700));
         assert!(kill_host(&h, 4) >= 3);
     });
-    let line = done(&leaf);
+    let line = recovered_as(&clean, &leaf);
     assert!(line.contains("ranks [4, 9] replaced"), "{line}");
-    for kind in ["halted", "ready", "restored"] {
-        assert_eq!(count_in(&line, kind), 2, "{kind}: {line}");
-    }
     // The replacements, on hosts 0 and 3, said hello as one.
-    assert_eq!(count_in(&line, "hello"), 1, "{line}");
+    came_in(
+        &line,
+        &[("halted", 2), ("hello", 1), ("ready", 2), ("restored", 2)],
+    );
     assert_eq!(count_out(&line, "failure"), 2, "{line}");
     let branch = hurt_run_on(&h, 1, &args, &env, |_| kill_host_1(&h));
-    let line = done(&branch);
+    let line = recovered_as(&clean, &branch);
     assert!(line.contains("ranks [1, 6, 4, 9] replaced"), "{line}");
-    assert_eq!(count_in(&line, "halted"), 1, "{line}");
+    came_in(&line, &[("halted", 1)]);
     assert!(
         branch.stderr.contains(&format!(
             "host {} is lost (its agent reached mpiexec through host {}'s)",
