@@ -49,7 +49,7 @@ impl Job {
                 }
             }
             FromAgent::Closed { conn } => {
-                let r = self.remotes().hosts[h].as_mut().expect("a host");
+                let r = self.agent_host(h);
                 if let Some(slot) = r.relayed.remove(&conn) {
                     self.close(slot);
                 }
@@ -70,13 +70,7 @@ impl Job {
     /// The slot of host `h`'s connection `conn` (new at its first
     /// message; None once mpiexec closed it).
     fn relayed_slot(&mut self, h: usize, conn: u32) -> Option<usize> {
-        let r = self
-            .remote
-            .as_mut()
-            .expect("hosts other than this machine")
-            .hosts[h]
-            .as_mut()
-            .expect("a host");
+        let r = self.agent_host(h);
         if let Some(&slot) = r.relayed.get(&conn) {
             return Some(slot);
         }
@@ -84,13 +78,7 @@ impl Job {
             return None;
         }
         let slot = self.adopt_relayed(h, conn);
-        let r = self
-            .remote
-            .as_mut()
-            .expect("hosts other than this machine")
-            .hosts[h]
-            .as_mut()
-            .expect("a host");
+        let r = self.agent_host(h);
         r.relayed.insert(conn, slot);
         Some(slot)
     }
@@ -134,13 +122,7 @@ impl Job {
 
     /// mpiexec closed the connection `conn` through host `h`'s agent.
     pub(super) fn relayed_closed(&mut self, h: usize, conn: u32) {
-        let r = self
-            .remote
-            .as_mut()
-            .expect("hosts other than this machine")
-            .hosts[h]
-            .as_mut()
-            .expect("a host");
+        let r = self.agent_host(h);
         if r.relayed.remove(&conn).is_some() {
             r.closed.insert(conn);
             r.link.send(&ToAgent::Close { conn });

@@ -236,6 +236,13 @@ impl Job {
         self.remote.as_mut().expect("hosts other than this machine")
     }
 
+    /// Host `h`, which has an agent.
+    pub(super) fn agent_host(&mut self, h: usize) -> &mut Remote {
+        self.remotes().hosts[h]
+            .as_mut()
+            .expect("a host with an agent")
+    }
+
     /// " on host NAME" when the job has hosts, for messages about `rank`.
     pub(super) fn on_host(&self, rank: usize) -> String {
         self.opts.hosts.as_ref().map_or(String::new(), |hs| {
@@ -355,7 +362,7 @@ impl Job {
     /// Host `h`'s agent connected (to mpiexec or to its parent agent) from
     /// `addr`: what waited for it is started.
     pub(super) fn joined(&mut self, h: usize, addr: String) {
-        let remote = self.remotes().hosts[h].as_mut().expect("a host");
+        let remote = self.agent_host(h);
         remote.addr = Some(addr.clone());
         remote.joined = true;
         remote.heard = Instant::now();

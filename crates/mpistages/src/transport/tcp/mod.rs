@@ -290,10 +290,9 @@ pub struct Tcp {
     peers: Vec<Peer>,
     /// Peers with a connection.
     live: Vec<usize>,
-    /// Peers without one that had frames queued for them (their address
-    /// not known yet): with `live`, every peer that holds any state, so
-    /// that a halt touches those and not all the job's (at 1024 ranks a
-    /// halt over every peer was most of a recovery's CPU).
+    /// Peers without one that had frames queued (address not known yet):
+    /// with `live`, every peer holding state, all a halt touches (at 1024
+    /// ranks a halt over every peer was most of a recovery's CPU).
     queued_unconnected: Vec<usize>,
     handshakes: Vec<Option<Handshake>>,
     /// A handshake was closed to stay within the limit (said once).
