@@ -141,6 +141,15 @@ impl Job {
                 self.ranks[r].finalizing = true;
                 self.finalizing_in_recovery(r);
             }
+            (ToController::FinalizeBarrier { durable }, Some(r)) => {
+                let world = self.ranks[r].world.clone();
+                if let finalize::Arrival::Done { ranks, durable } =
+                    self.finalize.arrive(r, world, durable)?
+                {
+                    let ranks: Vec<usize> = ranks.collect();
+                    self.send_many(&ranks, &ToRank::Finalized { durable });
+                }
+            }
             (ToController::Abort { code, message }, Some(r)) => {
                 if self.failure.is_none() {
                     let extra = if message.is_empty() {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 mod agreement;
 mod barrier;
+mod finalize;
 mod injections;
 mod liveness;
 mod messages;
@@ -52,6 +53,9 @@ struct RankState {
     /// Control connection of the current process.
     conn: Option<usize>,
     finalizing: bool,
+    /// The job process ids of its `MPI_COMM_WORLD` (the job's first
+    /// ranks, or those of its spawn).
+    world: std::ops::Range<usize>,
     exit: Option<Exit>,
     /// The current process got its Welcome (it is part of the job).
     welcomed: bool,
@@ -151,6 +155,7 @@ struct Job {
     /// agreements in progress.
     ulfm_dead: std::collections::BTreeSet<u32>,
     agreements: agreement::Agreements,
+    finalize: finalize::FinalizeBarriers,
     /// `MPI_Comm_spawn` requests waiting, and the one under way.
     spawn_queue: std::collections::VecDeque<spawn::SpawnRequest>,
     spawning: Option<spawn::Spawning>,
@@ -258,7 +263,12 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     }
     let mut job = Job {
         key: launch.key.clone(),
-        ranks: (0..opts.ranks).map(|_| RankState::default()).collect(),
+        ranks: (0..opts.ranks)
+            .map(|_| RankState {
+                world: 0..opts.ranks,
+                ..RankState::default()
+            })
+            .collect(),
         fired: vec![Fate::Pending; opts.inject.len()],
         opts,
         epoll,
@@ -279,6 +289,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         restart,
         ulfm_dead: Default::default(),
         agreements: Default::default(),
+        finalize: Default::default(),
         spawn_queue: Default::default(),
         spawning: None,
         names: Default::default(),

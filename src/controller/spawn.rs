@@ -84,7 +84,10 @@ impl Job {
                 format!("{}:{}", a.context, parents.join(",")),
             ));
             env.push((mpistages_control::env::APPNUM, appnum.to_string()));
-            self.ranks.push(RankState::default());
+            self.ranks.push(RankState {
+                world: first..first + count,
+                ..RankState::default()
+            });
             self.rec.add_rank();
             if self.launch.rank_host.len() == id {
                 self.launch.rank_host.push(h);

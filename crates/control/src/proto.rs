@@ -70,6 +70,13 @@ pub enum ToController {
     /// `MPI_Publish_name`, `MPI_Unpublish_name` or `MPI_Lookup_name`: the
     /// job's name service is mpiexec's; it answers with `Named`.
     Name(NameRequest),
+    /// `MPI_Finalize`'s barrier among the ranks of this process's world
+    /// (the job's first ranks, or those of one spawn), carried by mpiexec
+    /// rather than by the ranks' own connections (none is made at the end
+    /// of a job): `durable` is the newest epoch this rank's background
+    /// flushes made durable (0: none). Answered by `Finalized` once every
+    /// rank of the world sent it.
+    FinalizeBarrier { durable: u64 },
 }
 
 /// A request to the job's name service (one per process at a time).
@@ -119,6 +126,7 @@ impl ToController {
             ToController::Agree { .. } => "agree",
             ToController::Spawn(_) => "spawn",
             ToController::Name(_) => "name",
+            ToController::FinalizeBarrier { .. } => "finalize-barrier",
         }
     }
 }
@@ -137,6 +145,7 @@ impl ToRank {
             ToRank::Agreed { .. } => "agreed",
             ToRank::Spawned { .. } => "spawned",
             ToRank::Named { .. } => "named",
+            ToRank::Finalized { .. } => "finalized",
         }
     }
 }
@@ -225,6 +234,10 @@ pub enum ToRank {
     /// The answer to `Name`: the port (of a lookup; empty otherwise), or
     /// why the request was refused (empty when it was done).
     Named { port: String, error: String },
+    /// Every rank of this process's world is in `MPI_Finalize`'s barrier;
+    /// `durable`: the least of their durable epochs (the newest every rank
+    /// has on its pfs level; 0: none).
+    Finalized { durable: u64 },
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
@@ -474,6 +487,7 @@ mod tests {
             ToController::Name(NameRequest::Lookup {
                 service: "ocean".into(),
             }),
+            ToController::FinalizeBarrier { durable: 3 },
         ]
     }
 
@@ -491,7 +505,7 @@ mod tests {
         /// message that decodes re-encodes to a message of its own.
         #[test]
         fn mutated_messages_decode_or_fail(
-            which in 0usize..16,
+            which in 0usize..17,
             flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
             cut in any::<usize>(),
             tail in proptest::collection::vec(any::<u8>(), 0..8),

@@ -422,6 +422,17 @@ pub enum ReqState {
     Live { persistent: bool },
 }
 
+/// How `MPI_Finalize`'s barrier at mpiexec ended for this process.
+#[derive(Debug, PartialEq)]
+pub enum FinalizeEnd {
+    /// Every rank of the world came: the least of their durable epochs.
+    Done { durable: u64 },
+    /// A failure notice came first.
+    Halted,
+    /// `mpiexec` is gone.
+    Orphaned,
+}
+
 /// How waiting for the job to resume after a failure ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Resume {
@@ -609,6 +620,15 @@ impl Engine {
         self.wait_until(|c| match c.notices.named.take() {
             Some(a) => Some(Some(a)),
             None => c.notices.orphaned.then_some(None),
+        })
+    }
+
+    /// Waits for the end of `MPI_Finalize`'s barrier at mpiexec.
+    pub fn wait_finalized(&self) -> FinalizeEnd {
+        self.wait_until(|c| match c.notices.finalized {
+            Some(d) => Some(FinalizeEnd::Done { durable: d }),
+            None if c.halted() => Some(FinalizeEnd::Halted),
+            None => c.notices.orphaned.then_some(FinalizeEnd::Orphaned),
         })
     }
 

@@ -43,6 +43,9 @@ pub struct Notices {
     /// mpiexec's answer to this process's name-service request, not yet
     /// taken: (port, error).
     pub named: Option<(String, String)>,
+    /// mpiexec ended `MPI_Finalize`'s barrier: the least durable epoch
+    /// of the world's ranks (0: none).
+    pub finalized: Option<u64>,
 }
 
 pub struct Core {
@@ -376,6 +379,11 @@ impl Core {
             }
             ToRank::Named { port, error } => {
                 self.notices.named = Some((port, error));
+                self.changes += 1;
+                true
+            }
+            ToRank::Finalized { durable } => {
+                self.notices.finalized = Some(durable);
                 self.changes += 1;
                 true
             }

@@ -37,10 +37,9 @@ const SMALL_RING: usize = 64 << 10;
 const RING_BUDGET: usize = 8 << 20;
 
 /// The default ring for `local` ranks on a host: 256 KiB while each rank's
-/// rings stay within 8 MiB, then smaller, down to 64 KiB. A ring's pages
-/// are faulted in when it is made, so 27 ranks with 256 KiB rings spent
-/// ~0.1 s of their start on it (0.03 s at 64 KiB); large messages go by
-/// single copy and need no large ring.
+/// rings stay within 8 MiB, then smaller, down to 64 KiB (its pages come
+/// in as bytes pass them); large messages go by single copy and need no
+/// large ring.
 pub fn default_ring(local: usize) -> usize {
     let per_ring = RING_BUDGET / (2 * local.saturating_sub(1).max(1));
     // The largest power of two within it.
@@ -130,13 +129,13 @@ impl Mapped {
         // by one side at a time); a broken peer yields wrong bytes that the
         // frame layer rejects, and the mapping's size never changes (the
         // file's length was set before it was shared).
-        // Populated at once: the ring's memory is in use from the start,
-        // not growing as bytes first pass each page (which a long job would
-        // see as a leak).
+        // Not populated: a page is faulted in when bytes first pass it. A
+        // pair that exchanges a few small messages (a barrier's partners)
+        // touches one page of its ring, and populating both ends of every
+        // ring was a tenth of a 1024-rank job's start (perf, this machine).
         let mut map = unsafe {
             memmap2::MmapOptions::new()
                 .len(ring::region_len(cap))
-                .populate()
                 .map_mut(file)?
         };
         // SAFETY: the mapping is page aligned, region_len(cap) long, and
