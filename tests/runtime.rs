@@ -331,6 +331,38 @@ fn a_rank_killed_after_finalize_is_explained() {
     );
 }
 
+/// MPI_Finalize holds every rank until the last one comes (rank 0, a
+/// second late), and its barrier goes through mpiexec: ranks that never
+/// talked make no connection for it (it was an allreduce among the ranks,
+/// log2(ranks) connections each at the end of every job).
+#[test]
+fn finalize_waits_for_every_rank_without_connecting_them() {
+    let exe = build("finalize_wait.c");
+    let r = mpiexec(
+        &["-n", "4", exe.to_str().unwrap()],
+        &[("MPISTAGES_LOG", "debug")],
+        LIMIT,
+    );
+    assert!(r.ok(), "{}", r.stderr);
+    for rank in 1..4 {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("rank {rank} waited")))
+            .unwrap_or_else(|| panic!("no line of rank {rank}:\n{}", r.stdout));
+        let waited: f64 = line.split(' ').nth(3).unwrap().parse().unwrap();
+        assert!(
+            waited > 0.5,
+            "rank {rank} left MPI_Finalize before rank 0 came: {line}"
+        );
+    }
+    assert!(
+        !r.stderr.contains("connected to rank"),
+        "a connection was made:\n{}",
+        r.stderr
+    );
+}
+
 /// The line rank `r` of whoami.c printed.
 fn whoami_line(out: &str, r: usize) -> &str {
     let head = format!("rank {r} of ");
