@@ -353,6 +353,19 @@ pub(super) fn host_indices(team: &Team) -> MpiResult<Vec<usize>> {
         .collect())
 }
 
+/// The host index mpiexec placed each of the job's first ranks on
+/// (`RANK_HOSTS`, fixed at its start and the same in every process; empty
+/// without mpiexec).
+pub(crate) fn placement() -> &'static [usize] {
+    static PLACED: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    PLACED.get_or_init(|| {
+        std::env::var(crate::control::env::RANK_HOSTS)
+            .ok()
+            .and_then(|v| v.split(',').map(|h| h.parse().ok()).collect())
+            .unwrap_or_default()
+    })
+}
+
 /// What identifies the host of this process, world rank `rank`: mpiexec's
 /// placement when it gives it (hosts may be network namespaces of one
 /// machine), else the host name. The rank is the runtime's, not the

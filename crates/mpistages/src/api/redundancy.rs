@@ -36,12 +36,11 @@ pub fn layout(m: &Mpi, r: Redundancy) -> Option<&'static Layout> {
 /// Each rank's host index as mpiexec placed the job (all on one host
 /// when it does not say).
 fn rank_hosts(size: usize) -> Vec<usize> {
-    let given: Option<Vec<usize>> = std::env::var(crate::control::env::RANK_HOSTS)
-        .ok()
-        .and_then(|v| v.split(',').map(|h| h.parse().ok()).collect());
-    given
-        .filter(|h| h.len() == size)
-        .unwrap_or_else(|| vec![0; size])
+    let placed = super::comm::placement();
+    match placed.len() == size {
+        true => placed.to_vec(),
+        false => vec![0; size],
+    }
 }
 
 /// Says once when a set has more members on one host than the code

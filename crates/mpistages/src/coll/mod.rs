@@ -53,6 +53,19 @@ pub fn barrier(t: &Team) -> CollResult<()> {
     )
 }
 
+/// A barrier of more members than a shared-memory segment serves goes by
+/// groups (`barrier_grouped`): each member's group is `group[r]` (its
+/// host), the same at every member.
+pub fn barrier_grouped(t: &Team, group: &[usize]) -> CollResult<()> {
+    sched_run(
+        t,
+        schedule::barrier_grouped(t.rank, group),
+        RawBuf::empty(),
+        RawBuf::empty(),
+        None,
+    )
+}
+
 /// From this many bytes on (and more than two ranks), Bcast scatters and
 /// rings instead of using the binomial tree.
 const SCATTER_RING_BCAST_MIN: usize = 256 << 10;

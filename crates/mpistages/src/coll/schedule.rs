@@ -92,6 +92,70 @@ pub fn barrier(me: usize, n: usize) -> Schedule {
     s
 }
 
+/// Barrier of a team in groups (`group[r]`: member `r`'s, a host): each
+/// group's members report up a binomial tree to its first member, the
+/// first members run the dissemination barrier among themselves, and each
+/// releases its group down the same tree. A group of g takes 2(g - 1)
+/// messages, each member at most ⌈log2 g⌉ + 1 partners, against n⌈log2 n⌉
+/// messages and 2⌈log2 n⌉ partners of the dissemination barrier: what
+/// counts where ranks outnumber cores (every message a wake-up) and where
+/// connections are made at first use. Every member must pass the same
+/// `group`.
+pub fn barrier_grouped(me: usize, group: &[usize]) -> Schedule {
+    let n = group.len();
+    let mine: Vec<usize> = (0..n).filter(|&r| group[r] == group[me]).collect();
+    let leaders: Vec<usize> = (0..n)
+        .filter(|&r| (0..r).all(|q| group[q] != group[r]))
+        .collect();
+    let local = mine.iter().position(|&r| r == me).expect("in its group");
+    // Binomial tree over the group's order: the parent clears the lowest
+    // set bit; the children add each lower power of two.
+    let low = if local == 0 {
+        mine.len().next_power_of_two()
+    } else {
+        1 << local.trailing_zeros()
+    };
+    let children: Vec<usize> = (0..low.trailing_zeros())
+        .map(|k| local + (1 << k))
+        .filter(|&c| c < mine.len())
+        .map(|c| mine[c])
+        .collect();
+    let mut s = Schedule::default();
+    s.round(
+        children
+            .iter()
+            .map(|&c| recv(c, at(Buf::Temp, 0), 0))
+            .collect(),
+    );
+    if local > 0 {
+        let parent = mine[local - low];
+        s.round(vec![
+            send(parent, at(Buf::Temp, 0), 0),
+            recv(parent, at(Buf::Temp, 0), 0),
+        ]);
+    } else {
+        let i = leaders.iter().position(|&r| r == me).expect("a leader");
+        for step in barrier(i, leaders.len()).rounds {
+            s.round(
+                step.into_iter()
+                    .map(|x| match x {
+                        Step::Send { to, from, len } => send(leaders[to], from, len),
+                        Step::Recv { from, into, len } => recv(leaders[from], into, len),
+                        other => other,
+                    })
+                    .collect(),
+            );
+        }
+    }
+    s.round(
+        children
+            .iter()
+            .map(|&c| send(c, at(Buf::Temp, 0), 0))
+            .collect(),
+    );
+    s
+}
+
 /// Binomial-tree broadcast of `len` bytes held in `Recv` at `root`.
 pub fn bcast(me: usize, n: usize, root: usize, len: usize) -> Schedule {
     let mut s = Schedule::default();

@@ -253,3 +253,106 @@ fn data_movement() {
         run(&sc, &mut ranks, &ordered);
     }
 }
+
+/// Plays `sc` (one schedule per rank), carrying in each message what its
+/// sender knows of who has arrived (a send carries what its rank knew when
+/// its round began); returns what each rank knows at its end. Panics when
+/// the ranks cannot all finish (a message nobody sends).
+fn heard_of(sc: &[Schedule]) -> Vec<Vec<bool>> {
+    use std::collections::{HashMap, VecDeque};
+    let n = sc.len();
+    let mut knows: Vec<Vec<bool>> = (0..n).map(|r| (0..n).map(|q| q == r).collect()).collect();
+    let mut round = vec![0; n];
+    let mut sent = vec![false; n];
+    let mut wire: HashMap<(usize, usize), VecDeque<Vec<bool>>> = HashMap::new();
+    loop {
+        let mut moved = false;
+        for r in 0..n {
+            let Some(steps) = sc[r].rounds.get(round[r]) else {
+                continue;
+            };
+            if !sent[r] {
+                for st in steps {
+                    if let Step::Send { to, .. } = st {
+                        wire.entry((r, *to))
+                            .or_default()
+                            .push_back(knows[r].clone());
+                    }
+                }
+                sent[r] = true;
+                moved = true;
+            }
+            let mut need: HashMap<usize, usize> = HashMap::new();
+            for st in steps {
+                if let Step::Recv { from, .. } = st {
+                    *need.entry(*from).or_default() += 1;
+                }
+            }
+            if need
+                .iter()
+                .all(|(&f, &k)| wire.get(&(f, r)).map_or(0, |q| q.len()) >= k)
+            {
+                for (&f, &k) in &need {
+                    for _ in 0..k {
+                        let got = wire.get_mut(&(f, r)).unwrap().pop_front().unwrap();
+                        for q in 0..n {
+                            knows[r][q] |= got[q];
+                        }
+                    }
+                }
+                round[r] += 1;
+                sent[r] = false;
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    for r in 0..n {
+        assert_eq!(
+            round[r],
+            sc[r].rounds.len(),
+            "rank {r} of {n} cannot finish"
+        );
+    }
+    assert!(
+        wire.values().all(|q| q.is_empty()),
+        "a message nobody receives"
+    );
+    knows
+}
+
+#[test]
+fn no_rank_leaves_a_barrier_before_every_rank_came() {
+    for n in [1, 2, 3, 5, 8, 13, 64, 100] {
+        let sc: Vec<_> = (0..n).map(|me| barrier(me, n)).collect();
+        assert!(
+            heard_of(&sc).iter().flatten().all(|&k| k),
+            "dissemination n={n}"
+        );
+        // One group, every rank its own, blocks of 4, 7 hosts round robin.
+        let layouts: [Vec<usize>; 4] = [
+            vec![0; n],
+            (0..n).collect(),
+            (0..n).map(|r| r / 4).collect(),
+            (0..n).map(|r| (r * 3) % 7).collect(),
+        ];
+        for group in &layouts {
+            let sc: Vec<_> = (0..n).map(|me| barrier_grouped(me, group)).collect();
+            assert!(
+                heard_of(&sc).iter().flatten().all(|&k| k),
+                "grouped n={n} {group:?}"
+            );
+        }
+        // One group: a message each way per member but the first.
+        let sc: Vec<_> = (0..n).map(|me| barrier_grouped(me, &vec![0; n])).collect();
+        let msgs: usize = sc
+            .iter()
+            .flat_map(|s| &s.rounds)
+            .flatten()
+            .filter(|s| matches!(s, Step::Send { .. }))
+            .count();
+        assert_eq!(msgs, 2 * (n - 1), "one group of {n}");
+    }
+}

@@ -175,11 +175,15 @@ impl Segment {
     }
 
     /// A copy from a member failed: when the member died, the engine names
-    /// its failure shortly (the error every member then reports); else a
-    /// fault of ours.
+    /// its failure shortly (the error every member then reports); so too
+    /// when it left the collective for another member's failure and its
+    /// buffer is gone (`EFAULT`: ulfm_copied.c, a survivor's bcast copying
+    /// from one that had returned MPIX_ERR_PROC_FAILED and freed it); else
+    /// a fault of ours.
     fn copy_failed(&self, t: &Team, pid: i32, e: std::io::Error) -> CollError {
         let began = Instant::now();
-        while e.raw_os_error() == Some(libc::ESRCH) && began.elapsed() < FAILURE_GRACE {
+        let gone = matches!(e.raw_os_error(), Some(libc::ESRCH | libc::EFAULT));
+        while gone && began.elapsed() < FAILURE_GRACE {
             if let Err(refused) = self.refused(t) {
                 return refused;
             }

@@ -35,6 +35,9 @@ pub struct EngineConfig {
     /// A polling thread gives its core away between rounds (`sched_yield`):
     /// on an oversubscribed machine the process it waits for may need it.
     pub spin_yield: bool,
+    /// How often a parked progress thread looks whether it is needed
+    /// (`STANDBY`, or longer on a crowded host).
+    pub standby: Duration,
     pub me: usize,
     pub size: usize,
     pub generation: u32,
@@ -74,6 +77,7 @@ pub struct Engine {
     /// How long a waiting thread polls without sleeping.
     pub(super) spin: SpinBudget,
     pub(super) spin_yield: bool,
+    pub(super) standby_ms: i32,
     /// `ProgressMode::Thread`.
     pub(super) threaded: bool,
     pub(super) thread: Mutex<Option<JoinHandle<()>>>,
@@ -82,8 +86,9 @@ pub struct Engine {
 }
 
 /// A parked progress thread still looks this often whether it is needed,
-/// so unexpected traffic is drained even if nobody hands work back.
-pub(super) const STANDBY_MS: i32 = 20;
+/// so unexpected traffic is drained even if nobody hands work back (where
+/// ranks outnumber cores, less often: `EngineConfig::standby`).
+pub const STANDBY: Duration = Duration::from_millis(20);
 /// How long a returning user thread may leave in-flight bulk transfers to itself
 /// before the progress thread takes them over. Short against any transfer
 /// worth overlapping, long against a Start/Isend immediately followed by a
@@ -137,6 +142,7 @@ impl Engine {
             spin: SpinBudget::new(cfg.spin, cfg.spin_max),
             threaded: cfg.mode == ProgressMode::Thread,
             spin_yield: cfg.spin_yield,
+            standby_ms: cfg.standby.as_millis().clamp(1, i32::MAX as u128) as i32,
             thread: Mutex::new(None),
         });
         if cfg.mode == ProgressMode::Thread {

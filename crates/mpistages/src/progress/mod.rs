@@ -25,7 +25,7 @@ pub mod ulfm;
 mod wait;
 
 pub use blocking::Round;
-pub use engine::{Engine, EngineConfig, FinalizeEnd, ProgressMode, ReqState};
+pub use engine::{Engine, EngineConfig, FinalizeEnd, ProgressMode, ReqState, STANDBY};
 pub use handles::{Found, Waited};
 pub use matcher::{Src, TagSel};
 pub use req::NO_OWNER;

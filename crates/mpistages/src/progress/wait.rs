@@ -5,7 +5,7 @@
 //! drives (strong progress while the application computes), and parks
 //! while user threads poll.
 
-use super::engine::{Engine, EPOLL_EVERY, HANDOFF_DELAY, STANDBY_MS, TOKEN_WAKE};
+use super::engine::{Engine, EPOLL_EVERY, HANDOFF_DELAY, TOKEN_WAKE};
 use super::state::Core;
 use parking_lot::MutexGuard;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ impl Engine {
     /// The progress thread drives communication unless user threads are
     /// busy waiting (and so polling) themselves: then it parks, looking
     /// again when the hand-off timer fires, on shutdown, or every
-    /// `STANDBY_MS`.
+    /// `standby`.
     pub(super) fn progress_loop(&self) {
         let mut evs = Vec::with_capacity(64);
         let mut parked = false;
@@ -30,7 +30,7 @@ impl Engine {
             };
             evs.clear();
             let r = if parked {
-                self.standby.wait(&mut evs, STANDBY_MS)
+                self.standby.wait(&mut evs, self.standby_ms)
             } else {
                 self.outer
                     .wait(&mut evs, if may_sleep { timeout } else { 0 })
@@ -176,7 +176,11 @@ impl Engine {
                 // first few: a read costs as much as a round of polling
                 // shared memory, and most waits of a ping-pong end sooner
                 // (they are not recorded: the budget matters to none).
-                if spins > 0 && spins.is_multiple_of(CLOCK_EVERY) {
+                // A yielding poller reads it every round: a round there
+                // costs a trip through the scheduler, and 32 of them per
+                // wait were a third of a 1024-rank barrier's time.
+                let clock_every = if self.spin_yield { 1 } else { CLOCK_EVERY };
+                if spins > 0 && spins.is_multiple_of(clock_every) {
                     let now = Instant::now();
                     let (_, deadline) =
                         *spin_from.get_or_insert_with(|| (now, now + self.spin.budget()));

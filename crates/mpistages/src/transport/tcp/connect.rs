@@ -17,7 +17,7 @@ impl Tcp {
     /// Room for peers `0..n` (processes that joined the job later).
     pub(super) fn grow_to(&mut self, n: usize) {
         if n > self.peers.len() {
-            self.peers.resize_with(n, Peer::new);
+            self.peers.grow_to(n);
             self.limits.ranks = n as u32;
         }
     }
@@ -29,15 +29,15 @@ impl Tcp {
     pub fn set_born(&mut self, peer: usize, born: u32) {
         if peer < MAX_PROCESSES as usize && peer != self.cfg.me {
             self.grow_to(peer + 1);
-            let p = &mut self.peers[peer];
-            p.min_generation = p.min_generation.max(born);
+            let k = self.peers.known_mut(peer).expect("grown to it");
+            k.min_generation = k.min_generation.max(born);
         }
     }
 
     pub fn set_address(&mut self, peer: usize, addr: SocketAddr) {
         if peer < MAX_PROCESSES as usize && peer != self.cfg.me {
             self.grow_to(peer + 1);
-            self.peers[peer].addr = Some(addr);
+            self.peers.known_mut(peer).expect("grown to it").addr = Some(addr);
         }
     }
 
@@ -72,7 +72,7 @@ impl Tcp {
             }
         };
         // (The peer's process is the one mpiexec named, of this generation.)
-        let born = self.peers.get(peer).map_or(0, |p| p.min_generation);
+        let born = self.peers.known(peer).map_or(0, |k| k.min_generation);
         self.attach(peer, conn, born)?;
         self.peers[peer].initiated = true;
         Ok(())
@@ -117,7 +117,8 @@ impl Tcp {
         self.epoll.add(stream.fd(), epoll::READABLE, peer as u64)?;
         p.stream = Some(stream);
         p.initiated = false;
-        p.addr = None;
+        self.peers.known_mut(peer).expect("a rank").addr = None;
+        let p = &mut self.peers[peer];
         if !self.live.contains(&peer) {
             self.live.push(peer);
         }

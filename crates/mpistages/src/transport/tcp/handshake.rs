@@ -158,7 +158,9 @@ impl Tcp {
         // or the peer connected while this process was connecting to it.
         let mut inbound = false;
         let peer = peer.and_then(|(peer, generation)| match self.peers.get(peer) {
-            Some(p) if generation < p.min_generation => Err("a dead process".to_string()),
+            Some(_) if self.peers.known(peer).is_some_and(|k| generation < k.min_generation) => {
+                Err("a dead process".to_string())
+            }
             Some(p)
                 if p.stream.is_some()
                     && generation == p.conn_generation

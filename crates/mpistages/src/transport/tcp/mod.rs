@@ -23,6 +23,7 @@ use crate::sys::epoll::{self, Epoll};
 use crate::sys::socket::NoSignal;
 use crate::sys::timerfd::TimerFd;
 use conn::Conn;
+use peers::{Peer, Peers};
 // Transfer ids as keys, on every rendezvous fragment: a fast hash.
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
@@ -150,108 +151,6 @@ enum ReadState {
     },
 }
 
-struct Peer {
-    /// The connection frames to the peer go on (and its frames come on,
-    /// unless it opened `inbound`).
-    stream: Option<Conn>,
-    /// This process opened `stream` itself.
-    initiated: bool,
-    /// The peer's own connection, opened while ours was (both sides
-    /// connected at once): the peer's frames come on it; it is only read.
-    inbound: Option<Conn>,
-    /// Where to connect at the first frame for the peer (lazy connection).
-    addr: Option<SocketAddr>,
-    /// The generation of the peer's process on this connection: from its
-    /// hello when it connected; when this process did, the generation
-    /// that process joined at (`min_generation`, from mpiexec). A
-    /// replacement's connection is newer than the failure that replaced
-    /// it, and a connection crossing ours comes from the same generation.
-    conn_generation: u32,
-    /// Processes of this peer older than this generation are dead (a
-    /// failure notice named them): their connections are refused. The
-    /// hello of a dead process can wait in the listen queue and be read
-    /// after the notice, and its end would then mark the peer lost and
-    /// fail sends meant for its replacement.
-    min_generation: u32,
-    lost: bool,
-    urgent: VecDeque<OutFrame>,
-    bulk: VecDeque<OutFrame>,
-    /// Frames being written (with their class); the first has `woff`
-    /// bytes out already.
-    wire: VecDeque<(OutFrame, Class)>,
-    woff: usize,
-    /// `seq` of the next frame written / read on the current connection.
-    sent_seq: u64,
-    recv_seq: u64,
-    want_write: bool,
-    rbuf: Vec<u8>,
-    rhead: usize,
-    rtail: usize,
-    rstate: ReadState,
-    /// Rendezvous transfers being received, by transfer id and the
-    /// generation they belong to: after a rollback a transfer may get the
-    /// id of one of the generation before, whose frames may still come.
-    targets: HashMap<(u64, u32), Target>,
-    /// Transfers with DATA sent by reference that the peer has not copied
-    /// yet (REF_DONE), by the receiver's request id.
-    refs: HashMap<u64, Refs>,
-}
-
-impl Peer {
-    fn new() -> Peer {
-        Peer {
-            stream: None,
-            initiated: false,
-            inbound: None,
-            addr: None,
-            conn_generation: 0,
-            min_generation: 0,
-            lost: false,
-            urgent: VecDeque::new(),
-            bulk: VecDeque::new(),
-            wire: VecDeque::new(),
-            woff: 0,
-            sent_seq: 0,
-            recv_seq: 0,
-            want_write: false,
-            rbuf: Vec::new(),
-            rhead: 0,
-            rtail: 0,
-            rstate: ReadState::Header,
-            targets: HashMap::default(),
-            refs: HashMap::default(),
-        }
-    }
-
-    /// Its connections: the one frames go on, and the peer's own when
-    /// both opened one.
-    fn conns(&self) -> impl Iterator<Item = &Conn> {
-        self.stream.iter().chain(&self.inbound)
-    }
-
-    fn conns_mut(&mut self) -> impl Iterator<Item = &mut Conn> {
-        self.stream.iter_mut().chain(self.inbound.iter_mut())
-    }
-
-    /// The shared-memory connection the peer sends on (a pair that
-    /// opened two: the one the peer opened, `inbound`), if it is one.
-    fn sending_shm(&mut self) -> Option<&mut crate::transport::shm::ShmConn> {
-        let from = if self.inbound.is_some() {
-            self.inbound.as_mut()
-        } else {
-            self.stream.as_mut()
-        };
-        match from {
-            Some(Conn::Shm(c)) => Some(&mut **c),
-            _ => None,
-        }
-    }
-
-    fn backlog(&self) -> bool {
-        !(self.urgent.is_empty() && self.bulk.is_empty() && self.wire.is_empty())
-    }
-}
-
 /// A transfer's DATA frames sent by reference and not yet copied. Its
 /// token (carried by its last frame) is reported only once all are: until
 /// then the sender's buffer must stay untouched, and its request open.
@@ -287,7 +186,7 @@ pub struct Tcp {
     /// When `udp_timer` is set to fire (None: not set).
     udp_armed: Option<std::time::Instant>,
     udp_opened: VecDeque<(SocketAddr, u64)>,
-    peers: Vec<Peer>,
+    peers: Peers,
     /// Peers with a connection.
     live: Vec<usize>,
     /// Peers without one that had frames queued (address not known yet):
@@ -363,7 +262,7 @@ impl Tcp {
             max_payload: cfg.eager_limit.max(cfg.fragment_size).max(4096) as u32,
             ranks: cfg.ranks as u32,
         };
-        let peers = (0..cfg.ranks).map(|_| Peer::new()).collect();
+        let peers = Peers::new(cfg.ranks);
         Ok(Tcp {
             generation: cfg.generation,
             cfg,
@@ -428,14 +327,14 @@ impl Transport for Tcp {
         if peer >= self.peers.len() && peer < MAX_PROCESSES as usize {
             self.grow_to(peer + 1);
         }
-        let Some(p) = self.peers.get_mut(peer) else {
+        let Some(p) = self.peers.get(peer) else {
             return Err(TransportError::PeerGone(peer));
         };
         if p.lost {
             return Err(TransportError::PeerGone(peer));
         }
         if p.stream.is_none() {
-            if let Some(addr) = p.addr.take() {
+            if let Some(addr) = self.peers.known_mut(peer).and_then(|k| k.addr.take()) {
                 if let Err(e) = self.connect(peer, addr) {
                     self.lose(peer, format!("connecting to it at {addr}: {e}"), out);
                     return Err(TransportError::PeerGone(peer));
@@ -649,15 +548,16 @@ impl Transport for Tcp {
 
     fn forget_peers(&mut self, failed: &[usize], generation: u32) {
         for &r in failed {
-            let Some(p) = self.peers.get_mut(r) else {
+            let Some(k) = self.peers.known_mut(r) else {
                 continue;
             };
-            p.min_generation = p.min_generation.max(generation);
+            k.min_generation = k.min_generation.max(generation);
+            let p = &self.peers[r];
             if p.stream.is_some() && p.conn_generation >= generation {
                 continue;
             }
             // Its address was the dead process's: the replacement connects.
-            p.addr = None;
+            self.peers.known_mut(r).expect("a rank").addr = None;
             self.disconnect(r);
             self.peers[r].lost = false;
         }
@@ -674,7 +574,7 @@ impl Transport for Tcp {
     }
 
     fn close_all(&mut self) {
-        for p in self.peers.iter_mut() {
+        for (_, p) in self.peers.iter_mut() {
             for mut s in [p.stream.take(), p.inbound.take()].into_iter().flatten() {
                 let _ = self.epoll.delete(s.fd());
                 s.shutdown_write();
@@ -693,6 +593,7 @@ mod connect;
 mod handshake;
 #[cfg(test)]
 mod pair_tests;
+mod peers;
 mod read;
 #[cfg(test)]
 mod tests;
