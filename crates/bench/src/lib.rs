@@ -37,6 +37,7 @@
 mod campaign;
 pub mod chart;
 mod interrupt;
+mod plot;
 mod soak;
 
 use interrupt::Scratch;
@@ -50,6 +51,7 @@ usage: mpistages-bench recovery [options]
        mpistages-bench campaign [options]   (see mpistages-bench campaign --help)
        mpistages-bench soak [options]       (see mpistages-bench soak --help)
        mpistages-bench simulate [options]   (see mpistages-bench simulate --help)
+       mpistages-bench plot [options] IN.csv OUT.svg (a log-log chart)
 
 Runs the proxy applications under every recovery mode with one injected
 SIGKILL per run and compares recovery time, time to solution and the cost
@@ -657,6 +659,7 @@ pub fn main() {
     let code = match args.first().map(String::as_str) {
         Some("campaign") => campaign::main(&args[1..]),
         Some("soak") => soak::main(&args[1..]),
+        Some("plot") => plot::main(&args[1..]),
         _ => recovery_main(&args),
     };
     interrupt::exit(code)
