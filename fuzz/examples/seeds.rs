@@ -33,10 +33,12 @@ fn main() {
         key: b"0123456789abcdef".to_vec(),
         rank: 2,
         generation: 0,
-        addr: "tcp:127.0.0.1:4000".into(),
+        addr: "127.0.0.1:4000".into(),
     });
     let welcome = encode(&ToRank::Welcome {
-        addrs: vec!["a".into(), "b".into()],
+        hosts: vec!["127.0.0.1".into()],
+        addrs: vec![(0, 4000), (0, 4001)],
+        born: vec![0, 0],
         generation: 1,
         epoch: 3,
         fresh: vec![1],

@@ -130,6 +130,9 @@ impl Job {
                 {
                     return Err(format!("unexpected hello from rank {rank}"));
                 }
+                let addr = addr.parse().map_err(|_| {
+                    format!("rank {rank}'s address '{addr}' is not an IP address and port")
+                })?;
                 self.ranks[rank].hello = Some(addr);
                 self.ranks[rank].conn = Some(slot);
                 if let Some(c) = self.conns[slot].as_mut() {
@@ -305,18 +308,28 @@ impl Job {
         for &r in &pending {
             self.ranks[r].born = generation;
         }
+        let mut hosts: Vec<String> = Vec::new();
+        let mut index: std::collections::HashMap<std::net::IpAddr, u32> = Default::default();
+        let addrs = self
+            .ranks
+            .iter()
+            .map(
+                |r| match (r.exit.is_some() || (r.finalizing && no_rollback), r.hello) {
+                    (false, Some(a)) => {
+                        let h = *index.entry(a.ip()).or_insert_with(|| {
+                            hosts.push(a.ip().to_string());
+                            hosts.len() as u32 - 1
+                        });
+                        (h, a.port())
+                    }
+                    _ => (proto::NO_ADDRESS, 0),
+                },
+            )
+            .collect();
         let msg = ToRank::Welcome {
             born: self.ranks.iter().map(|r| r.born).collect(),
-            addrs: self
-                .ranks
-                .iter()
-                .map(
-                    |r| match r.exit.is_some() || (r.finalizing && no_rollback) {
-                        true => String::new(),
-                        false => r.hello.clone().unwrap_or_default(),
-                    },
-                )
-                .collect(),
+            hosts,
+            addrs,
             generation,
             epoch: self.rec.restart_epoch(),
             fresh: pending.iter().map(|&r| r as u32).collect(),

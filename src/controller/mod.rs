@@ -49,7 +49,7 @@ fn hex(b: &[u8]) -> String {
 struct RankState {
     proc: Option<RankProc>,
     /// Transport address of the current process, once it said hello.
-    hello: Option<String>,
+    hello: Option<std::net::SocketAddr>,
     /// Control connection of the current process.
     conn: Option<usize>,
     finalizing: bool,

@@ -210,7 +210,7 @@ impl Job {
             .into_iter()
             .filter_map(|r| {
                 let st = &self.ranks[r];
-                Some((r as u32, st.born, st.hello.clone()?))
+                Some((r as u32, st.born, st.hello?.to_string()))
             })
             .collect();
         let all: Vec<usize> = (0..self.ranks.len()).collect();

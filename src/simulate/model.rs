@@ -43,7 +43,8 @@ pub struct Costs {
     /// A rank takes the resume in; then loads its data (the program's).
     pub resume_us: f64,
     pub load_us: f64,
-    /// Per address in a Welcome (bytes handled per rank listed).
+    /// Per address in a Welcome (a host index, a port and a generation
+    /// per rank listed).
     pub per_address_us: f64,
     /// The fan's window.
     pub window_us: f64,
@@ -190,7 +191,7 @@ fn size(m: &Msg) -> u64 {
         Msg::Report(g) => 12 + 6 * g.ranks.ranges() as u64,
         Msg::Via { inner, .. } | Msg::ToRank(_, inner) => 4 + size(inner),
         Msg::Start(r) => 200 * r.len() as u64,
-        Msg::Welcome { addresses } => 16 + 22 * *addresses as u64,
+        Msg::Welcome { addresses } => 16 + 6 * *addresses as u64,
         Msg::Failure { failed, .. } => 12 + 6 * failed.ranges() as u64,
         _ => 8,
     }

@@ -167,8 +167,13 @@ pub enum ToRank {
     /// except newer ones above it, which connect to it).
     /// `born`: the generation each rank's process joined at (what its
     /// handshakes announce; older processes of that rank are dead).
+    /// Addresses: each host's IP once (`hosts`), and per rank the index of
+    /// its host there and its port (`NO_ADDRESS`: the process has ended) —
+    /// 4-5 bytes a rank instead of its address as text (a welcome goes to
+    /// every rank: 30 MB in all at 1024 ranks, O(ranks²)).
     Welcome {
-        addrs: Vec<String>,
+        hosts: Vec<String>,
+        addrs: Vec<(u32, u16)>,
         born: Vec<u32>,
         generation: u32,
         epoch: u64,
@@ -238,6 +243,35 @@ pub enum ToRank {
     /// `durable`: the least of their durable epochs (the newest every rank
     /// has on its pfs level; 0: none).
     Finalized { durable: u64 },
+}
+
+/// A `Welcome` host index for a process that has no address (it ended).
+pub const NO_ADDRESS: u32 = u32::MAX;
+
+/// Each rank's address from a `Welcome`'s table (`None`: it ended), or
+/// why the table is malformed.
+pub fn welcome_addresses(
+    hosts: &[String],
+    addrs: &[(u32, u16)],
+) -> Result<Vec<Option<std::net::SocketAddr>>, String> {
+    let ips = hosts
+        .iter()
+        .map(|h| {
+            h.parse::<std::net::IpAddr>()
+                .map_err(|_| format!("bad host address '{h}'"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(r, &(h, port))| match h {
+            NO_ADDRESS => Ok(None),
+            h => ips
+                .get(h as usize)
+                .map(|&ip| Some(std::net::SocketAddr::new(ip, port)))
+                .ok_or_else(|| format!("rank {r}: host {h} of {}", ips.len())),
+        })
+        .collect()
 }
 
 pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
@@ -394,21 +428,32 @@ mod tests {
     #[test]
     fn a_large_jobs_welcome_is_taken() {
         let n = 65_536;
-        let v6 = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535";
-        for addr in ["198.18.0.17:45678", v6] {
-            let w = ToRank::Welcome {
-                addrs: vec![addr.to_string(); n],
-                born: vec![u32::MAX; n],
-                generation: 1,
-                epoch: 2,
-                fresh: vec![],
-            };
-            let bytes = encode(&w);
-            assert!(bytes.len() > MAX_MESSAGE);
-            assert!(recv::<ToRank>(&mut &bytes[..]).is_err());
-            let got: ToRank = recv_within(&mut &bytes[..], welcome_limit(n)).unwrap();
-            assert_eq!(got, w);
-        }
+        // The worst case: every rank on a host of its own, IPv6.
+        let v6 = |i: usize| format!("ffff:ffff:ffff:ffff:ffff:ffff:ffff:{i:x}");
+        let w = ToRank::Welcome {
+            hosts: (0..n).map(v6).collect(),
+            addrs: (0..n).map(|i| (i as u32, 65535)).collect(),
+            born: vec![u32::MAX; n],
+            generation: 1,
+            epoch: 2,
+            fresh: vec![],
+        };
+        let bytes = encode(&w);
+        assert!(bytes.len() > MAX_MESSAGE);
+        assert!(recv::<ToRank>(&mut &bytes[..]).is_err());
+        let got: ToRank = recv_within(&mut &bytes[..], welcome_limit(n)).unwrap();
+        assert_eq!(got, w);
+    }
+
+    #[test]
+    fn welcome_tables_give_addresses_and_refuse_bad_ones() {
+        let hosts = vec!["198.18.0.2".to_string(), "::1".to_string()];
+        let got = welcome_addresses(&hosts, &[(1, 7), (NO_ADDRESS, 0), (0, 80)]).unwrap();
+        assert_eq!(got[0], Some("[::1]:7".parse().unwrap()));
+        assert_eq!(got[1], None);
+        assert_eq!(got[2], Some("198.18.0.2:80".parse().unwrap()));
+        assert!(welcome_addresses(&hosts, &[(2, 7)]).is_err());
+        assert!(welcome_addresses(&["x".to_string()], &[]).is_err());
     }
 
     /// One of each message a rank sends, for mutation.

@@ -180,13 +180,10 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
             continue;
         }
         // No address: that process has ended, mpiexec says.
-        if a.is_empty() {
+        let Some(sa) = *a else {
             tcp.ended(peer);
             continue;
-        }
-        let sa = a.parse().map_err(|_| {
-            MpiError::new(err::INTERN, format!("bad address '{a}' for rank {peer}"))
-        })?;
+        };
         tcp.set_born(peer, welcome.born[peer]);
         if lazy {
             tcp.set_address(peer, sa);
@@ -201,7 +198,7 @@ fn by_mpiexec(job: JobInfo, epoll: &Arc<Epoll>, recovery: RecoveryMode) -> MpiRe
             // started (their MPI_Finalize not yet known to mpiexec): it
             // has no communicator with them; its parents it must reach.
             Err(_) if spawned && !parents.contains(&peer) => tcp.ended(peer),
-            Err(e) => return Err(io_err(&format!("connecting to rank {peer} at {a}"))(e)),
+            Err(e) => return Err(io_err(&format!("connecting to rank {peer} at {sa}"))(e)),
         }
     }
     Ok(Joined {

@@ -120,7 +120,8 @@ pub struct Client {
 
 /// The bootstrap fence's answer.
 pub struct Welcome {
-    pub addrs: Vec<String>,
+    /// Where each rank listens (`None`: that process has ended).
+    pub addrs: Vec<Option<std::net::SocketAddr>>,
     /// The generation each rank's process joined at.
     pub born: Vec<u32>,
     /// The generation this process belongs to (a replacement may be welcomed
@@ -158,6 +159,7 @@ impl Client {
             },
         )?;
         let ToRank::Welcome {
+            hosts,
             addrs,
             born,
             generation,
@@ -176,6 +178,8 @@ impl Client {
                 "address table of the wrong size",
             ));
         }
+        let addrs = proto::welcome_addresses(&hosts, &addrs)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("welcome: {e}")))?;
         // Looked up once per peer (a linear search was O(ranks²) a rank).
         fresh.sort_unstable();
         Ok((
