@@ -37,9 +37,9 @@ const SMALL_RING: usize = 64 << 10;
 const RING_BUDGET: usize = 8 << 20;
 
 /// The default ring for `local` ranks on a host: 256 KiB while each rank's
-/// rings stay within 8 MiB, then smaller, down to 64 KiB (its pages come
-/// in as bytes pass them); large messages go by single copy and need no
-/// large ring.
+/// rings stay within 8 MiB, then smaller, down to 64 KiB (the smaller ones'
+/// pages come in as bytes pass them, `Mapped::map`); large messages go by
+/// single copy and need no large ring.
 pub fn default_ring(local: usize) -> usize {
     let per_ring = RING_BUDGET / (2 * local.saturating_sub(1).max(1));
     // The largest power of two within it.
@@ -124,20 +124,24 @@ impl Mapped {
     }
 
     fn map(file: &std::fs::File, cap: usize) -> io::Result<Mapped> {
+        // Full-size rings (few ranks on the host, each ring carrying much)
+        // are populated at once: their memory is in use from the start,
+        // not growing as the cursor first passes each page, which a long
+        // job sees as a leak (the soak test did). Smaller ones, on crowded
+        // hosts, fill as bytes pass: a pair that exchanges a few small
+        // messages touches one page, and populating both ends of every
+        // ring was a tenth of a 1024-rank job's start (perf, this machine).
+        let mut options = memmap2::MmapOptions::new();
+        options.len(ring::region_len(cap));
+        if cap >= DEFAULT_RING {
+            options.populate();
+        }
         // SAFETY: a memfd is shared only with the one peer, which follows
         // the ring protocol (atomics for the counters, each data byte owned
         // by one side at a time); a broken peer yields wrong bytes that the
         // frame layer rejects, and the mapping's size never changes (the
         // file's length was set before it was shared).
-        // Not populated: a page is faulted in when bytes first pass it. A
-        // pair that exchanges a few small messages (a barrier's partners)
-        // touches one page of its ring, and populating both ends of every
-        // ring was a tenth of a 1024-rank job's start (perf, this machine).
-        let mut map = unsafe {
-            memmap2::MmapOptions::new()
-                .len(ring::region_len(cap))
-                .map_mut(file)?
-        };
+        let mut map = unsafe { options.map_mut(file)? };
         // SAFETY: the mapping is page aligned, region_len(cap) long, and
         // lives in `Mapped` as long as the Ring.
         let ring = unsafe { Ring::new(map.as_mut_ptr(), cap) };
