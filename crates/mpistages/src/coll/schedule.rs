@@ -104,9 +104,10 @@ pub fn barrier(me: usize, n: usize) -> Schedule {
 pub fn barrier_grouped(me: usize, group: &[usize]) -> Schedule {
     let n = group.len();
     let mine: Vec<usize> = (0..n).filter(|&r| group[r] == group[me]).collect();
-    let leaders: Vec<usize> = (0..n)
-        .filter(|&r| (0..r).all(|q| group[q] != group[r]))
-        .collect();
+    // The first member of each group, in order (one pass: a scan of the
+    // earlier members for each was O(n²) per barrier).
+    let mut seen = std::collections::HashSet::new();
+    let leaders: Vec<usize> = (0..n).filter(|&r| seen.insert(group[r])).collect();
     let local = mine.iter().position(|&r| r == me).expect("in its group");
     // Binomial tree over the group's order: the parent clears the lowest
     // set bit; the children add each lower power of two.
