@@ -78,7 +78,9 @@ impl Worker {
                     taken();
                     q.busy = true;
                     drop(q);
+                    let helper = crate::progress::Helper::running();
                     self.run_taken(m, w);
+                    drop(helper);
                     q = self.lock();
                     continue;
                 }

@@ -30,3 +30,4 @@ pub use handles::{Found, Waited};
 pub use matcher::{Src, TagSel};
 pub use req::NO_OWNER;
 pub use request::{Data, Layout, Op, ReqError, ReqId, SendMode, Status};
+pub use spin::Helper;

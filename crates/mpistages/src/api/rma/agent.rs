@@ -116,6 +116,9 @@ pub fn stop() {
 }
 
 fn run(m: &Mpi) {
+    // Requests come at any moment while windows exist: waits of this
+    // process leave it the core.
+    let _helper = crate::progress::Helper::running();
     loop {
         let Some((origin, msg)) = receive(m) else {
             return;
