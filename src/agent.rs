@@ -5,6 +5,7 @@
 //! (`remote_agent.rs`) starts it.
 
 use crate::cli::{App, Bind};
+use crate::output::{RankFiles, Style};
 use mpistages_control::env;
 use mpistages_control::proto::SpawnCommand;
 use mpistages_sys::liveness::Page;
@@ -34,7 +35,11 @@ pub struct Launch {
     pub control: String,
     pub key: String,
     pub job_id: String,
-    pub tag_output: bool,
+    /// How the ranks' output is written (`--tag-output`, `-l`,
+    /// `--output-filename`).
+    pub output: Arc<crate::output::Style>,
+    /// `--report-bindings`.
+    pub report_bindings: bool,
 }
 
 pub struct RankProc {
@@ -119,8 +124,12 @@ static OUTPUT: Mutex<()> = Mutex::new(());
 /// dropped if it never does.
 pub struct Gate {
     state: Mutex<GateState>,
-    /// `--tag-output`: the job id for the prefix.
-    tag_job: Option<String>,
+    style: Arc<Style>,
+    /// The job's id, for `--tag-output`.
+    job: String,
+    /// `--output-filename`: the rank's files, opened at its first line
+    /// (None: not yet, or they cannot be; see `write`).
+    files: Mutex<Option<RankFiles>>,
 }
 
 enum GateState {
@@ -136,14 +145,16 @@ const HELD_MAX: usize = 1 << 20;
 
 impl Gate {
     /// The gate of a rank's output, open from the start.
-    pub fn for_rank(rank: usize, tag_job: Option<String>) -> Arc<Gate> {
-        Gate::new(GateState::Open(rank), tag_job)
+    pub fn for_rank(rank: usize, style: Arc<Style>, job: String) -> Arc<Gate> {
+        Gate::new(GateState::Open(rank), style, job)
     }
 
-    fn new(state: GateState, tag_job: Option<String>) -> Arc<Gate> {
+    fn new(state: GateState, style: Arc<Style>, job: String) -> Arc<Gate> {
         Arc::new(Gate {
             state: Mutex::new(state),
-            tag_job,
+            style,
+            job,
+            files: Mutex::new(None),
         })
     }
 
@@ -178,23 +189,39 @@ impl Gate {
     }
 
     fn write(&self, rank: usize, to_stderr: bool, line: &[u8]) {
-        let _guard = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
-        let write = |w: &mut dyn Write| {
-            if let Some(job) = &self.tag_job {
-                let stream = if to_stderr { "stderr" } else { "stdout" };
-                let _ = write!(w, "[{job},{rank}]<{stream}>:");
+        if let Some(dir) = &self.style.dir {
+            let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+            if files.is_none() {
+                match RankFiles::open(dir, rank) {
+                    Ok(f) => *files = Some(f),
+                    // Said once per process; its lines still reach the
+                    // terminal if they were to.
+                    Err(e) => crate::say!(
+                        "mpiexec: rank {rank}'s output cannot go to {}: {e}",
+                        dir.display()
+                    ),
+                }
             }
-            let _ = w.write_all(line);
-            if !line.ends_with(b"\n") {
-                let _ = w.write_all(b"\n");
+            if let Some(f) = files.as_mut() {
+                if let Err(e) = f.write(to_stderr, line) {
+                    crate::say!("mpiexec: rank {rank}'s output file: {e}; no more lines go there");
+                    *files = None;
+                }
             }
-            let _ = w.flush();
-        };
-        if to_stderr {
-            write(&mut std::io::stderr().lock());
-        } else {
-            write(&mut std::io::stdout().lock());
         }
+        if !self.style.copy {
+            return;
+        }
+        // One write per line, whole: neither another rank's line nor one
+        // of mpiexec's own (`say!`) can cut it.
+        let bytes = self.style.terminal_line(&self.job, rank, to_stderr, line);
+        let _guard = OUTPUT.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = if to_stderr {
+            std::io::stderr().lock().write_all(&bytes)
+        } else {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes).and_then(|_| out.flush())
+        };
     }
 }
 
@@ -214,6 +241,53 @@ fn forward(
             }
         }
     })
+}
+
+/// `cpus` grouped by socket (package), in the order of the sockets'
+/// numbers; a CPU whose socket `socket_of` cannot tell is on socket 0.
+fn by_socket(cpus: &[usize], socket_of: impl Fn(usize) -> Option<usize>) -> Vec<Vec<usize>> {
+    let mut sockets = std::collections::BTreeMap::<usize, Vec<usize>>::new();
+    for &c in cpus {
+        sockets
+            .entry(socket_of(c).unwrap_or(0))
+            .or_default()
+            .push(c);
+    }
+    sockets.into_values().collect()
+}
+
+/// `--report-bindings`: rank `rank`'s CPUs (none: not bound), as it starts.
+pub fn report_binding(rank: usize, host: &str, cpus: &[usize]) {
+    if cpus.is_empty() {
+        crate::say!("mpiexec: rank {rank} on {host}: not bound (the scheduler places it)");
+    } else {
+        crate::say!(
+            "mpiexec: rank {rank} on {host}: bound to CPUs {}",
+            cpu_list(cpus)
+        );
+    }
+}
+
+/// CPU numbers as ranges: "0-3,6".
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            sorted[i].to_string()
+        } else {
+            format!("{}-{}", sorted[i], sorted[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
 }
 
 /// A started process and the threads forwarding its output.
@@ -247,6 +321,13 @@ impl Launch {
         let n = self.cpus.len();
         match self.bind {
             Bind::Core if n > 0 => vec![self.cpus[local % n]],
+            Bind::Socket if n > 0 => {
+                let sockets = by_socket(&self.cpus, |c| {
+                    let f = format!("/sys/devices/system/cpu/cpu{c}/topology/physical_package_id");
+                    std::fs::read_to_string(f).ok()?.trim().parse().ok()
+                });
+                sockets[local % sockets.len()].clone()
+            }
             Bind::Auto if n > 0 && self.rank_host.iter().all(|&h| h == 0) => {
                 let ranks = self.ranks_on(host);
                 if ranks > n {
@@ -331,7 +412,11 @@ impl Launch {
         generation: u32,
         extra_env: &[(&str, String)],
     ) -> std::io::Result<Started> {
-        let mut cmd = self.command(&self.plan(Some(rank), generation, extra_env, &self.control));
+        let plan = self.plan(Some(rank), generation, extra_env, &self.control);
+        if self.report_bindings {
+            report_binding(rank, "this host", &plan.cpus);
+        }
+        let mut cmd = self.command(&plan);
         // Rank 0 reads mpiexec's stdin, unless it is forwarded to a rank 0
         // on another host (then a local replacement gets none).
         let forwarded =
@@ -424,12 +509,12 @@ impl Launch {
                 Some(Arc::new(page))
             }
             Some(Err(e)) => {
-                eprintln!("mpiexec: no liveness page for a process ({e}); its failure is seen when it has ended");
+                crate::say!("mpiexec: no liveness page for a process ({e}); its failure is seen when it has ended");
                 None
             }
         };
         let child = cmd.spawn()?;
-        let gate = Gate::new(gate, self.tag_output.then(|| self.job_id.clone()));
+        let gate = Gate::new(gate, self.output.clone(), self.job_id.clone());
         let forwarders = vec![
             forward(child.stdout, gate.clone(), false),
             forward(child.stderr, gate.clone(), true),
@@ -470,5 +555,21 @@ impl RankProc {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_and_sockets() {
+        assert_eq!(cpu_list(&[3, 0, 1, 2, 6, 8, 9]), "0-3,6,8-9");
+        assert_eq!(cpu_list(&[5]), "5");
+        let socket = |c: usize| (c != 7).then_some(c / 4);
+        assert_eq!(
+            by_socket(&[0, 1, 4, 5, 7], socket),
+            vec![vec![0, 1, 7], vec![4, 5]]
+        );
     }
 }

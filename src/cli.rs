@@ -31,6 +31,9 @@ pub enum Bind {
     None,
     /// Each rank on one core, in turn over the cores mpiexec may use.
     Core,
+    /// Each rank on the cores of one socket (package), in turn over the
+    /// sockets of the cores mpiexec may use.
+    Socket,
 }
 
 /// `--initial-errhandler`'s values, and how a rank learns the choice.
@@ -46,7 +49,8 @@ pub struct Options {
     /// Every rank of every program.
     pub ranks: usize,
     pub apps: Vec<App>,
-    pub tag_output: bool,
+    /// `--tag-output`, `-l`, `--output-filename`.
+    pub output: crate::output::Style,
     /// `-x`, `-genv`: for every program.
     pub env: Vec<(String, String)>,
     pub kill_grace_secs: f64,
@@ -77,6 +81,8 @@ pub struct Options {
     pub heartbeat_timeout: std::time::Duration,
     /// `--timeout` / `MPIEXEC_TIMEOUT`: the job ends when it runs longer.
     pub timeout: Option<std::time::Duration>,
+    /// `--report-bindings`: each rank's CPUs, said as it starts.
+    pub report_bindings: bool,
 }
 
 impl Options {
@@ -195,7 +201,7 @@ fn parse_app(seg: &[String], mut g: Option<&mut Global>) -> Result<App, String> 
 #[derive(Default)]
 struct Global {
     done: Option<Parsed>,
-    tag_output: bool,
+    output: crate::output::Style,
     env: Vec<(String, String)>,
     kill_grace_secs: Option<f64>,
     recovery: Option<RecoveryMode>,
@@ -214,6 +220,7 @@ struct Global {
     control_addr: Option<std::net::IpAddr>,
     heartbeat_timeout: Option<f64>,
     timeout: Option<f64>,
+    report_bindings: bool,
 }
 
 impl Global {
@@ -227,7 +234,19 @@ impl Global {
         };
         match a {
             "--tag-output" | "-tag-output" => {
-                self.tag_output = true;
+                self.output.tag = true;
+                return Ok(1);
+            }
+            // MPICH's: "[rank] " before each line.
+            "-l" | "--prepend-rank" | "-prepend-rank" => {
+                self.output.rank = true;
+                return Ok(1);
+            }
+            // MPICH's: pass this environment to the ranks, which they get
+            // here anyway (locally inherited, sent to other hosts' agents).
+            "-genvall" | "--genvall" | "-envall" | "--envall" => return Ok(1),
+            "--report-bindings" | "-report-bindings" => {
+                self.report_bindings = true;
                 return Ok(1);
             }
             "--oversubscribe" | "-oversubscribe" => {
@@ -248,7 +267,18 @@ impl Global {
             }
             _ => {}
         }
-        let v = value(1)?;
+        let v = match value(1) {
+            Ok(v) => v,
+            // Last on the line: whether it takes a value at all.
+            Err(e) => {
+                let mut probe = argv[..=i].to_vec();
+                probe.push(String::new());
+                return Err(match self.option(&probe, i) {
+                    Err(u) if u.starts_with("unknown option") => u,
+                    _ => e,
+                });
+            }
+        };
         match a {
             "-x" => match v.split_once('=') {
                 Some((k, val)) => self.env.push((k.to_string(), val.to_string())),
@@ -372,6 +402,7 @@ impl Global {
                         })?,
                 )
             }
+            "--output-filename" | "-output-filename" => self.output.set_files(&v)?,
             "--transport" => {
                 let ok = v == "auto" || v.split(',').all(|w| matches!(w, "tcp" | "shm" | "udp"));
                 if !ok {
@@ -384,8 +415,9 @@ impl Global {
             "--bind-to" | "-bind-to" => {
                 self.bind = match v.as_str() {
                     "core" => Bind::Core,
+                    "socket" | "package" => Bind::Socket,
                     "none" => Bind::None,
-                    _ => return Err(format!("--bind-to takes core or none, not '{v}'")),
+                    _ => return Err(format!("--bind-to takes core, socket or none, not '{v}'")),
                 }
             }
             _ => return Err(format!("unknown option '{a}'")),
@@ -498,7 +530,8 @@ pub fn parse_in(argv: &[String], alloc: &Allocation) -> Result<Parsed, String> {
     Ok(Parsed::Run(Box::new(Options {
         ranks,
         apps,
-        tag_output: g.tag_output,
+        output: g.output,
+        report_bindings: g.report_bindings,
         env: g.env,
         kill_grace_secs: g.kill_grace_secs.unwrap_or(2.0),
         recovery,
@@ -561,7 +594,7 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (o.ranks, o.tag_output, o.apps[0].program.as_str()),
+            (o.ranks, o.output.tag, o.apps[0].program.as_str()),
             (4, true, "./app")
         );
         assert_eq!(o.apps[0].args, vec!["-n", "3", "x"]);
@@ -696,7 +729,17 @@ mod tests {
             assert!(p(&format!("{big} -n 2 ./a")).is_err(), "{big}");
         }
         assert!(p("--control-addr here -n 2 ./a").is_err());
-        assert!(p("--bind-to socket -n 2 ./a").is_err());
+        assert!(p("--bind-to board -n 2 ./a").is_err());
+        let Parsed::Run(o) = p("--bind-to socket --report-bindings -l -n 2 ./a").unwrap() else {
+            panic!()
+        };
+        assert!(o.bind == Bind::Socket && o.report_bindings && o.output.rank);
+        // An unknown option last on the line is unknown, not short of a value.
+        assert_eq!(p("-n 2 --bogus").err().unwrap(), "unknown option '--bogus'");
+        assert_eq!(
+            p("-n 2 --spares").err().unwrap(),
+            "option --spares needs a value"
+        );
         assert!(p("--map-by ppr -n 2 ./a").is_err());
         assert!(p("--hostfile /nonexistent -n 2 ./a").is_err());
     }

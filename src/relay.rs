@@ -281,7 +281,7 @@ impl Relay {
                 Ok(Some(msg)) => msgs.push(msg),
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("mpistages-agent: dropped a rank's control connection: {e}");
+                    crate::say!("mpistages-agent: dropped a rank's control connection: {e}");
                     closed = true;
                     break;
                 }

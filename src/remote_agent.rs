@@ -306,7 +306,7 @@ impl Agent {
                     return false;
                 }
                 Err(e) => {
-                    eprintln!("mpistages-agent: mpiexec sent a malformed message: {e}");
+                    crate::say!("mpistages-agent: mpiexec sent a malformed message: {e}");
                     return false;
                 }
             }
@@ -461,7 +461,7 @@ fn run(args: &[String]) -> Result<(), String> {
             match ev.token {
                 subtree::TOKEN_LISTENER | subtree::TOKEN_CHILD.. => {
                     if !agent.on_tree(ev.token) {
-                        eprintln!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
+                        crate::say!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
                         agent.end_all(Duration::from_secs(2));
                         return Ok(());
                     }
@@ -471,7 +471,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         fan_timer.drain();
                     }
                     if !agent.on_relay(ev.token) {
-                        eprintln!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
+                        crate::say!("mpistages-agent: cannot write to mpiexec; ending this host's processes");
                         agent.end_all(Duration::from_secs(2));
                         return Ok(());
                     }
@@ -504,7 +504,7 @@ fn run(args: &[String]) -> Result<(), String> {
                         || !below_ok
                         || !agent.link.send(&FromAgent::Alive)
                     {
-                        eprintln!(
+                        crate::say!(
                             "mpistages-agent: mpiexec fell silent; ending this host's processes"
                         );
                         agent.end_all(Duration::from_secs(2));
@@ -524,7 +524,7 @@ pub fn main() -> ! {
     let code = match run(&args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("mpistages-agent: {e}");
+            crate::say!("mpistages-agent: {e}");
             1
         }
     };

@@ -40,10 +40,10 @@ pub fn prepare(dir: &Path, spec: &str, ranks: usize) -> Result<Found, String> {
     let mut passed = Vec::new();
     let found = find(dir, ranks, &mut passed);
     for p in &passed {
-        eprintln!("mpiexec: --restart: passed over {p}");
+        crate::say!("mpiexec: --restart: passed over {p}");
     }
     let found = found?;
-    eprintln!(
+    crate::say!(
         "mpiexec: restarting from epoch {} of {} (checkpoints of job {})",
         found.epoch,
         dir.display(),

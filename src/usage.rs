@@ -13,9 +13,14 @@ program options (each program of an MPMD job has its own):
 
 options for the whole job (before the first program):
   --tag-output         prefix every output line with [job,rank]<stdout|stderr>:
+  -l, --prepend-rank   prefix every output line with [rank]
+  --output-filename DIR[:nocopy]  each rank's output also into
+                       DIR/1/rank.N/stdout and stderr (appended to by its
+                       replacements); with :nocopy only there
   -x NAME[=VALUE]      set NAME in every rank's environment (the whole
                        environment of mpiexec is passed on anyway)
   -genv NAME VALUE     the same as -x NAME=VALUE
+  -genvall, -envall    accepted: every rank gets mpiexec's environment
   -H, --host LIST      hosts and their slots, e.g. localhost:4 (a host
                        without :N has one slot); repeatable
   --hostfile FILE      hosts from a file, one per line: 'NAME slots=N' or
@@ -47,10 +52,12 @@ options for the whole job (before the first program):
   -ppn, --npernode N   at most N ranks per host
   --oversubscribe      allow more ranks than slots (they share cores);
                        without it, a job that does not fit is refused
-  --bind-to core|none  bind each rank to one core, in turn over the cores
-                       mpiexec may use, or leave ranks to the scheduler;
-                       default: where the ranks are on this machine alone
-                       and fit its cores, each on its share of them
+  --bind-to core|socket|none  bind each rank to one core, in turn over
+                       the cores mpiexec may use, or to the cores of one
+                       socket, in turn over the sockets, or leave ranks to
+                       the scheduler; default: where the ranks are on this
+                       machine alone and fit its cores, each on its share
+  --report-bindings    say each rank's CPUs as it starts (on stderr)
   --timeout SECS       end the job (exit status 124) when it runs longer
                        than SECS; MPIEXEC_TIMEOUT=SECS in the environment
                        does the same (the option wins)

@@ -61,13 +61,72 @@ fn canon(p: PathBuf) -> PathBuf {
     p.canonicalize().unwrap_or(p)
 }
 
-fn compiler(lang: Lang) -> String {
-    let (var, default) = match lang {
-        Lang::C => ("MPISTAGES_CC", "cc"),
-        Lang::Cxx => ("MPISTAGES_CXX", "c++"),
-        Lang::Fortran => ("MPISTAGES_FC", "gfortran"),
+/// The compiler a wrapper runs: MPICH's `-cc=`/`-cxx=`/`-fc=` option if
+/// given (`chosen`), else the first of the variables set — ours, then Open
+/// MPI's, then MPICH's — else `cc`, `c++`, `gfortran`.
+fn compiler(lang: Lang, chosen: Option<&str>) -> String {
+    if let Some(c) = chosen {
+        return c.to_string();
+    }
+    let (vars, default): (&[&str], _) = match lang {
+        Lang::C => (&["MPISTAGES_CC", "OMPI_CC", "MPICH_CC"], "cc"),
+        Lang::Cxx => (&["MPISTAGES_CXX", "OMPI_CXX", "MPICH_CXX"], "c++"),
+        Lang::Fortran => (
+            &["MPISTAGES_FC", "OMPI_FC", "MPICH_FC", "MPICH_F90"],
+            "gfortran",
+        ),
     };
-    std::env::var(var).unwrap_or_else(|_| default.to_string())
+    vars.iter()
+        .find_map(|v| std::env::var(v).ok().filter(|c| !c.is_empty()))
+        .unwrap_or_else(|| default.to_string())
+}
+
+/// MPICH's `-cc=NAME` (`-cxx=`, `-fc=`, `-f90=`, `-f77=`): the compiler to
+/// run, taken out of `args`.
+fn take_compiler_option(args: &mut Vec<String>) -> Option<String> {
+    let prefixes = ["-cc=", "-cxx=", "-CC=", "-fc=", "-f90=", "-f77="];
+    let at = args
+        .iter()
+        .position(|a| prefixes.iter().any(|p| a.starts_with(p)))?;
+    let a = args.remove(at);
+    a.split_once('=').map(|(_, c)| c.to_string())
+}
+
+/// Whether `args` name anything to compile or link: a word that is not an
+/// option nor an option's value (`-o out`, `-I dir`...), or `-` (standard
+/// input). Without one (`mpicc --version`, `-v`, `-dumpversion`, or
+/// nothing) the compiler runs without our link flags: it answers, or says
+/// "no input files", instead of failing to link a program with no `main`.
+fn has_inputs(args: &[String]) -> bool {
+    const TAKES_VALUE: [&str; 18] = [
+        "-o",
+        "-I",
+        "-L",
+        "-D",
+        "-U",
+        "-x",
+        "-include",
+        "-imacros",
+        "-isystem",
+        "-iquote",
+        "-idirafter",
+        "-MF",
+        "-MT",
+        "-MQ",
+        "-Xlinker",
+        "-Xassembler",
+        "-Xpreprocessor",
+        "-J",
+    ];
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == "-" || !a.starts_with('-') {
+            return true;
+        }
+        i += if TAKES_VALUE.contains(&a) { 2 } else { 1 };
+    }
+    false
 }
 
 /// What `mpifort` adds for the Fortran compiler it runs.
@@ -109,14 +168,16 @@ pub fn link_flags(layout: &Layout, fortran: Option<&FortranSetup>) -> Vec<String
 /// The full compiler command for `args`.
 pub fn command(
     lang: Lang,
+    chosen: Option<&str>,
     layout: &Layout,
     fortran: Option<&FortranSetup>,
     args: &[String],
 ) -> Vec<String> {
-    let compile_only = args
-        .iter()
-        .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
-    let mut cmd = vec![compiler(lang)];
+    let compile_only = !has_inputs(args)
+        || args
+            .iter()
+            .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
+    let mut cmd = vec![compiler(lang, chosen)];
     cmd.extend(compile_flags(layout, fortran));
     cmd.extend(args.iter().cloned());
     if !compile_only {
@@ -135,11 +196,14 @@ pub enum Show {
     LinkFlags,
     CompileCommand,
     LinkCommand,
+    /// Open MPI's `-showme:version`.
+    Version,
 }
 
 pub fn show_option(a: &str) -> Option<Show> {
     match a.trim_start_matches('-') {
         "show" | "showme" => Some(Show::Command),
+        "showme:version" => Some(Show::Version),
         "showme:compile" | "showme:incdirs" => Some(Show::CompileFlags),
         "showme:link" | "showme:libs" | "showme:libdirs" => Some(Show::LinkFlags),
         "compile_info" | "compile-info" => Some(Show::CompileCommand),
@@ -300,26 +364,47 @@ pub fn main(lang: Lang) -> ! {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let show = args.iter().find_map(|a| show_option(a));
     args.retain(|a| show_option(a).is_none());
+    let name = exe
+        .file_name()
+        .map_or("mpicc".into(), |n| n.to_string_lossy().into_owned());
+    if show == Some(Show::Version) {
+        // As Open MPI's: "mpicc: Open MPI 4.1.4 (Language: C)".
+        let language = match lang {
+            Lang::C => "C",
+            Lang::Cxx => "C++",
+            Lang::Fortran => "Fortran",
+        };
+        println!(
+            "{name}: mpistages {} (MPI {}.{}; Language: {language})",
+            env!("CARGO_PKG_VERSION"),
+            mpistages::api::consts::VERSION,
+            mpistages::api::consts::SUBVERSION
+        );
+        std::process::exit(0);
+    }
+    let chosen = take_compiler_option(&mut args);
+    let chosen = chosen.as_deref();
     let fortran = match lang {
-        Lang::Fortran => match fortran_setup(&compiler(lang), &layout) {
+        Lang::Fortran => match fortran_setup(&compiler(lang, chosen), &layout) {
             Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("mpifort: {e}");
+                crate::say!("mpifort: {e}");
                 std::process::exit(1)
             }
         },
         _ => None,
     };
-    let cmd = command(lang, &layout, fortran.as_ref(), &args);
+    let cmd = command(lang, chosen, &layout, fortran.as_ref(), &args);
     if let Some(what) = show {
         let compile = || compile_flags(&layout, fortran.as_ref());
         let shown = match what {
             Show::Command => cmd,
             Show::CompileFlags => compile(),
             Show::LinkFlags => link_flags(&layout, fortran.as_ref()),
-            Show::CompileCommand => [vec![compiler(lang)], compile(), args].concat(),
+            Show::Version => unreachable!("answered above"),
+            Show::CompileCommand => [vec![compiler(lang, chosen)], compile(), args].concat(),
             Show::LinkCommand => [
-                vec![compiler(lang)],
+                vec![compiler(lang, chosen)],
                 compile(),
                 args,
                 link_flags(&layout, fortran.as_ref()),
@@ -330,6 +415,36 @@ pub fn main(lang: Lang) -> ! {
         std::process::exit(0);
     }
     let err = Command::new(&cmd[0]).args(&cmd[1..]).exec();
-    eprintln!("mpistages: cannot run '{}': {err}", cmd[0]);
+    crate::say!("mpistages: cannot run '{}': {err}", cmd[0]);
     std::process::exit(127)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn inputs_are_told_from_options_and_their_values() {
+        assert!(has_inputs(&words("-O2 app.c -o app")));
+        assert!(has_inputs(&words("-c -")));
+        assert!(has_inputs(&words("a.o b.o -lm")));
+        assert!(!has_inputs(&words("")));
+        assert!(!has_inputs(&words("--version")));
+        assert!(!has_inputs(&words("-v")));
+        assert!(!has_inputs(&words("-o app -I include -D X")));
+    }
+
+    #[test]
+    fn mpich_compiler_options_are_taken_out() {
+        let mut a = words("-cc=clang -O2 x.c");
+        assert_eq!(take_compiler_option(&mut a).as_deref(), Some("clang"));
+        assert_eq!(a, words("-O2 x.c"));
+        let mut a = words("-O2 x.c");
+        assert_eq!(take_compiler_option(&mut a), None);
+        assert_eq!(compiler(Lang::C, Some("clang")), "clang");
+    }
 }

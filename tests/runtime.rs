@@ -223,16 +223,99 @@ fn idle_ranks_sleep() {
 
 #[test]
 fn usage_errors_and_missing_programs() {
+    // A usage error is its line and where the help is, not the help.
     let r = mpiexec(&["-n", "2"], &[], LIMIT);
     assert_eq!(r.code(), Some(2));
-    assert!(r.stderr.contains("no program given") && r.stderr.contains("usage"));
+    assert_eq!(
+        r.stderr,
+        "mpiexec: no program given\nRun 'mpiexec --help' for its options.\n"
+    );
     let r = mpiexec(&["--bogus", "-n", "2", "true"], &[], LIMIT);
     assert_eq!(r.code(), Some(2));
+    assert!(
+        r.stderr.starts_with("mpiexec: unknown option '--bogus'\n"),
+        "{}",
+        r.stderr
+    );
+    // Last on the line, an unknown option is still unknown (it was "needs
+    // a value"), and a known one says what it lacks.
+    let r = mpiexec(&["-n", "2", "--bogus"], &[], LIMIT);
+    assert!(
+        r.stderr.starts_with("mpiexec: unknown option '--bogus'\n"),
+        "{}",
+        r.stderr
+    );
+    let r = mpiexec(&["-n", "2", "true", ":", "-n"], &[], LIMIT);
+    assert!(
+        r.stderr.starts_with("mpiexec: option -n needs a value\n"),
+        "{}",
+        r.stderr
+    );
+    // With standard error closed: the same exit status, no panic.
+    let out = common::command("sh")
+        .args(["-c", "exec 2>&-; \"$0\" --bogus -n 1 true"])
+        .arg(bin("mpiexec"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
     let r = mpiexec(&["-n", "2", "/nonexistent/program"], &[], LIMIT);
     assert_eq!(r.code(), Some(127));
     assert!(r.stderr.contains("cannot start"), "stderr: {}", r.stderr);
     let r = mpiexec(&["--help"], &[], LIMIT);
     assert!(r.ok() && r.stdout.contains("--tag-output"));
+}
+
+/// The output and binding options users know from Open MPI and MPICH.
+#[test]
+fn output_and_binding_options_of_other_mpis() {
+    // MPICH's -l: "[rank] " before each line; -genvall is accepted.
+    let r = mpiexec(&["-genvall", "-l", "-n", "2", "echo", "hi"], &[], LIMIT);
+    assert!(r.ok(), "{}", r.stderr);
+    let mut lines: Vec<&str> = r.stdout.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["[0] hi", "[1] hi"]);
+    // Open MPI's --output-filename: a file per rank and stream; with
+    // :nocopy nothing on the terminal.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let spec = format!("{}:nocopy", dir.display());
+    let script = "echo out $MPISTAGES_RANK; echo err >&2";
+    let args = ["--output-filename", &spec, "-n", "2", "sh", "-c", script];
+    let r = mpiexec(&args, &[], LIMIT);
+    assert!(r.ok() && r.stdout.is_empty(), "{}\n{}", r.stdout, r.stderr);
+    for rank in 0..2 {
+        let d = dir.join(format!("1/rank.{rank}"));
+        let read = |n| std::fs::read_to_string(d.join(n)).unwrap();
+        assert_eq!(read("stdout"), format!("out {rank}\n"));
+        assert_eq!(read("stderr"), "err\n");
+    }
+    // Without :nocopy, also on the terminal.
+    let args = [
+        "--output-filename",
+        dir.to_str().unwrap(),
+        "-n",
+        "1",
+        "echo",
+        "again",
+    ];
+    let r = mpiexec(&args, &[], LIMIT);
+    assert_eq!(r.stdout, "again\n");
+    let again = std::fs::read_to_string(dir.join("1/rank.0/stdout")).unwrap();
+    assert_eq!(again, "out 0\nagain\n");
+    // --report-bindings, bound and not.
+    for (bind, says) in [
+        ("core", "bound to CPUs"),
+        ("socket", "bound to CPUs"),
+        ("none", "not bound"),
+    ] {
+        let args = ["--report-bindings", "--bind-to", bind, "-n", "2", "true"];
+        let r = mpiexec(&args, &[], LIMIT);
+        assert!(r.ok(), "{}", r.stderr);
+        for rank in 0..2 {
+            let line = format!("mpiexec: rank {rank} on this host: {says}");
+            assert!(r.stderr.contains(&line), "--bind-to {bind}: {}", r.stderr);
+        }
+    }
 }
 
 #[test]
@@ -262,6 +345,36 @@ fn wrappers_show_their_command() {
         s.contains("-c") && !s.contains("-lmpistages"),
         "compile-only must not link: {s}"
     );
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = common::command(bin("mpicc"));
+        c.args(args).env_remove("MPISTAGES_CC");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    // Open MPI's -showme:version; the compiler from Open MPI's and MPICH's
+    // variables and MPICH's -cc=.
+    let (_, s, _) = run(&["-showme:version"], &[]);
+    assert!(
+        s.starts_with("mpicc: mpistages ") && s.contains("Language: C"),
+        "{s}"
+    );
+    let (_, s, _) = run(&["-show", "x.c"], &[("OMPI_CC", "gcc")]);
+    assert!(s.starts_with("gcc "), "{s}");
+    let (_, s, _) = run(&["-show", "x.c"], &[("MPICH_CC", "clang")]);
+    assert!(s.starts_with("clang "), "{s}");
+    let (_, s, _) = run(&["-cc=tcc", "-show", "x.c"], &[("OMPI_CC", "gcc")]);
+    assert!(s.starts_with("tcc ") && !s.contains("-cc="), "{s}");
+    // Nothing to compile: the compiler says so; no link of a program
+    // without main. Questions to the compiler get its answer.
+    let (code, _, err) = run(&[], &[]);
+    assert!(code == Some(1) && err.contains("no input files"), "{err}");
+    assert!(!err.contains("undefined reference"), "{err}");
+    let (code, s, _) = run(&["-dumpversion"], &[]);
+    assert!(code == Some(0) && !s.trim().is_empty(), "{s}");
 }
 
 /// An `--inject` spec that never fires is reported with the reason, and a

@@ -40,11 +40,11 @@ impl Job {
                     self.rec.committed()
                 ),
             };
-            eprintln!("mpiexec: --inject {s} never fired: {why}");
+            crate::say!("mpiexec: --inject {s} never fired: {why}");
             any = true;
         }
         if any && self.failure.is_none() {
-            eprintln!(
+            crate::say!(
                 "mpiexec: the job succeeded without the failure asked for; exit status {EXIT_NOT_INJECTED}"
             );
         }
@@ -79,9 +79,10 @@ impl Job {
             }
             let st = &mut self.ranks[s.rank];
             if let (Some(p), None) = (&st.proc, st.exit) {
-                eprintln!(
+                crate::say!(
                     "mpiexec: injecting a failure: SIGKILL to rank {} (pid {})",
-                    s.rank, p.pid
+                    s.rank,
+                    p.pid
                 );
                 p.signal(libc::SIGKILL);
                 st.killed_at = Some(now);

@@ -64,7 +64,7 @@ pub(super) fn watch(deaths: &Arc<Deaths>, p: &RankProc) {
             }
         });
     if let Err(e) = started {
-        eprintln!(
+        crate::say!(
             "mpiexec: cannot watch process {pid} ({e}); its failure is seen when it has ended"
         );
     }

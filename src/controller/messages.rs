@@ -88,7 +88,7 @@ impl Job {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("mpiexec: dropped a control connection: {e}");
+                    crate::say!("mpiexec: dropped a control connection: {e}");
                     self.close(slot);
                     return;
                 }
@@ -105,7 +105,7 @@ impl Job {
         match self.on_message(slot, msg) {
             Ok(()) => true,
             Err(why) => {
-                eprintln!("mpiexec: dropped a control connection: {why}");
+                crate::say!("mpiexec: dropped a control connection: {why}");
                 self.close(slot);
                 false
             }
@@ -160,13 +160,13 @@ impl Job {
                     } else {
                         format!(": {message}")
                     };
-                    eprintln!("mpiexec: rank {r} called MPI_Abort with error code {code}{extra}; terminating the job");
+                    crate::say!("mpiexec: rank {r} called MPI_Abort with error code {code}{extra}; terminating the job");
                 }
                 self.fail(Failure::Abort { code });
             }
             (ToController::Fatal { code, message }, Some(r)) => {
                 if self.failure.is_none() {
-                    eprintln!("mpiexec: rank {r} ends the job: {message}");
+                    crate::say!("mpiexec: rank {r} ends the job: {message}");
                 }
                 self.fail(Failure::Abort { code });
             }
@@ -368,7 +368,7 @@ impl Job {
         if self.failure.is_some() || !st.welcomed {
             return;
         }
-        eprintln!(
+        crate::say!(
             "mpiexec: rank {by} reports that its connection to rank {rank} failed ({reason}); ending rank {rank} (pid {}) as failed",
             p.pid
         );

@@ -175,7 +175,8 @@ pub fn main() -> ! {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let code = match cli::parse(&argv) {
         Err(e) => {
-            eprintln!("mpiexec: {e}\n\n{USAGE}");
+            // The one line that matters, not buried under the help.
+            crate::say!("mpiexec: {e}\nRun 'mpiexec --help' for its options.");
             2
         }
         Ok(Parsed::Help) => {
@@ -189,7 +190,7 @@ pub fn main() -> ! {
         Ok(Parsed::Run(o)) => match run(*o) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("mpiexec: {e}");
+                crate::say!("mpiexec: {e}");
                 1
             }
         },
@@ -233,7 +234,8 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         control: sock.to_string_lossy().into_owned(),
         key: hex(&k),
         job_id: std::process::id().to_string(),
-        tag_output: opts.tag_output,
+        output: std::sync::Arc::new(opts.output.clone()),
+        report_bindings: opts.report_bindings,
     };
     let spec = opts
         .ckpt
@@ -244,7 +246,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
         Some(dir) => match crate::restart::prepare(dir, &spec, opts.ranks) {
             Ok(found) => Some(found),
             Err(e) => {
-                eprintln!("mpiexec: {e}");
+                crate::say!("mpiexec: {e}");
                 return Ok(1);
             }
         },
@@ -300,7 +302,7 @@ fn run(opts: cli::Options) -> std::io::Result<i32> {
     };
     for r in 0..job.opts.ranks {
         if let Err(e) = job.spawn(r) {
-            eprintln!(
+            crate::say!(
                 "mpiexec: cannot start '{}': {e}",
                 job.opts.app_of(r).program
             );
@@ -384,7 +386,7 @@ impl Job {
             self.beat();
             if let (Some(limit), None) = (self.opts.timeout, &self.failure) {
                 if self.started.elapsed() >= limit {
-                    eprintln!(
+                    crate::say!(
                         "mpiexec: the job ran longer than its time limit of {} s (--timeout or \
                          MPIEXEC_TIMEOUT); terminating it",
                         limit.as_secs_f64()
@@ -431,7 +433,7 @@ impl Job {
         match self.spares.top_up(self.opts.spares, &self.launch, &env) {
             Ok(f) => self.keep_forwarders(f),
             Err(e) => {
-                eprintln!("mpiexec: cannot start a spare process: {e}; failed ranks get new processes instead");
+                crate::say!("mpiexec: cannot start a spare process: {e}; failed ranks get new processes instead");
                 self.opts.spares = 0;
             }
         }
@@ -512,7 +514,7 @@ impl Job {
             if sig == libc::SIGCHLD {
                 self.reap();
             } else if self.failure.is_none() {
-                eprintln!(
+                crate::say!(
                     "mpiexec: caught {}; terminating the job",
                     process::signal_name(sig)
                 );
@@ -537,7 +539,7 @@ impl Job {
                     self.close(slot);
                 }
                 if self.failure.is_none() {
-                    eprintln!("mpiexec: spare process (pid {pid}) ended ({exit:?}) before it was needed; a failed rank gets a new process instead");
+                    crate::say!("mpiexec: spare process (pid {pid}) ended ({exit:?}) before it was needed; a failed rank gets a new process instead");
                 }
                 continue;
             }
@@ -564,7 +566,7 @@ impl Job {
                     Exit::Code(c) => Some(format!("exited with status {c}")),
                 };
                 if let Some(how) = how.filter(|_| self.failure.is_none()) {
-                    eprintln!("mpiexec: rank {r} (pid {pid}) {how} (its failure was handled when it was seen dying)");
+                    crate::say!("mpiexec: rank {r} (pid {pid}) {how} (its failure was handled when it was seen dying)");
                 }
                 continue;
             }
@@ -613,7 +615,7 @@ impl Job {
             if !self.bootstrapped {
                 // Before every rank is in: the others wait at the start-up
                 // fence for its address, and there is no job to go on yet.
-                eprintln!(
+                crate::say!(
                     "mpiexec: rank {r} (pid {pid}) {what} before every rank had started (MPI_Init); ULFM tolerates failures of a running job only; terminating the job"
                 );
                 self.fail(Failure::Rank { exit });
@@ -628,14 +630,14 @@ impl Job {
         }
         if st.finalizing && self.opts.recovery != RecoveryMode::None {
             // Said in the words of the other unrecoverable cases.
-            eprintln!(
+            crate::say!(
                 "mpiexec: rank {r} (pid {pid}) {what} after it called MPI_Finalize; cannot recover: a rank that has already called MPI_Finalize cannot take part in a recovery; terminating the job"
             );
         } else {
             // When it died (injected: the kill), for whoever restarts the
             // job and times the way back (`mpistages-bench`, mode restart).
             let failed_at = unix_time(self.ranks[r].killed_at.unwrap_or_else(Instant::now));
-            eprintln!(
+            crate::say!(
                 "mpiexec: rank {r} (pid {pid}) {what}; terminating the job (failure at unix time {failed_at:.6})"
             );
         }

@@ -16,7 +16,7 @@ impl Job {
         let Some((number, failed)) = self.rec.finalizing(rank) else {
             return;
         };
-        eprintln!(
+        crate::say!(
             "mpiexec: rank {rank} called MPI_Finalize while the job was recovering from the failure of rank(s) {failed:?} (recovery {number}); it did not roll back, so the recovery cannot complete; terminating the job"
         );
         self.fail(Failure::Rank {
@@ -39,7 +39,7 @@ impl Job {
         }
         match self.rec.failed(rank, facts, start, now) {
             Decision::Refuse(why) => {
-                eprintln!(
+                crate::say!(
                     "mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {why}; terminating the job"
                 );
                 let exit = self.ranks[rank].exit.unwrap_or(Exit::Code(1));
@@ -50,7 +50,7 @@ impl Job {
                 epoch,
                 generation,
             } => {
-                eprintln!(
+                crate::say!(
                     "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: killing every rank and relaunching the job (generation {generation}) from epoch {epoch}"
                 );
                 for r in 0..self.ranks.len() {
@@ -72,13 +72,13 @@ impl Job {
                 } else {
                     // Where it goes, when it cannot stay where it was.
                     if let Err(e) = self.rehome(rank) {
-                        eprintln!("mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {e}; terminating the job");
+                        crate::say!("mpiexec: rank {rank} (pid {pid}) {what}; cannot recover: {e}; terminating the job");
                         self.fail(Failure::Launch);
                         return;
                     }
                     self.on_host(rank)
                 };
-                eprintln!(
+                crate::say!(
                     "mpiexec: rank {rank} (pid {pid}) {what}; recovery {number}: replacing it{with} (generation {generation}), every rank rolls back to epoch {epoch}"
                 );
                 self.forget_process(rank);
@@ -191,7 +191,7 @@ impl Job {
     pub(super) fn spawn_replacements(&mut self, ranks: &[usize]) {
         for &rank in ranks {
             if let Err(e) = self.spawn(rank) {
-                eprintln!(
+                crate::say!(
                     "mpiexec: cannot start a replacement for rank {rank}: {e}; terminating the job"
                 );
                 self.fail(Failure::Launch);
@@ -251,7 +251,7 @@ impl Job {
         // their own way back against it (`mpistages-bench recovery`).
         let failed_at = unix_time(rec.start);
         if rec.number == 0 {
-            eprintln!(
+            crate::say!(
                 "mpiexec: restart done: every rank restored epoch {epoch}, generation {generation}; \
                  {} ms after the start",
                 ms(rec.resumed)
@@ -263,7 +263,7 @@ impl Job {
         } else {
             "job relaunched".to_string()
         };
-        eprintln!(
+        crate::say!(
             "mpiexec: recovery {} done: {what}, epoch {epoch} restored, generation {generation}; ms after the failure: detected {}, propagated {}, replacement started {}, MPI state restored {}, all ranks resumed {}; failure at unix time {failed_at:.6}; control messages since the failure, {}",
             rec.number,
             ms(Some(rec.detected)),

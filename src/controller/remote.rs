@@ -432,6 +432,11 @@ impl Job {
         let generation = self.rec.generation();
         let control = self.remotes().control.clone();
         let plan = self.launch.plan(Some(rank), generation, env, &control);
+        if self.launch.report_bindings {
+            let host =
+                &self.opts.hosts.as_ref().expect("a host of the job")[self.launch.rank_host[rank]];
+            crate::agent::report_binding(rank, &host.name, &plan.cpus);
+        }
         self.start_remote(rank, plan);
     }
 
@@ -446,9 +451,9 @@ impl Job {
         let r = self.remotes();
         let id = r.next_id;
         r.next_id += 1;
-        let tag = self.opts.tag_output.then(|| self.launch.job_id.clone());
+        let (style, job) = (self.launch.output.clone(), self.launch.job_id.clone());
         let r = self.remotes();
-        r.gates.insert(id, Gate::for_rank(rank, tag));
+        r.gates.insert(id, Gate::for_rank(rank, style, job));
         let remote = r.hosts[h].as_mut().expect("a host of the job");
         let mut start = Start {
             id,
@@ -541,7 +546,7 @@ impl Job {
                 if let Some(r) = self.rank_of_id(id) {
                     if self.failure.is_none() {
                         let host = &self.remotes().hosts[h].as_ref().expect("a host").name;
-                        eprintln!("mpiexec: rank {r} on host {host}: {why}; terminating the job");
+                        crate::say!("mpiexec: rank {r} on host {host}: {why}; terminating the job");
                     }
                     self.ranks[r].exit = Some(Exit::Code(127));
                     self.fail(Failure::Launch);

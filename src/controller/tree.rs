@@ -199,7 +199,7 @@ impl Job {
                     true => why.to_string(),
                     false => format!("its agent reached mpiexec through host {top_name}'s"),
                 };
-                eprintln!("mpiexec: host {name} is lost ({why}) with ranks {on_host:?}");
+                crate::say!("mpiexec: host {name} is lost ({why}) with ranks {on_host:?}");
             }
             for r in on_host {
                 self.rec.with_last_failure(!first);

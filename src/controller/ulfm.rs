@@ -16,7 +16,7 @@ impl Job {
         let start = self.ranks[r].killed_at.unwrap_or(now);
         let detected_ms = now.saturating_duration_since(start).as_secs_f64() * 1e3;
         let failed_at = unix_time(start);
-        eprintln!(
+        crate::say!(
             "mpiexec: rank {r} (pid {pid}) {what}; the job goes on without it (ULFM); detected {detected_ms:.1} ms after the failure at unix time {failed_at:.6}"
         );
         self.ulfm_dead.insert(r as u32);

@@ -352,7 +352,7 @@ pub fn main(args: &[String]) -> i32 {
             return 0;
         }
         Err(e) => {
-            eprintln!("mpistages-bench simulate: {e}\nsee mpistages-bench simulate --help");
+            crate::say!("mpistages-bench simulate: {e}\nsee mpistages-bench simulate --help");
             return 2;
         }
     };
@@ -403,7 +403,7 @@ pub fn main(args: &[String]) -> i32 {
     }
     if let Some(dir) = &o.out {
         if let Err(e) = write_results(dir, &rows, &costs) {
-            eprintln!("mpistages-bench simulate: {e}");
+            crate::say!("mpistages-bench simulate: {e}");
             return 1;
         }
     }

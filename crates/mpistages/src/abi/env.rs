@@ -101,7 +101,7 @@ mpi_fn!(fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, l
 
 mpi_fn!(fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) {
     // SAFETY: caller's out-pointers.
-    ret("MPI_Get_version", COMM_WORLD, unsafe { put(version, 3).and_then(|_| put(subversion, 1)) })
+    ret("MPI_Get_version", COMM_WORLD, unsafe { put(version, crate::api::consts::VERSION).and_then(|_| put(subversion, crate::api::consts::SUBVERSION)) })
 });
 
 mpi_fn!(fn MPI_Get_library_version / PMPI_Get_library_version(s: *mut c_char, len: *mut c_int) {

@@ -10,6 +10,9 @@ pub const TAG_UB: i32 = i32::MAX;
 pub const MAX_PROCESSOR_NAME: i32 = 256;
 pub const MAX_ERROR_STRING: i32 = 512;
 pub const BSEND_OVERHEAD: i32 = 96;
+/// The standard's version this library implements (`MPI_Get_version`).
+pub const VERSION: i32 = 3;
+pub const SUBVERSION: i32 = 1;
 
 pub const COMM_NULL: i32 = 0;
 pub const COMM_WORLD: i32 = 1;
@@ -240,6 +243,8 @@ mod tests {
             ("MPI_ANY_SOURCE", ANY_SOURCE),
             ("MPI_PROC_NULL", PROC_NULL),
             ("MPI_ROOT", ROOT),
+            ("MPI_VERSION", VERSION),
+            ("MPI_SUBVERSION", SUBVERSION),
             ("MPI_ANY_TAG", ANY_TAG),
             ("MPI_UNDEFINED", UNDEFINED),
             ("MPI_COMM_WORLD", COMM_WORLD),
