@@ -9,7 +9,6 @@
 
 mod common;
 use common::{bin, checksum, mpiexec, out_dir, Run};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -30,10 +29,7 @@ fn have_gfortran() -> bool {
         std::env::var_os("CI").is_none(),
         "{fc} is not installed (.ci/run installs gfortran)"
     );
-    let _ = writeln!(
-        std::io::stderr(),
-        "SKIPPED: the Fortran tests need gfortran (apt-get install gfortran)"
-    );
+    common::skipped("the Fortran tests need gfortran (apt-get install gfortran)");
     false
 }
 

@@ -27,7 +27,7 @@ fn hosts_reach_this_namespace_until_their_link_is_cut() {
     let h = match Hosts::new(2) {
         Ok(h) => h,
         Err(why) => {
-            println!("SKIPPED hosts_reach_this_namespace_until_their_link_is_cut: {why}");
+            common::skipped(&why);
             return;
         }
     };

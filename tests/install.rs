@@ -109,7 +109,7 @@ fn installed_prefix_and_cmake() {
             std::env::var_os("CI").is_none(),
             "cmake is not installed (.ci/run installs it)"
         );
-        println!("SKIPPED: the CMake find_package(MPI) check needs cmake (apt-get install cmake)");
+        common::skipped("the CMake find_package(MPI) check needs cmake (apt-get install cmake)");
         return;
     }
     let build = tmp.0.join("cmake-build");

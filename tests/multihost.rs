@@ -11,11 +11,11 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(120);
 
 macro_rules! hosts_or_skip {
-    ($n:expr, $name:expr) => {
+    ($n:expr) => {
         match Hosts::new($n) {
             Ok(h) => h,
             Err(why) => {
-                println!("SKIPPED {}: {why}", $name);
+                common::skipped(&why);
                 return;
             }
         }
@@ -37,7 +37,7 @@ fn host_args(h: &Hosts, per_host: usize) -> Vec<String> {
 
 #[test]
 fn ranks_run_on_their_hosts_and_talk_across_them() {
-    let h = hosts_or_skip!(2, "ranks_run_on_their_hosts_and_talk_across_them");
+    let h = hosts_or_skip!(2);
     let exe = build("whoami.c");
     let mut args = host_args(&h, 2);
     for a in ["-n", "4", exe.to_str().unwrap(), "X", "MPISTAGES_TCP_ADDR"] {
@@ -204,7 +204,7 @@ fn show_recovery(tag: &str, r: &Run) {
 /// failure-free run.
 #[test]
 fn a_lost_host_is_recovered_in_every_mode() {
-    let h = hosts_or_skip!(3, "a_lost_host_is_recovered_in_every_mode");
+    let h = hosts_or_skip!(3);
     let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
     host_1_lost_in_every_mode(&h, &list, "6", stencil, checksum);
 }
@@ -218,7 +218,7 @@ fn a_lost_host_is_recovered_in_every_mode() {
 /// would make the count larger, or the run a minute longer).
 #[test]
 fn a_lost_hosts_ranks_are_one_failure() {
-    let h = hosts_or_skip!(3, "a_lost_hosts_ranks_are_one_failure");
+    let h = hosts_or_skip!(3);
     let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
     let more = ["--recovery", "stages", "-n", "6", "--max-restarts", "1"];
     let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
@@ -263,7 +263,7 @@ fn came_in(done: &str, counts: &[(&str, usize)]) {
 /// replacements, whose hellos come up together.
 #[test]
 fn this_machines_ranks_go_through_an_agent_too() {
-    let h = hosts_or_skip!(2, "this_machines_ranks_go_through_an_agent_too");
+    let h = hosts_or_skip!(2);
     let list = format!("localhost:4,{}:2,{}:2", h.names[0], h.names[1]);
     let more = ["--recovery", "stages", "-n", "6", "--map-by", "node"];
     let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
@@ -293,7 +293,7 @@ fn this_machines_ranks_go_through_an_agent_too() {
 /// the failure-free result.
 #[test]
 fn a_tree_of_agents_loses_a_leaf_or_a_branch() {
-    let h = hosts_or_skip!(5, "a_tree_of_agents_loses_a_leaf_or_a_branch");
+    let h = hosts_or_skip!(5);
     let n = &h.names;
     let list = format!("{}:4,{}:2,{}:2,{}:4,{}:2", n[0], n[1], n[2], n[3], n[4]);
     let more = ["--recovery", "stages", "-n", "10", "--map-by", "node"];
@@ -391,7 +391,7 @@ fn host_1_lost_in_every_mode(
 /// failure-free one.
 #[test]
 fn a_host_cut_off_is_lost_by_heartbeat_and_recovered() {
-    let h = hosts_or_skip!(3, "a_host_cut_off_is_lost_by_heartbeat_and_recovered");
+    let h = hosts_or_skip!(3);
     let list = format!("{}:2,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
     for mode in ["stages", "reinit", "cpr"] {
         let more = ["--heartbeat-timeout", "1", "--recovery", mode, "-n", "6"];
@@ -424,7 +424,7 @@ fn a_host_cut_off_is_lost_by_heartbeat_and_recovered() {
 /// replaced there (not on the job's other hosts, which have room too).
 #[test]
 fn a_lost_hosts_ranks_go_to_the_spare_host() {
-    let h = hosts_or_skip!(3, "a_lost_hosts_ranks_go_to_the_spare_host");
+    let h = hosts_or_skip!(3);
     let list = format!("{}:4,{}:2", h.names[0], h.names[1]);
     let spare = format!("{}:2", h.names[2]);
     let more = [
@@ -494,7 +494,7 @@ fn listening_ports(pid: u32) -> Vec<u16> {
 /// the failure-free one.
 #[test]
 fn strangers_on_a_host_are_refused_and_change_nothing() {
-    let h = hosts_or_skip!(2, "strangers_on_a_host_are_refused_and_change_nothing");
+    let h = hosts_or_skip!(2);
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     let more = ["--heartbeat-timeout", "1", "-n", "4"];
     let args = stencil(on_hosts(&h, &list, "ip netns exec", &more));
@@ -527,7 +527,7 @@ fn strangers_on_a_host_are_refused_and_change_nothing() {
 /// as partner, both copies of a host's two ranks would be lost with it).
 #[test]
 fn partner_copies_outlive_their_host() {
-    let h = hosts_or_skip!(3, "partner_copies_outlive_their_host");
+    let h = hosts_or_skip!(3);
     let (clean, hurt) = lose_host_1_of_2(&h, "ip netns exec", "mem,partner");
     assert!(hurt.ok(), "{}\n{}", hurt.stdout, hurt.stderr);
     assert!(hurt.stderr.contains("from partner"), "{}", hurt.stderr);
@@ -541,7 +541,7 @@ fn partner_copies_outlive_their_host() {
 /// copies their partners on host 0 wrote to host 0's /dev/shm.
 #[test]
 fn partner_copies_on_node_local_storage_outlive_a_relaunch() {
-    let h = hosts_or_skip!(3, "partner_copies_on_node_local_storage_outlive_a_relaunch");
+    let h = hosts_or_skip!(3);
     let ckpt = "mem,tmpfs:/dev/shm/mpistages,partner";
     for mode in ["stages", "reinit", "cpr"] {
         let (clean, hurt) = lose_host_1_of_2_in(&h, &own_shm_launcher(), ckpt, mode);
@@ -570,7 +570,7 @@ fn partner_copies_on_node_local_storage_outlive_a_relaunch() {
 /// left), ranks 2 and 3 are rebuilt from the parity on the surviving hosts.
 #[test]
 fn erasure_coded_sets_outlive_a_lost_host() {
-    let h = hosts_or_skip!(5, "erasure_coded_sets_outlive_a_lost_host");
+    let h = hosts_or_skip!(5);
     let list: Vec<String> = h.names[..4].iter().map(|n| format!("{n}:2")).collect();
     let spare = format!("{}:2", h.names[4]);
     let cases = [
@@ -613,10 +613,7 @@ fn erasure_coded_sets_outlive_a_lost_host() {
 /// without, the job says which members are missing and starts over.
 #[test]
 fn a_set_losing_more_than_its_code_covers_falls_back_or_ends_clearly() {
-    let h = hosts_or_skip!(
-        3,
-        "a_set_losing_more_than_its_code_covers_falls_back_or_ends_clearly"
-    );
+    let h = hosts_or_skip!(3);
     let pfs = common::Scratch::new("multihost-xor-pfs");
     let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,xor:4,pfs:{}", pfs.path());
     let (clean, hurt) = lose_host_1_of_2(&h, &own_shm_launcher(), &ckpt);
@@ -702,7 +699,7 @@ fn lose_host_1(
 /// survives and the job starts over from the beginning, saying so.
 #[test]
 fn a_lost_hosts_node_local_copies_go_with_it() {
-    let h = hosts_or_skip!(3, "a_lost_hosts_node_local_copies_go_with_it");
+    let h = hosts_or_skip!(3);
     let pfs = common::Scratch::new("multihost-pfs");
     let ckpt = format!("mem,tmpfs:/dev/shm/mpistages,pfs:{}", pfs.path());
     let (clean, hurt) = lose_host_1_of_2(&h, &own_shm_launcher(), &ckpt);
@@ -732,7 +729,7 @@ fn a_lost_hosts_node_local_copies_go_with_it() {
 /// by position there and broadcast to every rank.
 #[test]
 fn stdin_reaches_rank_0_on_another_host() {
-    let h = hosts_or_skip!(2, "stdin_reaches_rank_0_on_another_host");
+    let h = hosts_or_skip!(2);
     let exe = build("stdin.c");
     let mut cmd = common::command(common::bin("mpiexec"));
     cmd.args(host_args(&h, 2)).args(["-n", "4"]).arg(&exe);
@@ -755,7 +752,7 @@ fn stdin_reaches_rank_0_on_another_host() {
 /// nothing of the job is left in any host's /dev/shm.
 #[test]
 fn agents_remove_the_jobs_node_local_files() {
-    let h = hosts_or_skip!(2, "agents_remove_the_jobs_node_local_files");
+    let h = hosts_or_skip!(2);
     let lists = common::Scratch::new("multihost-shm-lists");
     let prefix = format!("{}/shm", lists.path());
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
@@ -785,7 +782,7 @@ fn agents_remove_the_jobs_node_local_files() {
 /// ranks of different hosts over UDP (auto would take TCP there).
 #[test]
 fn shared_memory_within_a_host_and_udp_between_hosts() {
-    let h = hosts_or_skip!(2, "shared_memory_within_a_host_and_udp_between_hosts");
+    let h = hosts_or_skip!(2);
     let exe = build("whoami.c");
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     let more = ["--transport", "shm,udp", "-n", "4"];
@@ -817,7 +814,7 @@ fn shared_memory_within_a_host_and_udp_between_hosts() {
 /// and total energies are bit for bit those of the failure-free run.
 #[test]
 fn the_proxy_survives_a_lost_host_in_every_mode() {
-    let h = hosts_or_skip!(3, "the_proxy_survives_a_lost_host_in_every_mode");
+    let h = hosts_or_skip!(3);
     let exe = common::build_example("hydro3d.c");
     // Spare slots on the surviving hosts for host 1's two ranks.
     let list = format!("{}:4,{}:2,{}:4", h.names[0], h.names[1], h.names[2]);
@@ -845,10 +842,7 @@ fn the_proxy_survives_a_lost_host_in_every_mode() {
 /// orphans when it was killed.
 #[test]
 fn a_lost_host_whose_ranks_fit_nowhere_ends_the_job_clearly() {
-    let h = hosts_or_skip!(
-        2,
-        "a_lost_host_whose_ranks_fit_nowhere_ends_the_job_clearly"
-    );
+    let h = hosts_or_skip!(2);
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     for mode in ["cpr", "stages", "reinit"] {
         let more = ["--recovery", mode, "-n", "4"];
@@ -893,7 +887,7 @@ fn a_lost_host_whose_ranks_fit_nowhere_ends_the_job_clearly() {
 /// merged communicator has the original size.
 #[test]
 fn ulfm_respawn_works_across_hosts() {
-    let h = hosts_or_skip!(2, "ulfm_respawn_works_across_hosts");
+    let h = hosts_or_skip!(2);
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     let exe = build("spawn.c");
     let mut args = on_hosts(
@@ -918,7 +912,7 @@ fn ulfm_respawn_works_across_hosts() {
 /// result (at load 20 a healthy host was declared lost).
 #[test]
 fn a_stalled_mpiexec_loses_no_host() {
-    let h = hosts_or_skip!(2, "a_stalled_mpiexec_loses_no_host");
+    let h = hosts_or_skip!(2);
     let list = format!("{}:2,{}:2", h.names[0], h.names[1]);
     let more = [
         "--heartbeat-timeout",

@@ -5,31 +5,56 @@
 
 mod common;
 use common::{build, build_example, checksum, mpiexec};
-use std::sync::Mutex;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The tests of this file count system-wide sockets: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// Abstract Unix sockets of mpistages jobs on this machine.
-fn job_sockets() -> std::collections::BTreeSet<String> {
-    std::fs::read_to_string("/proc/net/unix")
-        .unwrap_or_default()
+/// Abstract Unix sockets of mpistages jobs held by processes whose
+/// environment has `MPISTAGES_TEST_MARK=mark`: those of this test's jobs
+/// alone (another job on the machine has sockets too). A socket lives as
+/// long as a process holds it, so one left means a process of the job left.
+fn sockets_marked(mark: &str) -> Vec<String> {
+    // /proc/net/unix: ... Inode Path; abstract names start with '@'.
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let names: std::collections::HashMap<String, String> = table
         .lines()
-        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("@mpistages-")))
-        .map(str::to_string)
-        .collect()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (inode, path) = (f.get(6)?, f.get(7)?);
+            path.starts_with("@mpistages-")
+                .then(|| (inode.to_string(), path.to_string()))
+        })
+        .collect();
+    let want = format!("MPISTAGES_TEST_MARK={mark}");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        if !environ.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let link = std::fs::read_link(fd.path()).unwrap_or_default();
+            let link = link.to_string_lossy();
+            if let Some(inode) = link
+                .strip_prefix("socket:[")
+                .and_then(|l| l.strip_suffix(']'))
+            {
+                found.extend(names.get(inode).cloned());
+            }
+        }
+    }
+    found
 }
 
-/// Fails if sockets of the jobs run since `before` was taken stay. A job
-/// someone else runs on the machine meanwhile has sockets too, which go
-/// when it ends: only what stays for 10 s counts.
-fn assert_no_socket_left(before: &std::collections::BTreeSet<String>, what: &str) {
+/// Fails if a socket of the jobs marked `mark` stays (the kernel frees
+/// them as their processes end: a moment after mpiexec has).
+fn assert_no_socket_left(mark: &str, what: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let left: Vec<String> = job_sockets().difference(before).cloned().collect();
+        let left = sockets_marked(mark);
         if left.is_empty() {
             return;
         }
@@ -43,7 +68,6 @@ fn assert_no_socket_left(before: &std::collections::BTreeSet<String>, what: &str
 
 #[test]
 fn ranks_of_one_host_connect_through_shared_memory_unless_told_otherwise() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = build("whoami.c");
     let exe = exe.to_str().unwrap();
     let eager = [("MPISTAGES_LOG", "debug"), ("MPISTAGES_CONNECT", "eager")];
@@ -115,7 +139,6 @@ fn connected_pairs(stderr: &str) -> std::collections::BTreeSet<(usize, usize)> {
 /// wrong value is an error that says which values there are.
 #[test]
 fn pairs_connect_at_their_first_message() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = build("pairs.c");
     let exe = exe.to_str().unwrap();
     let (n, rounds) = (8usize, 30usize);
@@ -181,16 +204,34 @@ fn pairs_connect_at_their_first_message() {
 /// socket of the job is left.
 #[test]
 fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = build_example("stencil2d.c");
     let exe = exe.to_str().unwrap();
-    let before = job_sockets();
+    let mark = format!("shm-kill-{}", std::process::id());
     let run = |extra: &[&str]| {
         let mut args = vec!["--transport", "shm"];
         args.extend(extra);
         args.extend(["-n", "4", exe, "240", "2000", "10", "protect"]);
-        mpiexec(&args, &[], LIMIT)
+        mpiexec(&args, &[("MPISTAGES_TEST_MARK", &mark)], LIMIT)
     };
+    // The marked sockets are seen while a job runs (so that none seen
+    // after one means none left), and gone after mpiexec is ended.
+    let mut job = common::command(common::bin("mpiexec"));
+    job.args(["--transport", "shm", "-n", "2", exe, "240", "100000", "10"])
+        .env("MPISTAGES_TEST_MARK", &mark)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let job = job.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while sockets_marked(&mark).len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen = sockets_marked(&mark);
+    // SAFETY: kill takes no pointers; the pid is the mpiexec we started,
+    // not yet reaped. (On SIGTERM mpiexec ends its ranks.)
+    unsafe { libc::kill(job.id() as i32, libc::SIGTERM) };
+    common::finish(job, "mpiexec", LIMIT);
+    assert!(seen.len() >= 2, "a running job's sockets: {seen:?}");
+    assert_no_socket_left(&mark, "after SIGTERM");
     let clean = run(&[]);
     assert!(clean.ok(), "{}", clean.stderr);
     for mode in ["stages", "reinit", "cpr"] {
@@ -198,7 +239,7 @@ fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
         assert!(r.ok(), "{mode}: {}", r.stderr);
         assert!(r.stderr.contains("recovery 1 done"), "{mode}: {}", r.stderr);
         assert_eq!(checksum(&clean), checksum(&r), "{mode}: {}", r.stderr);
-        assert_no_socket_left(&before, mode);
+        assert_no_socket_left(&mark, mode);
     }
 }
 
@@ -208,7 +249,6 @@ fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
 /// which this machine allows: the test checks that it was used).
 #[test]
 fn large_messages_through_both_shared_memory_paths() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let exe = build("large.c");
     let exe = exe.to_str().unwrap();
     for cma in ["1", "0"] {

@@ -162,7 +162,7 @@ fn the_agents_relay_as_the_simulated_tree_does() {
     let h = match Hosts::new(2) {
         Ok(h) => h,
         Err(why) => {
-            println!("SKIPPED the_agents_relay_as_the_simulated_tree_does: {why}");
+            common::skipped(&why);
             return;
         }
     };
@@ -190,7 +190,7 @@ fn a_deeper_tree_of_agents_relays_as_the_simulated_one_does() {
     let h = match Hosts::new(5) {
         Ok(h) => h,
         Err(why) => {
-            println!("SKIPPED a_deeper_tree_of_agents_relays_as_the_simulated_one_does: {why}");
+            common::skipped(&why);
             return;
         }
     };

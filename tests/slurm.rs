@@ -21,7 +21,7 @@ macro_rules! or_skip {
                     "CI must run {}: {why}",
                     $name
                 );
-                println!("SKIPPED {}: {why}", $name);
+                common::skipped(&why);
                 return;
             }
         }

@@ -698,7 +698,7 @@ impl Drop for Job {
 fn another_user_reads_nothing_of_a_jobs_checkpoints() {
     // SAFETY: geteuid takes no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 || !std::path::Path::new("/usr/bin/setpriv").exists() {
-        println!("SKIPPED another_user_reads_nothing_of_a_jobs_checkpoints: needs root and setpriv to act as nobody");
+        common::skipped("needs root and setpriv to act as nobody");
         return;
     }
     use std::os::unix::fs::PermissionsExt;

@@ -30,6 +30,30 @@ pub fn bin(name: &str) -> PathBuf {
 /// so ranks would load whatever libmpistages.so an earlier `cargo build`
 /// left there instead of the one this test run built (which the programs'
 /// RUNPATH names).
+/// Says that the calling test cannot run here and why, where the user
+/// sees it: on standard error past the test harness's capture (which
+/// hides what a passing test prints), and in the file
+/// `MPISTAGES_SKIPPED_LOG` names (scripts/test lists them at its end).
+/// The test's name is its thread's, as the harness names it.
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let line = format!("SKIPPED {test}: {why}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(log) = std::env::var_os("MPISTAGES_SKIPPED_LOG") {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log);
+        if let Ok(mut f) = file {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
 pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut c = Command::new(program);
     c.env_remove("LD_LIBRARY_PATH");
@@ -310,7 +334,7 @@ impl TmpfsMount {
                 std::env::var_os("CI").is_none(),
                 "CI must be able to mount a tmpfs (root)"
             );
-            println!("SKIPPED: needs permission to mount a tmpfs");
+            skipped("needs permission to mount a tmpfs");
             return None;
         }
         Some(TmpfsMount(dir.to_path_buf()))
