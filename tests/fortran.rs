@@ -140,7 +140,7 @@ fn beyond_the_proxy_subset() {
 
 #[test]
 fn errors_return_their_class_in_fixed_form() {
-    passes_at_1_to_4("errors.f", 18);
+    passes_at_1_to_4("errors.f", 19);
 }
 
 #[test]
@@ -344,4 +344,39 @@ fn ulfm_calls_from_fortran() {
         );
     }
     assert!(!r.stdout.contains("FAIL"), "{what}");
+}
+
+/// examples/fortran/minimal_resilient.f90: the sum of the C twin
+/// (examples/minimal_resilient.c), without and with killed ranks.
+#[test]
+fn the_minimal_resilient_program_in_fortran() {
+    if !have_gfortran() {
+        return;
+    }
+    let exe = heat("minimal_resilient");
+    let exe = exe.to_str().unwrap();
+    let c = common::build_example("minimal_resilient.c");
+    let c_run = mpiexec(&["-n", "4", c.to_str().unwrap()], &[], LIMIT);
+    assert!(c_run.ok(), "{}", c_run.stderr);
+    for kill in [
+        None,
+        Some("rank=2,checkpoint=3"),
+        Some("rank=1,call=MPI_Allreduce:15"),
+    ] {
+        let mut args = vec!["-n", "4", "--recovery", "stages"];
+        if let Some(k) = kill {
+            args.extend(["--inject", k]);
+        }
+        args.push(exe);
+        let r = mpiexec(&args, &[], LIMIT);
+        assert!(r.ok(), "{kill:?}: {}", r.stderr);
+        if kill.is_some() {
+            assert!(
+                r.stderr.contains("recovery 1 done"),
+                "{kill:?}: {}",
+                r.stderr
+            );
+        }
+        assert_eq!(r.stdout, c_run.stdout, "{kill:?}: {}", r.stderr);
+    }
 }

@@ -567,3 +567,43 @@ fn checkpoints_written_in_the_background_recover_the_same_result() {
         assert_eq!(result(&r, "energy per atom"), clean, "{mode} {kill}");
     }
 }
+
+/// examples/minimal_resilient.c, the README's skeleton: the failure-free
+/// sum after a rank is killed — after its third checkpoint, and in the
+/// middle of a step before the second, and twice in one run — under
+/// stages and cpr.
+#[test]
+fn the_minimal_resilient_program_survives_killed_ranks() {
+    let exe = build_example("minimal_resilient.c");
+    let exe = exe.to_str().unwrap();
+    let sum = |r: &Run| -> String {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("minimal_resilient:"));
+        line.unwrap_or_else(|| panic!("no sum\n{}\n{}", r.stdout, r.stderr))
+            .to_string()
+    };
+    let clean = mpiexec(&["-n", "4", exe], &[], LIMIT);
+    assert!(clean.ok(), "{}", clean.stderr);
+    assert!(sum(&clean).contains("60 steps"), "{}", clean.stdout);
+    let kills: [&[&str]; 3] = [
+        &["rank=2,checkpoint=3"],
+        &["rank=1,call=MPI_Allreduce:15"],
+        &["rank=0,checkpoint=2", "rank=3,call=MPI_Allreduce:30"],
+    ];
+    for mode in ["stages", "cpr"] {
+        for kill in kills {
+            let hurt = run(
+                exe,
+                4,
+                mode,
+                &kill.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                &[],
+            );
+            let done = hurt.stderr.matches("mpiexec: recovery ").count();
+            assert!(done >= kill.len(), "{mode} {kill:?}: {}", hurt.stderr);
+            assert_eq!(sum(&clean), sum(&hurt), "{mode} {kill:?}: {}", hurt.stderr);
+        }
+    }
+}

@@ -216,10 +216,20 @@ fn a_rank_killed_over_shared_memory_is_recovered_and_nothing_is_left() {
     // The marked sockets are seen while a job runs (so that none seen
     // after one means none left), and gone after mpiexec is ended.
     let mut job = common::command(common::bin("mpiexec"));
-    job.args(["--transport", "shm", "-n", "2", exe, "240", "100000", "10"])
-        .env("MPISTAGES_TEST_MARK", &mark)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
+    job.args([
+        "--transport",
+        "shm",
+        "-n",
+        "2",
+        exe,
+        "240",
+        "100000",
+        "10",
+        "protect",
+    ])
+    .env("MPISTAGES_TEST_MARK", &mark)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
     let job = job.spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while sockets_marked(&mark).len() < 2 && std::time::Instant::now() < deadline {

@@ -544,7 +544,7 @@ fn checkpoint_needed_keeps_each_policy() {
             );
             if mode == "badenv" {
                 assert!(
-                    r.stderr.contains("MPI_ERR_ARG: MPIX_Checkpoint_needed: MPISTAGES_MTBF needs seconds (more than 0, at most 1000000000), not 'soon'"),
+                    r.stderr.contains("MPIX_Checkpoint_needed: MPI_ERR_ARG: MPISTAGES_MTBF needs seconds (more than 0, at most 1000000000), not 'soon'"),
                     "{}",
                     r.stderr
                 );

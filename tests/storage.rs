@@ -290,6 +290,14 @@ fn protect_route_api_checks() {
             "{}",
             r.stdout
         );
+        // The cause of an error the program got is said once per rank at
+        // the default log level (the same cause again: not again).
+        let said = r
+            .stderr
+            .lines()
+            .filter(|l| l.contains("MPIX_Checkpoint_restore: MPI_ERR_OTHER: no checkpoint"))
+            .count();
+        assert_eq!(said, n.parse::<usize>().unwrap(), "{}", r.stderr);
     }
 }
 

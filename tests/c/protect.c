@@ -40,6 +40,16 @@ int main(int argc, char **argv)
     CHECK_RC(MPIX_Protect(1, a, N, MPI_DOUBLE));
     rc = MPIX_Checkpoint_restore();
     CHECK(rc != MPI_SUCCESS, "restore before any checkpoint succeeded");
+    {
+        /* The code is one of our own, of its class, whose string says why;
+         * the same cause gives the same code. */
+        char why[MPI_MAX_ERROR_STRING];
+        int len, again = MPIX_Checkpoint_restore();
+        MPI_Error_string(rc, why, &len);
+        CHECK(strstr(why, "MPIX_Checkpoint_restore: no checkpoint has been written") != NULL,
+              "MPI_Error_string says: %s", why);
+        CHECK(class_of(rc) != rc && again == rc, "codes %d, %d of class %d", rc, again, class_of(rc));
+    }
 
     /* Column 1 of a 4x4 grid: a vector with holes. */
     MPI_Datatype col;

@@ -7,7 +7,7 @@
       IMPLICIT NONE
       INCLUDE 'mpif.h'
       INCLUDE 'mpif-ext.h'
-      INTEGER IERR, RANK, NP, ICLASS, IEH, N, IBUF(10)
+      INTEGER IERR, IERR2, LEN, RANK, NP, ICLASS, IEH, N, IBUF(10)
       INTEGER ST(MPI_STATUS_SIZE)
       INTEGER REQS(2), STS(MPI_STATUS_SIZE, 2), IOP
       DOUBLE PRECISION D, D2
@@ -69,17 +69,25 @@
       CALL CHECK(STS(MPI_ERROR, 2) .EQ. MPI_ERR_TRUNCATE,
      &     'receive status has MPI_ERR_TRUNCATE')
 !
-! The MPIX calls check their arguments too.
+! The MPIX calls check their arguments too; their error codes are of
+! their own (MPI_ERROR_STRING says the cause), of the class checked.
       CALL MPIX_CHECKPOINT_RESTORE(IERR)
       CALL CHECK(IERR .NE. MPI_SUCCESS, 'restore before a checkpoint')
+      CALL MPI_ERROR_STRING(IERR, MSG, LEN, IERR2)
+      CALL CHECK(INDEX(MSG, 'no checkpoint has been written') .GT. 0,
+     &     'the error string says why')
       CALL MPIX_PROTECT(-1, IBUF, 10, MPI_INTEGER, IERR)
-      CALL CHECK(IERR .EQ. MPI_ERR_ARG, 'MPIX_PROTECT with id -1')
+      CALL MPI_ERROR_CLASS(IERR, ICLASS, IERR2)
+      CALL CHECK(ICLASS .EQ. MPI_ERR_ARG, 'MPIX_PROTECT with id -1')
       CALL MPIX_PROTECT(1, IBUF, 10, 999, IERR)
-      CALL CHECK(IERR .EQ. MPI_ERR_TYPE, 'MPIX_PROTECT bad datatype')
+      CALL MPI_ERROR_CLASS(IERR, ICLASS, IERR2)
+      CALL CHECK(ICLASS .EQ. MPI_ERR_TYPE, 'MPIX_PROTECT bad datatype')
       CALL MPIX_CHECKPOINT_ROUTE('a/b', MSG, IERR)
-      CALL CHECK(IERR .EQ. MPI_ERR_ARG, 'route a name with a slash')
+      CALL MPI_ERROR_CLASS(IERR, ICLASS, IERR2)
+      CALL CHECK(ICLASS .EQ. MPI_ERR_ARG, 'route a name with a slash')
       CALL MPIX_CHECKPOINT_ROUTE('data.bin', SHORT, IERR)
-      CALL CHECK(IERR .EQ. MPI_ERR_ARG, 'route into a short string')
+      CALL MPI_ERROR_CLASS(IERR, ICLASS, IERR2)
+      CALL CHECK(ICLASS .EQ. MPI_ERR_ARG, 'route into a short string')
       CALL MPIX_CHECKPOINT_ROUTE('data.bin', MSG, IERR)
       CALL CHECK(IERR .EQ. MPI_SUCCESS .AND.
      &     INDEX(MSG, '/data.bin ') .GT. 0, 'route into a long string')

@@ -8,7 +8,7 @@ program mpix
   use mpi
   use checks
   implicit none
-  integer :: rank, ierr, epoch, col, i, unit, value
+  integer :: rank, ierr, ierr2, eclass, epoch, col, i, unit, value
   double precision :: field(100)
   integer :: counter, grid(4, 4)
   real :: extra(3)
@@ -71,11 +71,13 @@ program mpix
   call MPIX_PROTECT(9, value, 1, MPI_INTEGER, ierr)
   field = -1d0
   call MPIX_CHECKPOINT_RESTORE(ierr)
-  call check(ierr == MPI_ERR_ARG .and. all(field == -1d0), 'restore with an unknown region')
+  call MPI_ERROR_CLASS(ierr, eclass, ierr2)
+  call check(eclass == MPI_ERR_ARG .and. all(field == -1d0), 'restore with an unknown region')
   call MPIX_UNPROTECT(9, ierr)
   call check_rc(ierr, 'MPIX_UNPROTECT')
   call MPIX_UNPROTECT(9, ierr)
-  call check(ierr == MPI_ERR_ARG, 'MPIX_UNPROTECT of an unknown id')
+  call MPI_ERROR_CLASS(ierr, eclass, ierr2)
+  call check(eclass == MPI_ERR_ARG, 'MPIX_UNPROTECT of an unknown id')
 
   call MPI_TYPE_FREE(col, ierr)
   call checks_done('mpix')

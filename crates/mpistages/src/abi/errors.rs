@@ -19,17 +19,78 @@ const FIRST_USER_HANDLER: i32 = 4;
 
 struct Registry {
     /// Class of each added code (classes added are their own class),
-    /// from `err::LASTCODE + 1` on.
+    /// from `err::LASTCODE + 1` on: the program's and our own (`detailed`).
     added: Vec<i32>,
     strings: std::collections::BTreeMap<i32, String>,
     handlers: Vec<Option<usize>>,
+    /// Codes of our own by their text (`detailed`).
+    detailed: std::collections::BTreeMap<String, i32>,
 }
 
 static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     added: Vec::new(),
     strings: std::collections::BTreeMap::new(),
     handlers: Vec::new(),
+    detailed: std::collections::BTreeMap::new(),
 });
+
+/// An error's detail without the call's name in front, which some details
+/// start with.
+pub fn cause<'a>(name: &str, detail: &'a str) -> &'a str {
+    detail
+        .strip_prefix(name)
+        .and_then(|d| d.strip_prefix(": "))
+        .unwrap_or(detail)
+}
+
+/// Distinct causes that get codes of their own, at most (then the class is
+/// returned; the cause is still in the log).
+const DETAILED_MAX: usize = 256;
+
+/// The code an error of call `name` returns to the program. Errors of the
+/// resilience API (`MPIX_Checkpoint_*`, `MPIX_Protect`, ...) get a code of
+/// their own — of the error's class for `MPI_Error_class`, its cause in
+/// `MPI_Error_string` ("MPI_ERR_OTHER: other error: MPIX_Checkpoint_restore:
+/// no checkpoint has been written yet"), as codes added with
+/// `MPI_Add_error_code` have; the same cause, the same code. Other calls,
+/// and the classes a program acts on (`MPIX_TRY_RELOAD`, ULFM's) return
+/// the class itself. The flag: the code is new (its cause not yet said).
+pub fn code_for(name: &str, class: c_int, detail: &str) -> (c_int, bool) {
+    let signal = matches!(
+        class,
+        err::TRY_RELOAD | err::PROC_FAILED | err::PROC_FAILED_PENDING | err::REVOKED
+    );
+    let resilience = name.starts_with("MPIX_") && !name.starts_with("MPIX_Comm_");
+    if signal || !resilience || !(0..=err::LASTCODE).contains(&class) || detail.is_empty() {
+        return (class, false);
+    }
+    let mut text = format!(
+        "{}: {}: {name}: {}",
+        class_name(class),
+        class_text(class),
+        cause(name, detail)
+    );
+    let max = MAX_ERROR_STRING as usize - 1;
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    let mut r = registry();
+    if let Some(&code) = r.detailed.get(&text) {
+        return (code, false);
+    }
+    if r.detailed.len() >= DETAILED_MAX {
+        return (class, false);
+    }
+    let code = err::LASTCODE + 1 + r.added.len() as c_int;
+    r.added.push(class);
+    r.strings.insert(code, text.clone());
+    r.detailed.insert(text, code);
+    (code, true)
+}
 
 fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())

@@ -360,17 +360,25 @@ fn handle(name: &str, handle: i32, handler: i32, m: Option<&Mpi>, e: MpiError) -
             return reload(m, name, handler);
         }
     }
-    if handler == ERRORS_RETURN {
-        log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
-        return e.class;
-    }
-    if let Some(f) = errors::user_handler(handler) {
-        log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
-        let (mut h, mut code) = (handle, e.class);
-        // SAFETY: the program's handler, of the standard's signature, gets
-        // pointers to two locals.
-        unsafe { f(&mut h, &mut code) };
-        return e.class;
+    let user = errors::user_handler(handler);
+    if handler == ERRORS_RETURN || user.is_some() {
+        let (code, new) = errors::code_for(name, e.class, &e.detail);
+        if new {
+            // Once per cause, at the default level: what the program gets
+            // as a code (its text is MPI_Error_string's).
+            let rank = m.map_or(String::new(), |m| format!("rank {}: ", m.rank));
+            let cause = errors::cause(name, &e.detail);
+            log::info!("mpistages: {rank}{name}: {}: {cause}", class_name(e.class));
+        } else {
+            log::debug!("mpistages: {name}: {}: {}", class_name(e.class), e.detail);
+        }
+        if let Some(f) = user {
+            let (mut h, mut c) = (handle, code);
+            // SAFETY: the program's handler, of the standard's signature,
+            // gets pointers to two locals.
+            unsafe { f(&mut h, &mut c) };
+        }
+        return code;
     }
     api::fatal(
         e.class,
