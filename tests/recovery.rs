@@ -285,6 +285,20 @@ fn recovery_benchmark_writes_rows_and_charts() {
     // 1 rank: 4 modes (ULFM has no survivor), 2 ranks: all 6; a plain
     // run and per mode a failure-free and a failure run, twice.
     assert!(se.contains("[44/44]"), "progress is shown:\n{se}");
+    // The floor is measured as the recoveries are, and the table says what
+    // its columns are.
+    assert!(
+        se.contains("the floor, one rank alone recovering from the same kill"),
+        "{se}"
+    );
+    assert!(
+        so.contains("no ckpt s      the program built without"),
+        "{so}"
+    );
+    assert!(
+        !so.contains(" -0.") && !so.contains(" -1"),
+        "no negative overhead:\n{so}"
+    );
     let csv = std::fs::read_to_string(out.0.join("recovery.csv")).unwrap();
     let mut lines = csv.lines();
     assert_eq!(

@@ -22,8 +22,8 @@
 //!   load, the state bytes per rank (with `--state-mb`, the proxies'
 //!   checked ballast on top of their own), the iterations done again.
 //!
-//! - the floor: one process coming back alone (`floor`), and each mode's
-//!   recovery as a multiple of it.
+//! - the floor: one process coming back alone, measured as the recoveries
+//!   are (`floor`), and each mode's recovery as a multiple of it.
 //!
 //! Modes: stages, reinit, cpr, restart (a new mpiexec --restart after the
 //! job ended on the failure), and ULFM with the proxies' own driver
@@ -360,64 +360,34 @@ fn launch(
     Ok((status.success(), wall, out, err))
 }
 
-/// The floor: what one process costs to come back alone — started (by a
-/// new mpiexec), its MPI state read from where a restart reads it (a pfs
-/// level in the benchmark's scratch directory), back in its loop — with
-/// no other rank to wait for. A one-rank run writes the checkpoints; each repetition
-/// then starts a one-rank job from them: from the start of mpiexec to the
-/// rank's back-at-iteration line, its data load left out as in the
-/// recoveries, ms.
+/// The floor: one process coming back alone, measured as the recoveries
+/// are — a one-rank job under `stages` killed at the same call, from the
+/// kill until the rank is back in its loop, its data load left out: the
+/// kernel's word of the death, a waiting spare taking the rank's place, its
+/// checkpoint read; no other rank to tell or to wait for. A recovery of n
+/// ranks costs this plus the coordination: its multiple of the floor says
+/// how much that is. `inject` is the `--inject` spec of the recoveries.
 fn floor(
     o: &Opts,
     app: &App,
     prog: &[String],
     files: &Path,
-    pfs: &Path,
+    inject: &str,
 ) -> Result<Vec<f64>, String> {
-    let _ = std::fs::remove_dir_all(pfs);
-    let ckpt = format!("mem,pfs:{}", pfs.display());
-    let mut a: Vec<String> = ["-n", "1", "--recovery", "none", "--ckpt", &ckpt]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    a.extend(prog.iter().cloned());
-    run(
-        o,
-        app,
-        &a,
-        &format!("{} floor's checkpoints", app.name),
-        files,
-    )?;
     let mut out = Vec::new();
     for _ in 0..o.reps {
-        let mut a: Vec<String> = ["-n", "1", "--restart"]
+        let mut a: Vec<String> = ["-n", "1", "--recovery", "stages", "--inject", inject]
             .iter()
             .map(|s| s.to_string())
             .collect();
-        a.extend([pfs.display().to_string(), "--recovery".into(), "cpr".into()]);
-        a.extend(["--ckpt".into(), ckpt.clone()]);
         a.extend(prog.iter().cloned());
-        let start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs_f64();
-        let (ok, wall, _, err) = launch(o, &a, "floor", files)?;
-        if !ok {
-            return Err(format!("{} floor: the restart failed:\n{err}", app.name));
-        }
-        let num =
-            |key: &str| -> Option<f64> { err.split(key).nth(1)?.split(' ').next()?.parse().ok() };
-        let (back, load) = num("unix time ").zip(num("data load ")).ok_or_else(|| {
-            format!(
-                "{} floor: the rank did not say it was back:\n{err}",
-                app.name
-            )
-        })?;
-        let _ = wall;
-        // As the recoveries are counted: the data load left out.
-        out.push((back - start) * 1e3 - load);
+        let r = run(o, app, &a, &format!("{} floor", app.name), files)?;
+        out.push(
+            r.recovery_ms.ok_or_else(|| {
+                format!("{} floor: the run did not report its recovery", app.name)
+            })?,
+        );
     }
-    let _ = std::fs::remove_dir_all(pfs);
     Ok(out)
 }
 
@@ -708,7 +678,8 @@ fn bench(o: &Opts) -> Result<(), String> {
         let summary = summary(&rows);
         print!("{summary}");
         std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
-        return std::fs::write(o.out.join("summary.txt"), &summary).map_err(|e| e.to_string());
+        std::fs::write(o.out.join("summary.txt"), &summary).map_err(|e| e.to_string())?;
+        return write_charts(&o.out, &rows);
     }
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let scratch =
@@ -792,16 +763,18 @@ fn bench(o: &Opts) -> Result<(), String> {
             // The kill: right after the checkpoint in the middle of the run.
             let kill_it = (o.iters / 2) / o.every * o.every;
             let victim = n / 2;
+            let kill_at = |rank: usize| {
+                format!(
+                    "rank={rank},call={}:{}",
+                    app.call,
+                    (app.calls_before)(kill_it) + 1
+                )
+            };
             let mut plains = Vec::new();
-            let floor_ms = median(&floor(
-                o,
-                app,
-                &prog_args(&exe),
-                &files,
-                &scratch.0.join(format!("floor-{n}-{mb}")),
-            )?);
+            let floor_ms = median(&floor(o, app, &prog_args(&exe), &files, &kill_at(0))?);
             eprintln!(
-                "    floor (one process back alone: start, {mb} MiB more state read, in its loop): {floor_ms:.1} ms"
+                "    {} {n} ranks {mb} MiB: the floor, one rank alone recovering from the same kill (stages, 1 rank): {floor_ms:.1} ms",
+                app.name
             );
             // Each repetition runs the plain build next to the modes' runs,
             // so that a slow phase of this shared machine hits both sides
@@ -840,14 +813,7 @@ fn bench(o: &Opts) -> Result<(), String> {
                     let _ = std::fs::remove_dir_all(&pfs);
                     let mut a = vec!["-n".to_string(), n.to_string()];
                     a.extend(mode_args(mode, &pfs));
-                    a.extend([
-                        "--inject".into(),
-                        format!(
-                            "rank={victim},call={}:{}",
-                            app.call,
-                            (app.calls_before)(kill_it) + 1
-                        ),
-                    ]);
+                    a.extend(["--inject".into(), kill_at(victim)]);
                     a.extend(prog_args(&exe));
                     let what = format!("{} {mode} with a failure", app.name);
                     let hurt = if mode == "restart" {
@@ -897,22 +863,46 @@ fn bench(o: &Opts) -> Result<(), String> {
     let summary = summary(&read_csv(&csv)?);
     print!("{summary}");
     std::fs::write(o.out.join("summary.txt"), &summary).map_err(|e| e.to_string())?;
-    // A chart per app and state size (the state size in its name when
-    // there are several): recovery against ranks, a line per mode.
-    for app in &o.apps {
-        for &mb in &o.state_mb {
-            let series: Vec<chart::Series> = modes_of(app, 2)
+    write_charts(&o.out, &read_csv(&csv)?)?;
+    println!("rows: {}", o.out.join("recovery.csv").display());
+    Ok(())
+}
+
+/// A chart per app and state size (the state size in its name when the
+/// rows have several): recovery against ranks, a line per mode, in the
+/// modes' order of first appearance.
+fn write_charts(out: &Path, rows: &[Row]) -> Result<(), String> {
+    let mut apps: Vec<&str> = Vec::new();
+    for r in rows {
+        if !apps.contains(&r.app) {
+            apps.push(r.app);
+        }
+    }
+    let sizes: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.state_mb).collect();
+    for app in apps {
+        for &mb in &sizes {
+            let these: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.app == app && r.state_mb == mb)
+                .collect();
+            let mut modes: Vec<&str> = Vec::new();
+            for r in &these {
+                if !modes.contains(&r.mode.as_str()) {
+                    modes.push(&r.mode);
+                }
+            }
+            if modes.is_empty() {
+                continue;
+            }
+            let series: Vec<chart::Series> = modes
                 .iter()
                 .map(|m| {
                     let mut by_ranks: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
-                    for r in rows
-                        .iter()
-                        .filter(|r| r.app == app.name && &r.mode == m && r.state_mb == mb)
-                    {
+                    for r in these.iter().filter(|r| r.mode == *m) {
                         by_ranks.entry(r.ranks).or_default().push(r.recovery_ms);
                     }
                     chart::Series {
-                        mode: m.clone(),
+                        mode: m.to_string(),
                         points: by_ranks
                             .iter()
                             .map(|(&n, v)| {
@@ -923,19 +913,18 @@ fn bench(o: &Opts) -> Result<(), String> {
                     }
                 })
                 .collect();
-            let name = if o.state_mb.len() > 1 {
-                format!("recovery-{}-{mb}MiB", app.name)
+            let name = if sizes.len() > 1 {
+                format!("recovery-{app}-{mb}MiB")
             } else {
-                format!("recovery-{}", app.name)
+                format!("recovery-{app}")
             };
-            let title = format!("{} ({mb} MiB extra state per rank)", app.name);
-            let base = o.out.join(name);
+            let title = format!("{app} ({mb} MiB extra state per rank)");
+            let base = out.join(name);
             std::fs::write(base.with_extension("svg"), chart::svg(&title, &series)?)
                 .map_err(|e| e.to_string())?;
             println!("chart: {}.svg", base.display());
         }
     }
-    println!("rows: {}", o.out.join("recovery.csv").display());
     Ok(())
 }
 
@@ -972,7 +961,7 @@ fn summary(rows: &[Row]) -> String {
         };
         let s = rec(st);
         let mut line = format!(
-            "{app} {n} ranks {mb} MiB: stages recovers in {s:.1} ms ({:.2}x the floor of {:.1} ms)",
+            "{app} {n} ranks {mb} MiB: stages recovers in {s:.1} ms ({:.2}x one rank alone recovering from the same kill, {:.1} ms)",
             s / st[0].floor_ms,
             st[0].floor_ms
         );
@@ -1099,6 +1088,16 @@ fn read_csv(text: &str) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// A checkpointing overhead as the table shows it: below 0 is the
+/// machine's noise, not a gain ("~0*", the table's header says so).
+fn overhead_cell(pct: f64) -> String {
+    if pct < 0.0 {
+        "~0*".into()
+    } else {
+        format!("{pct:.1}")
+    }
+}
+
 fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
     let mut groups: BTreeMap<(&str, usize, usize), BTreeMap<String, Vec<&Row>>> = BTreeMap::new();
     for r in rows {
@@ -1109,23 +1108,31 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
             .or_default()
             .push(r);
     }
-    let mut t = String::from(
-        "\nrecovery: kill -> every rank back in its loop (data load excluded), median [min-max] ms;\n\
-         mpiexec milestones (median ms after the kill): detected / propagated / relaunched / MPI restored / resumed;\n\
-         ckpt %: the failure-free run's own time (mpiexec's start and end excluded) against the plain build's, median of\n\
-         the pairs; in ckpt %: the share of its time a rank spent in MPIX_Checkpoint_write (the largest over ranks)\n\n",
-    );
+    let header = [
+        "One SIGKILLed rank per run, in the middle of the run, right after a checkpoint. Columns:",
+        "recovery ms    kill -> every rank back in its main loop (its data load excluded): median [fastest-slowest]",
+        "milestones ms  what mpiexec saw, ms after the kill (medians): failure detected / survivors told /",
+        "               replacement started / MPI state restored / every rank resumed",
+        "with kill s    the run's time to solution with the kill",
+        "no kill s      the same run without a kill (with its checkpoints)",
+        "no ckpt s      the program built without checkpoints or recovery, for comparison",
+        "ckpt %         what checkpointing adds to a run without a kill: its own time against the build",
+        "               without checkpoints, run beside it (median of the pairs; ~0* where it measured",
+        "               below 0: less than this machine's run-to-run noise)",
+        "in ckpt %      the share of its time a rank spent in MPIX_Checkpoint_write (the largest rank's)",
+    ];
+    let mut t = format!("\n{}\n\n", header.join("\n"));
     t += &format!(
-        "{:<8} {:>5} {:>4} {:<11} {:>24} {:>32} {:>9} {:>9} {:>9} {:>8} {:>10}\n",
+        "{:<8} {:>5} {:>4} {:<11} {:>24} {:>32} {:>11} {:>9} {:>9} {:>8} {:>10}\n",
         "app",
         "ranks",
         "MiB",
         "mode",
         "recovery ms",
         "milestones ms",
-        "solve s",
-        "no-fail s",
-        "plain s",
+        "with kill s",
+        "no kill s",
+        "no ckpt s",
         "ckpt %",
         "in ckpt %"
     );
@@ -1148,7 +1155,7 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
                 .collect();
             let med = |f: fn(&Row) -> f64| median(&rs.iter().map(|r| f(r)).collect::<Vec<_>>());
             t += &format!(
-                "{:<8} {:>5} {:>4} {:<11} {:>24} {:>32} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>10.2}\n",
+                "{:<8} {:>5} {:>4} {:<11} {:>24} {:>32} {:>11.3} {:>9.3} {:>9.3} {:>8} {:>10.2}\n",
                 app,
                 n,
                 mb,
@@ -1158,7 +1165,7 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
                 med(|r| r.tts),
                 med(|r| r.ff),
                 plain.get(&(*app, *n, *mb)).copied().unwrap_or(f64::NAN),
-                med(|r| r.overhead),
+                overhead_cell(med(|r| r.overhead)),
                 med(|r| r.in_ckpt),
             );
         }
@@ -1166,7 +1173,7 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
             let st = median(&s.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
             for (m, rs) in modes.iter().filter(|(m, _)| *m != "stages") {
                 let other = median(&rs.iter().map(|r| r.recovery_ms).collect::<Vec<_>>());
-                t += &format!("    stages / {m} recovery: {:.3}\n", st / other);
+                t += &format!("    stages recovers in {:.2} of {m}'s time\n", st / other);
             }
         }
         // Each mode's recovery against one process coming back alone.
@@ -1179,7 +1186,7 @@ fn table(rows: &[Row], plain: &BTreeMap<(&str, usize, usize), f64>) -> String {
                 })
                 .collect();
             t += &format!(
-                "    floor {floor:.1} ms; recovery / floor: {}\n",
+                "    recovery as a multiple of one rank alone recovering from the same kill ({floor:.1} ms): {}\n",
                 times.join(", ")
             );
         }
