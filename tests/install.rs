@@ -19,6 +19,26 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The bytes of the files under `dir`, each file once however many names
+/// (hard links) it has.
+fn prefix_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            } else if seen.insert(m.ino()) {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
 #[test]
 fn installed_prefix_and_cmake() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -40,13 +60,24 @@ fn installed_prefix_and_cmake() {
         "bin/mpirun",
         "bin/mpistages-agent",
         "lib/libmpistages.so",
-        "lib/libmpistages.a",
         "include/mpi.h",
         "include/mpif.h",
         "lib/pkgconfig/mpistages.pc",
     ] {
         assert!(prefix.join(f).exists(), "{f} not installed");
     }
+    // Small: the other names of a program are links to it, the static
+    // archive only with --static (in a prefix of its own here).
+    let bytes = prefix_bytes(&prefix);
+    assert!(bytes < 25 << 20, "the prefix holds {bytes} bytes");
+    assert!(!prefix.join("lib/libmpistages.a").exists());
+    let with_static = tmp.0.join("prefix-static");
+    run(Command::new(root.join("scripts/install"))
+        .arg("--from")
+        .arg(&built)
+        .arg("--static")
+        .arg(&with_static));
+    assert!(with_static.join("lib/libmpistages.a").exists());
     let show = run(Command::new(prefix.join("bin/mpicc")).args(["-show", "a.c"]));
     let inc = prefix.join("include").canonicalize().unwrap();
     assert!(
