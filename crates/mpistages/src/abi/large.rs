@@ -12,15 +12,15 @@ use std::sync::Arc;
 
 type Count = i64;
 
-/// A count for the int interface, or why it does not fit.
-fn fit(n: Count) -> MpiResult<c_int> {
-    if n < 0 {
-        return fail(err::COUNT, format!("count {n} is negative"));
-    }
+/// A count for the int interface, or why it does not fit. (A negative one
+/// passes: the int version reports it as it would its own.)
+pub(super) fn fit(n: Count) -> MpiResult<c_int> {
     c_int::try_from(n).or_else(|_| {
         fail(
             err::COUNT,
-            format!("a collective of {n} elements per process: mpistages takes at most 2^31 - 1 in one collective call"),
+            format!(
+                "a count or displacement of {n}: mpistages takes at most 2^31 - 1 in this call"
+            ),
         )
     })
 }
@@ -31,10 +31,29 @@ fn fit(n: Count) -> MpiResult<c_int> {
 /// `p` holds `n` values.
 unsafe fn fit_all(p: *const Count, n: usize) -> MpiResult<Vec<c_int>> {
     // SAFETY: forwarded.
-    unsafe { array(p, n)? }
-        .iter()
-        .map(|&x| c_int::try_from(x).or_else(|_| fit(x)))
-        .collect()
+    unsafe { array(p, n)? }.iter().map(|&x| fit(x)).collect()
+}
+
+/// `fit_all`, or `None` for a NULL or empty array (the int version then
+/// gets NULL, and reports it where it matters).
+///
+/// # Safety
+/// `p` is NULL or holds `n` values.
+pub(super) unsafe fn fit_opt(p: *const Count, n: usize) -> MpiResult<Option<Vec<c_int>>> {
+    if p.is_null() || n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: forwarded.
+    unsafe { fit_all(p, n) }.map(Some)
+}
+
+/// An array length from a count argument (0 when negative or absurd: the
+/// int version then reports the count).
+pub(super) fn len_of(n: Count) -> usize {
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= 1 << 31)
+        .unwrap_or(0)
 }
 
 fn comm_size(c: c_int) -> MpiResult<usize> {

@@ -19,6 +19,7 @@ pub mod fortran;
 pub mod info;
 pub mod intercoll;
 pub mod large;
+mod large_via_int;
 pub mod misc;
 pub mod mpix;
 pub mod nbc;

@@ -121,13 +121,13 @@ impl Kept {
 /// How many elements the arrays of a collective on `c` have: one per peer
 /// (the remote group's size on an inter-communicator). 0 for an invalid
 /// handle, whose call then fails in the body.
-fn peers(c: c_int) -> usize {
+pub(super) fn peers(c: c_int) -> usize {
     let Ok(m) = mpi() else { return 0 };
     m.tables().comm(c).map(|cm| cm.peers().size()).unwrap_or(0)
 }
 
 /// One per member of the local group (`MPI_Reduce_scatter`'s counts).
-fn members(c: c_int) -> usize {
+pub(super) fn members(c: c_int) -> usize {
     let Ok(m) = mpi() else { return 0 };
     m.tables().comm(c).map(|cm| cm.size()).unwrap_or(0)
 }
@@ -135,7 +135,7 @@ fn members(c: c_int) -> usize {
 /// Arrays significant only at the root (`MPI_Gatherv`'s receive side,
 /// `MPI_Scatterv`'s send side): elsewhere they may be anything, and are
 /// left unread.
-fn at_root(c: c_int, root: c_int) -> usize {
+pub(super) fn at_root(c: c_int, root: c_int) -> usize {
     let Ok(m) = mpi() else { return 0 };
     match m.tables().comm(c) {
         Ok(cm) if cm.is_inter() && root == crate::api::consts::ROOT => cm.peers().size(),
@@ -145,7 +145,7 @@ fn at_root(c: c_int, root: c_int) -> usize {
 }
 
 /// Send-side arrays, ignored when the call is in place.
-fn unless_in_place(sbuf: *const c_void, c: c_int) -> usize {
+pub(super) fn unless_in_place(sbuf: *const c_void, c: c_int) -> usize {
     if super::coll::is_in_place(sbuf) {
         0
     } else {
@@ -154,7 +154,7 @@ fn unless_in_place(sbuf: *const c_void, c: c_int) -> usize {
 }
 
 /// A neighbourhood collective's in-degree (`incoming`) or out-degree.
-fn degree(c: c_int, incoming: bool) -> usize {
+pub(super) fn degree(c: c_int, incoming: bool) -> usize {
     let Ok(m) = mpi() else { return 0 };
     match crate::api::comm::topology(m, c) {
         Ok((cm, t)) => {

@@ -248,9 +248,10 @@ mpi_fn!(fn MPI_Reduce_scatter / PMPI_Reduce_scatter(sbuf: *const c_void, rbuf: *
     ret("MPI_Reduce_scatter", c, r)
 });
 
-mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<op::UserFn>, commute: c_int, out: *mut c_int) {
+/// `MPI_Op_create` of either form of user function.
+fn op_create(name: &str, func: Option<op::UserFunc>, commute: c_int, out: *mut c_int) -> c_int {
     let r = mpi().and_then(|m| {
-        let Some(func) = f else {
+        let Some(func) = func else {
             return fail(err::ARG, "the user function is NULL");
         };
         let mut t = m.tables();
@@ -265,11 +266,22 @@ mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<op::UserFn>, commute: c_int,
                 t.ops.len() - 1
             }
         };
-        t.ops[h] = Some(OpDef::User { func, commute: commute != 0 });
+        t.ops[h] = Some(OpDef::User {
+            func,
+            commute: commute != 0,
+        });
         // SAFETY: caller's out-pointer.
         unsafe { super::put(out, h as c_int) }
     });
-    ret("MPI_Op_create", COMM_WORLD, r)
+    ret(name, COMM_WORLD, r)
+}
+
+mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<op::UserFn>, commute: c_int, out: *mut c_int) {
+    op_create("MPI_Op_create", f.map(op::UserFunc::Int), commute, out)
+});
+
+mpi_fn!(fn MPI_Op_create_c / PMPI_Op_create_c(f: Option<op::UserFnC>, commute: c_int, out: *mut c_int) {
+    op_create("MPI_Op_create_c", f.map(op::UserFunc::Large), commute, out)
 });
 
 mpi_fn!(fn MPI_Op_free / PMPI_Op_free(o: *mut c_int) {

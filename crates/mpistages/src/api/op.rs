@@ -10,11 +10,20 @@ use std::os::raw::{c_int, c_void};
 
 /// `MPI_User_function`.
 pub type UserFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut c_int);
+/// `MPI_User_function_c` (MPI 4.0: the count as an `MPI_Count`).
+pub type UserFnC = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut c_int);
+
+/// A program's reduction function, of either form.
+#[derive(Clone, Copy)]
+pub enum UserFunc {
+    Int(UserFn),
+    Large(UserFnC),
+}
 
 #[derive(Clone, Copy)]
 pub enum OpDef {
     Predefined(i32),
-    User { func: UserFn, commute: bool },
+    User { func: UserFunc, commute: bool },
 }
 
 impl OpDef {
@@ -229,19 +238,26 @@ pub fn reduce(o: &OpDef, t: &Datatype, handle: i32, count: usize, inp: &[u8], in
     }
     match *o {
         OpDef::User { func, .. } => {
-            let mut len = count as c_int;
             let mut h = handle;
-            // SAFETY: both buffers hold `count` elements laid out as the
-            // datatype describes (starting at its true lower bound), which is
-            // what the user function was registered to accept.
-            unsafe {
-                func(
-                    inp.as_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
-                    inout.as_mut_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
-                    &mut len,
-                    &mut h,
-                )
-            };
+            let (a, b) = (
+                inp.as_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
+                inout.as_mut_ptr().wrapping_offset(-t.true_lb) as *mut c_void,
+            );
+            // Both buffers hold `count` elements laid out as the datatype
+            // describes (starting at its true lower bound), which is what
+            // the user function was registered to accept.
+            match func {
+                UserFunc::Int(f) => {
+                    let mut len = count as c_int;
+                    // SAFETY: see above; the length and handle are locals.
+                    unsafe { f(a, b, &mut len, &mut h) };
+                }
+                UserFunc::Large(f) => {
+                    let mut len = count as i64;
+                    // SAFETY: see above; the length and handle are locals.
+                    unsafe { f(a, b, &mut len, &mut h) };
+                }
+            }
         }
         OpDef::Predefined(p) => {
             let ext = t.extent as usize;
