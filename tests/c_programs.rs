@@ -154,6 +154,12 @@ fn large_counts() {
     at_all_sizes("large_count.c");
 }
 
+/// Partitioned communication of MPI 4.0 (Psend/Precv, Pready, Parrived).
+#[test]
+fn partitioned() {
+    at_all_sizes("partitioned.c");
+}
+
 /// Info, attributes with callbacks, names, envelopes, error classes and
 /// handlers, group ranges, Comm_create_group, split_type,
 /// inter-communicators.

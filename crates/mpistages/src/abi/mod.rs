@@ -25,6 +25,7 @@ pub mod mpix;
 pub mod nbc;
 pub mod neighbor;
 pub mod p2p;
+pub mod partitioned;
 pub mod probe;
 pub mod reduce;
 pub mod request;

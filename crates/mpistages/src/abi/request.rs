@@ -563,6 +563,7 @@ mpi_fn!(fn MPI_Request_free / PMPI_Request_free(req: *mut c_int) {
         let id = id_of(m, h)?;
         m.engine.free(id);
         crate::api::nbc::free_persistent(m, id);
+        super::partitioned::forget(id);
         let freed = super::misc::grequest_release(id, None).unwrap_or(err::SUCCESS);
         // SAFETY: as above.
         unsafe { req.write(REQUEST_NULL) };
@@ -604,7 +605,10 @@ fn start_one(m: &'static Mpi, h: c_int) -> MpiResult<()> {
     let id = id_of(m, h)?;
     let started = match crate::api::nbc::start_persistent(m, id) {
         Some(s) => s,
-        None => m.engine.start(id),
+        None => match super::partitioned::start(m, id) {
+            Some(s) => s?,
+            None => m.engine.start(id),
+        },
     };
     if !started {
         return fail(

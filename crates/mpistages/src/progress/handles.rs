@@ -148,6 +148,42 @@ impl Engine {
             )
         })
     }
+
+    /// Starts `op` as the one part of `parent`, an active `Op::External`
+    /// request, which then completes with the part's status or error (a
+    /// partitioned send once every partition is ready, a partitioned
+    /// receive as it starts). False, with nothing started, if `parent` is
+    /// not an active external request.
+    pub fn attach(&self, parent: ReqId, op: Op) -> bool {
+        self.with(|c| {
+            let active = matches!(
+                c.req(parent),
+                Some(Req {
+                    op: Op::External,
+                    state: State::Active(_),
+                    ..
+                })
+            );
+            if !active || c.joins.contains_key(&parent) {
+                return false;
+            }
+            let part = c.alloc(Req::new(op, false));
+            c.joins.insert(
+                parent,
+                super::state::Join {
+                    left: 1,
+                    report: part,
+                    status: Status::empty(),
+                },
+            );
+            if let Some(r) = c.req_mut(part) {
+                r.part_of = Some(parent);
+                r.freed = true;
+            }
+            c.start(part);
+            true
+        })
+    }
 }
 
 /// A one-shot request owned by `owner`, complete with `status`.
