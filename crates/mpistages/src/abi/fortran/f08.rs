@@ -441,6 +441,12 @@ mod tests {
             "assert",
             "win_keyval",
             "fd",
+            "partitions",
+            "partition",
+            "partition_low",
+            "partition_high",
+            "array_of_partitions",
+            "length",
         ];
         for b in TABLE.iter().filter(|b| provided(b)) {
             for (a, k) in b.args {
