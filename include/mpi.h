@@ -86,6 +86,12 @@ typedef void (MPI_User_function_c)(void *invec, void *inoutvec, MPI_Count *len, 
 #define MPI_UNIVERSE_SIZE                (5)
 #define MPI_APPNUM                       (6)
 #define MPI_MAX_INFO_KEY                 255
+#define MPI_MAX_STRINGTAG_LEN            255
+/* The C indexes of the fields of a Fortran status (MPI_SOURCE - 1 ...). */
+#define MPI_F_STATUS_SIZE                5
+#define MPI_F_SOURCE                     0
+#define MPI_F_TAG                        1
+#define MPI_F_ERROR                      2
 #define MPI_MAX_INFO_VAL                 1024
 #define MPI_INFO_NULL                    ((MPI_Info)0)
 #define MPI_INFO_ENV                     ((MPI_Info)1)
@@ -129,6 +135,9 @@ typedef void (MPI_User_function_c)(void *invec, void *inoutvec, MPI_Count *len, 
 #define MPI_ERR_PROC_FAILED              75
 #define MPI_ERR_PROC_FAILED_PENDING      76
 #define MPI_ERR_REVOKED                  77
+#define MPI_ERR_SESSION                  78
+#define MPI_ERR_PROC_ABORTED             79
+#define MPI_ERR_VALUE_TOO_LARGE          80
 #define MPI_ERR_INFO                     28
 #define MPI_ERR_INFO_KEY                 29
 #define MPI_ERR_INFO_VALUE               30
@@ -1547,6 +1556,10 @@ int MPI_Pready_list(int length, const int array_of_partitions[], MPI_Request req
 int PMPI_Pready_list(int length, const int array_of_partitions[], MPI_Request request);
 int MPI_Parrived(MPI_Request request, int partition, int *flag);
 int PMPI_Parrived(MPI_Request request, int partition, int *flag);
+int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm);
+int PMPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm);
+int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm);
+int PMPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm);
 
 /* ---- MPI Stages extensions (ExaMPI's names, signatures and values) ----
  * With `mpiexec --recovery stages`, a failed rank is replaced; every MPI

@@ -154,6 +154,12 @@ fn large_counts() {
     at_all_sizes("large_count.c");
 }
 
+/// Communicators made from groups alone (MPI 4.0) and its error classes.
+#[test]
+fn communicators_from_groups() {
+    at_all_sizes("from_group.c");
+}
+
 /// Partitioned communication of MPI 4.0 (Psend/Precv, Pready, Parrived).
 #[test]
 fn partitioned() {

@@ -115,6 +115,77 @@ mpi_fn!(fn MPI_Comm_create_group / PMPI_Comm_create_group(c: c_int, g: c_int, ta
     new_comm("MPI_Comm_create_group", c, out, |m| comm::create_group(m, c, g, tag))
 });
 
+/// The tag of `MPI_Comm_create_from_group`'s string tag (FNV-1a, within
+/// the tags a send may use): processes that give the same string create
+/// the same communicator, different strings keep concurrent creations
+/// apart.
+///
+/// # Safety
+/// `s` is NULL or a NUL-terminated string.
+unsafe fn string_tag(s: *const c_char) -> MpiResult<c_int> {
+    // SAFETY: forwarded.
+    let text = unsafe { cstr(s)? };
+    if text.len() > 255 {
+        return fail(
+            err::ARG,
+            "the string tag is longer than MPI_MAX_STRINGTAG_LEN",
+        );
+    }
+    let mut h: u32 = 0x811c9dc5;
+    for b in text.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x01000193);
+    }
+    Ok((h & 0x3fff_ffff) as c_int)
+}
+
+/// A communicator of the processes of group `g`, made among them alone
+/// (MPI 4.0; here through the job's world), with error handler `eh`.
+fn from_group(m: &Mpi, g: c_int, tag: c_int, info: c_int, eh: c_int) -> MpiResult<i32> {
+    crate::api::info::get_or_empty(info)?;
+    let h = comm::create_group(m, crate::api::consts::COMM_WORLD, g, tag)?;
+    if eh != crate::api::consts::ERRHANDLER_NULL {
+        // SAFETY: plain handles.
+        let rc = unsafe { super::errors::PMPI_Comm_set_errhandler(h, eh) };
+        if rc != err::SUCCESS {
+            return fail(rc, format!("error handler {eh} for the new communicator"));
+        }
+    }
+    Ok(h)
+}
+
+mpi_fn!(fn MPI_Comm_create_from_group / PMPI_Comm_create_from_group(g: c_int, stringtag: *const c_char,
+        info: c_int, eh: c_int, out: *mut c_int) {
+    new_comm("MPI_Comm_create_from_group", COMM_WORLD, out, |m| {
+        // SAFETY: caller's string.
+        let tag = unsafe { string_tag(stringtag)? };
+        from_group(m, g, tag, info, eh)
+    })
+});
+
+mpi_fn!(fn MPI_Intercomm_create_from_groups / PMPI_Intercomm_create_from_groups(local: c_int, local_leader: c_int,
+        remote: c_int, remote_leader: c_int, stringtag: *const c_char, info: c_int, eh: c_int, out: *mut c_int) {
+    new_comm("MPI_Intercomm_create_from_groups", COMM_WORLD, out, |m| {
+        // SAFETY: caller's string.
+        let tag = unsafe { string_tag(stringtag)? };
+        let leader = m.tables().group(remote)?.members.get(usize::try_from(remote_leader).unwrap_or(usize::MAX)).copied();
+        let Some(leader) = leader else {
+            return fail(err::RANK, format!("remote leader {remote_leader} is not in the remote group"));
+        };
+        let mine = from_group(m, local, tag, info, crate::api::consts::ERRHANDLER_NULL)?;
+        let made = comm::intercomm_create(m, mine, local_leader, COMM_WORLD, leader as i32, tag);
+        // The local communicator served its turn.
+        let mut h = mine;
+        // SAFETY: a local handle.
+        unsafe { PMPI_Comm_free(&mut h) };
+        let made = made?;
+        if eh != crate::api::consts::ERRHANDLER_NULL {
+            // SAFETY: plain handles.
+            unsafe { super::errors::PMPI_Comm_set_errhandler(made, eh) };
+        }
+        Ok(made)
+    })
+});
+
 mpi_fn!(fn MPI_Intercomm_create / PMPI_Intercomm_create(local: c_int, local_leader: c_int, peer: c_int, remote_leader: c_int, tag: c_int, out: *mut c_int) {
     new_comm("MPI_Intercomm_create", local, out, |m| comm::intercomm_create(m, local, local_leader, peer, remote_leader, tag))
 });

@@ -78,6 +78,10 @@ pub mod err {
     pub const PROC_FAILED: i32 = 75;
     pub const PROC_FAILED_PENDING: i32 = 76;
     pub const REVOKED: i32 = 77;
+    // MPI 4.0's.
+    pub const SESSION: i32 = 78;
+    pub const PROC_ABORTED: i32 = 79;
+    pub const VALUE_TOO_LARGE: i32 = 80;
     pub const INFO: i32 = 28;
     pub const INFO_KEY: i32 = 29;
     pub const INFO_VALUE: i32 = 30;
