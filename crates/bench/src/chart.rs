@@ -42,18 +42,20 @@ const MARKERS: [Marker; 6] = [
     Marker::Down,
 ];
 
+/// The recovery modes, in the order of their looks.
+const MODES: [&str; 7] = [
+    "stages",
+    "reinit",
+    "cpr",
+    "restart",
+    "ulfm",
+    "ulfm-shrink",
+    "none",
+];
+
 /// The look of recovery mode `mode` (fixed per mode, so a mode looks the
 /// same in every chart); another name gets the next free one by `k`.
 pub fn look_of_mode(mode: &str, k: usize) -> Look {
-    const MODES: [&str; 7] = [
-        "stages",
-        "reinit",
-        "cpr",
-        "restart",
-        "ulfm",
-        "ulfm-shrink",
-        "none",
-    ];
     let i = MODES
         .iter()
         .position(|m| *m == mode)
@@ -372,15 +374,7 @@ mod tests {
 
     #[test]
     fn every_mode_looks_different() {
-        let modes = [
-            "stages",
-            "reinit",
-            "cpr",
-            "restart",
-            "ulfm",
-            "ulfm-shrink",
-            "none",
-        ];
+        let modes = MODES;
         for (i, a) in modes.iter().enumerate() {
             for b in &modes[i + 1..] {
                 let (la, lb) = (look_of_mode(a, 0), look_of_mode(b, 0));
