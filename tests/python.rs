@@ -46,6 +46,12 @@ fn mpi4py() -> Result<PathBuf, String> {
     if !venv.is_ok_and(|o| o.status.success()) || !python_ok(&py, "import pip") {
         return Err("needs python3 with venv and pip".into());
     }
+    let headers = "import os, sysconfig; \
+        assert os.path.exists(sysconfig.get_paths()['include'] + '/Python.h')";
+    if !python_ok(&py, headers) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err("needs Python's headers to build mpi4py (apt-get install python3-dev)".into());
+    }
     let out = Command::new(&py)
         .args([
             "-m",
