@@ -204,27 +204,7 @@ impl Engine {
         self.with(|c| {
             let parent = c.alloc(Req::new(Op::External, false).owned_by(owner));
             c.start(parent);
-            let parts: Vec<ReqId> = ops
-                .into_iter()
-                .map(|op| c.alloc(Req::new(op, false)))
-                .collect();
-            c.joins.insert(
-                parent,
-                super::state::Join {
-                    left: parts.len(),
-                    report: parts[report],
-                    status: Status::empty(),
-                },
-            );
-            for &p in &parts {
-                if let Some(r) = c.req_mut(p) {
-                    r.part_of = Some(parent);
-                    r.freed = true;
-                }
-            }
-            for p in parts {
-                c.start(p);
-            }
+            c.start_parts(parent, ops, report);
             parent
         })
     }

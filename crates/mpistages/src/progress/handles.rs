@@ -167,22 +167,38 @@ impl Engine {
             if !active || c.joins.contains_key(&parent) {
                 return false;
             }
-            let part = c.alloc(Req::new(op, false));
-            c.joins.insert(
-                parent,
-                super::state::Join {
-                    left: 1,
-                    report: part,
-                    status: Status::empty(),
-                },
-            );
-            if let Some(r) = c.req_mut(part) {
+            c.start_parts(parent, vec![op], 0);
+            true
+        })
+    }
+}
+
+impl Core {
+    /// Starts `ops` as the parts of `parent`, which completes with the
+    /// last of them, reporting `ops[report]`'s status or the first error
+    /// (`Engine::join`, `Engine::attach`).
+    pub(super) fn start_parts(&mut self, parent: ReqId, ops: Vec<Op>, report: usize) {
+        let parts: Vec<ReqId> = ops
+            .into_iter()
+            .map(|op| self.alloc(Req::new(op, false)))
+            .collect();
+        self.joins.insert(
+            parent,
+            super::state::Join {
+                left: parts.len(),
+                report: parts[report],
+                status: Status::empty(),
+            },
+        );
+        for &p in &parts {
+            if let Some(r) = self.req_mut(p) {
                 r.part_of = Some(parent);
                 r.freed = true;
             }
-            c.start(part);
-            true
-        })
+        }
+        for p in parts {
+            self.start(p);
+        }
     }
 }
 
