@@ -231,6 +231,44 @@ static void pscw(int rank, int size) {
     CHECK_RC(MPI_Win_free(&win));
 }
 
+/* MPI_Win_test by the target after the origin completed and both passed
+ * a barrier: the origin's notice was sent before its barrier, so the test
+ * must see it (and not before the origin completes). Rank 0 is the origin
+ * of every other rank. */
+static void test_after_barrier(int rank, int size) {
+    if (size < 2) return;
+    int slot = -1;
+    MPI_Win win;
+    CHECK_RC(MPI_Win_create(&slot, sizeof slot, sizeof slot, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    MPI_Group world, peers;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int zero = 0;
+    if (rank == 0)
+        MPI_Group_excl(world, 1, &zero, &peers);
+    else
+        MPI_Group_incl(world, 1, &zero, &peers);
+    for (int round = 0; round < 20; round++) {
+        if (rank == 0) {
+            CHECK_RC(MPI_Win_start(peers, 0, win));
+            MPI_Barrier(MPI_COMM_WORLD);
+            CHECK_RC(MPI_Win_complete(win));
+            MPI_Barrier(MPI_COMM_WORLD);
+        } else {
+            CHECK_RC(MPI_Win_post(peers, 0, win));
+            int done = -1;
+            CHECK_RC(MPI_Win_test(win, &done));
+            CHECK(!done, "round %d: MPI_Win_test true before the origin completed", round);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            CHECK_RC(MPI_Win_test(win, &done));
+            CHECK(done, "round %d: MPI_Win_test false after the origin completed and a barrier", round);
+        }
+    }
+    MPI_Group_free(&peers);
+    MPI_Group_free(&world);
+    CHECK_RC(MPI_Win_free(&win));
+}
+
 /* A dynamic window: each rank attaches a buffer, publishes its address,
  * and everyone writes into its right neighbour's. */
 static void dynamic(int rank, int size) {
@@ -391,6 +429,7 @@ int main(int argc, char **argv) {
     passive(rank, size);
     atomics(rank, size);
     pscw(rank, size);
+    test_after_barrier(rank, size);
     dynamic(rank, size);
     shared(rank);
     pass("rma.c");

@@ -120,12 +120,24 @@ impl Engine {
         self.hand_all_off(&mut self.lock());
     }
 
-    /// Advances communication once without blocking, unless another thread
-    /// is polling already (used by the test family and probes, which must
-    /// make progress on their own in poll mode).
+    /// Advances communication once without blocking (used by the test
+    /// family and probes, which must make progress on their own in poll
+    /// mode).
     pub fn poke(&self) {
         let mut core = self.lock();
         if core.polling {
+            // Another thread (a window's agent, say) polls, asleep in epoll
+            // or not yet scheduled after its wake-up: what has come is read
+            // here all the same, or a test right after a collective in
+            // shared memory would miss a message sent before it. Not
+            // through epoll: its bell is the sleeper's. Epoll is
+            // level-triggered, so nothing the sleeper waits for is lost; it
+            // hears of what was read here by the bell.
+            let before = core.changes;
+            if !core.poll_reads() {
+                core.handle(&[], &self.bell);
+            }
+            self.after(&core, before, true);
             return;
         }
         let mut evs = Vec::new();
