@@ -29,6 +29,7 @@ typedef int MPI_Fint;
 typedef int MPI_Info;
 typedef int MPI_Message;
 typedef int MPI_File;
+typedef int MPI_Session;
 
 typedef struct MPI_Status {
     int MPI_SOURCE;
@@ -1560,6 +1561,39 @@ int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info 
 int PMPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newcomm);
 int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm);
 int PMPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group, int remote_leader, const char *stringtag, MPI_Info info, MPI_Errhandler errhandler, MPI_Comm *newintercomm);
+
+/* Sessions (MPI 4.0). The process sets are "mpi://WORLD" and "mpi://SELF".
+ * A program of sessions alone keeps MPI up after its last session (it may
+ * begin another) and ends it as it exits with status 0. */
+#define MPI_SESSION_NULL                 ((MPI_Session)0)
+#define MPI_MAX_PSET_NAME_LEN            256
+typedef void MPI_Session_errhandler_function(MPI_Session *session, int *error_code, ...);
+int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
+int PMPI_Session_init(MPI_Info info, MPI_Errhandler errhandler, MPI_Session *session);
+int MPI_Session_finalize(MPI_Session *session);
+int PMPI_Session_finalize(MPI_Session *session);
+int MPI_Session_get_num_psets(MPI_Session session, MPI_Info info, int *npset_names);
+int PMPI_Session_get_num_psets(MPI_Session session, MPI_Info info, int *npset_names);
+int MPI_Session_get_nth_pset(MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name);
+int PMPI_Session_get_nth_pset(MPI_Session session, MPI_Info info, int n, int *pset_len, char *pset_name);
+int MPI_Session_get_info(MPI_Session session, MPI_Info *info_used);
+int PMPI_Session_get_info(MPI_Session session, MPI_Info *info_used);
+int MPI_Session_get_pset_info(MPI_Session session, const char *pset_name, MPI_Info *info);
+int PMPI_Session_get_pset_info(MPI_Session session, const char *pset_name, MPI_Info *info);
+int MPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
+int PMPI_Group_from_session_pset(MPI_Session session, const char *pset_name, MPI_Group *newgroup);
+int MPI_Session_create_errhandler(MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler);
+int PMPI_Session_create_errhandler(MPI_Session_errhandler_function *session_errhandler_fn, MPI_Errhandler *errhandler);
+int MPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
+int PMPI_Session_set_errhandler(MPI_Session session, MPI_Errhandler errhandler);
+int MPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
+int PMPI_Session_get_errhandler(MPI_Session session, MPI_Errhandler *errhandler);
+int MPI_Session_call_errhandler(MPI_Session session, int errorcode);
+int PMPI_Session_call_errhandler(MPI_Session session, int errorcode);
+MPI_Fint MPI_Session_c2f(MPI_Session session);
+MPI_Fint PMPI_Session_c2f(MPI_Session session);
+MPI_Session MPI_Session_f2c(MPI_Fint session);
+MPI_Session PMPI_Session_f2c(MPI_Fint session);
 
 /* ---- MPI Stages extensions (ExaMPI's names, signatures and values) ----
  * With `mpiexec --recovery stages`, a failed rank is replaced; every MPI

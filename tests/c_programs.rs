@@ -160,6 +160,19 @@ fn communicators_from_groups() {
     at_all_sizes("from_group.c");
 }
 
+/// MPI 4.0 sessions: process sets, their groups and communicators, error
+/// handlers, a second session after the first; in a program of sessions
+/// alone (MPI ends at exit) and around the world model (MPI_Finalize
+/// while a session is open).
+#[test]
+fn sessions() {
+    let exe = build("sessions.c");
+    for &np in RANKS {
+        run_ok(&exe, np, &[]);
+        run_ok(&exe, np, &[("SESSIONS_WORLD", "1")]);
+    }
+}
+
 /// Partitioned communication of MPI 4.0 (Psend/Precv, Pready, Parrived).
 #[test]
 fn partitioned() {

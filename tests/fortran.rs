@@ -321,6 +321,12 @@ fn the_f08_module_runs_the_common_calls() {
 
 /// ULFM from Fortran under `--with-ft ulfm`: revoke, a real SIGKILL,
 /// agree, acknowledge, get_failed, shrink (tests/fortran/ulfm.f90).
+/// MPI 4.0 sessions and communicators from groups through `use mpi`.
+#[test]
+fn sessions_and_communicators_from_groups() {
+    passes_at_1_to_4("sessions.f90", 13);
+}
+
 #[test]
 fn ulfm_calls_from_fortran() {
     if !have_gfortran() {

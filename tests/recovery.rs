@@ -582,6 +582,34 @@ fn checkpoints_written_in_the_background_recover_the_same_result() {
     }
 }
 
+/// A program of sessions alone (tests/c/sessions_stages.c: the minimal
+/// program with MPI_Session_init and a communicator of the WORLD process
+/// set, protected): the failure-free sum after a rank is killed, and a
+/// clean end at exit.
+#[test]
+fn a_session_program_recovers_under_stages() {
+    let exe = build("sessions_stages.c");
+    let exe = exe.to_str().unwrap();
+    let sum = |r: &Run| -> String {
+        let line = r.stdout.lines().find(|l| l.starts_with("sessions_stages:"));
+        line.unwrap_or_else(|| panic!("no sum\n{}\n{}", r.stdout, r.stderr))
+            .to_string()
+    };
+    let clean = mpiexec(&["-n", "4", exe], &[], LIMIT);
+    assert!(clean.ok(), "{}", clean.stderr);
+    assert!(sum(&clean).contains("60 steps"), "{}", clean.stdout);
+    for kill in ["rank=2,checkpoint=3", "rank=1,call=MPI_Allreduce:15"] {
+        let hurt = run(exe, 4, "stages", &[kill.to_string()], &[]);
+        assert!(hurt.ok(), "{kill}: {}", hurt.stderr);
+        assert!(
+            hurt.stderr.contains("mpiexec: recovery 1 done"),
+            "{kill}: {}",
+            hurt.stderr
+        );
+        assert_eq!(sum(&clean), sum(&hurt), "{kill}: {}", hurt.stderr);
+    }
+}
+
 /// examples/minimal_resilient.c, the README's skeleton: the failure-free
 /// sum after a rank is killed — after its third checkpoint, and in the
 /// middle of a step before the second, and twice in one run — under

@@ -17,6 +17,9 @@ program f08
   type(MPI_File) :: fh
   type(MPI_Group) :: g
   type(MPI_Win) :: win
+  type(MPI_Session) :: session
+  type(MPI_Group) :: sg
+  integer :: nsets
   integer :: slots(16), one, old
   integer(kind=MPI_ADDRESS_KIND) :: tdisp, attr
   logical :: flag, periods(2)
@@ -181,6 +184,15 @@ program f08
   call check(flag .and. attr == 4, 'MPI_Win_get_attr')
   call MPI_Win_free(win)
   call check(win == MPI_WIN_NULL, 'MPI_Win_free')
+
+  call MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, session)
+  call MPI_Session_get_num_psets(session, MPI_INFO_NULL, nsets)
+  call MPI_Group_from_session_pset(session, 'mpi://SELF', sg)
+  call MPI_Group_size(sg, n)
+  call check(nsets == 2 .and. n == 1, 'a session, its sets and the SELF group')
+  call MPI_Group_free(sg)
+  call MPI_Session_finalize(session)
+  call check(session == MPI_SESSION_NULL, 'MPI_Session_finalize')
 
   x = MPI_Wtime()
   call check(x > 0d0 .and. MPI_Wtick() > 0d0, 'MPI_Wtime and MPI_Wtick')

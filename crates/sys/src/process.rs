@@ -248,6 +248,27 @@ pub fn lower_this_thread(nice: i32) {
     }
 }
 
+extern "C" {
+    // glibc's on_exit(3): as atexit, with the status given to exit().
+    fn on_exit(
+        f: extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
+}
+
+/// Runs `f` with the exit status as the process calls `exit` (or returns
+/// from `main`); not on `_exit`, a signal or an abort.
+pub fn at_exit(f: extern "C" fn(libc::c_int, *mut libc::c_void)) -> io::Result<()> {
+    // SAFETY: registers a function of the signature glibc calls; the
+    // argument pointer is unused (NULL).
+    if unsafe { on_exit(f, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::other(
+            "on_exit: no room for another exit handler",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -383,6 +383,8 @@ same_handle!(
     PMPI_Message_c2f / PMPI_Message_f2c,
     MPI_File_c2f / MPI_File_f2c,
     PMPI_File_c2f / PMPI_File_f2c,
+    MPI_Session_c2f / MPI_Session_f2c,
+    PMPI_Session_c2f / PMPI_Session_f2c,
 );
 
 /// # Safety

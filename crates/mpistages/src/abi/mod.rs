@@ -29,6 +29,7 @@ pub mod partitioned;
 pub mod probe;
 pub mod reduce;
 pub mod request;
+pub mod session;
 pub mod tools;
 pub mod topo;
 pub mod ulfm;
@@ -314,8 +315,14 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
                     .and_then(Option::as_ref)
                     .map(|c| c.errhandler)
             };
+            // COMM_WORLD stands for "no object" too: in a program of
+            // sessions alone, such errors are a session's.
+            let session = (comm == COMM_WORLD && !api::initialized())
+                .then(api::session::first_errhandler)
+                .flatten();
             (
-                eh(comm)
+                session
+                    .or_else(|| eh(comm))
                     .or_else(|| eh(COMM_WORLD))
                     .unwrap_or(crate::api::consts::ERRORS_ARE_FATAL),
                 Some(&**m),

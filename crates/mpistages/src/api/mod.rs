@@ -27,6 +27,7 @@ pub mod recovery;
 pub mod redundancy;
 pub mod reinit;
 pub mod rma;
+pub mod session;
 pub mod spawn;
 pub mod state;
 mod tables;
@@ -96,20 +97,35 @@ fn recovery_from_env() -> MpiResult<RecoveryMode> {
 const NOT_STARTED: u8 = 0;
 const RUNNING: u8 = 1;
 const FINALIZED: u8 = 2;
+/// The runtime (connections, engine, tables): started by the first of
+/// `MPI_Init` and `MPI_Session_init`, torn down once, when neither model
+/// holds it any longer (see `release`).
 static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
+/// The world model (`MPI_Init` … `MPI_Finalize`), which `MPI_Initialized`
+/// and `MPI_Finalized` report.
+static WORLD: AtomicU8 = AtomicU8::new(NOT_STARTED);
+/// Sessions open (MPI 4.0). Every change of `STATE` and `WORLD` happens
+/// under this lock too.
+static SESSIONS: Mutex<usize> = Mutex::new(0);
 static MPI: OnceLock<Arc<Mpi>> = OnceLock::new();
+
+fn sessions() -> MutexGuard<'static, usize> {
+    SESSIONS.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// `MPI_Get_processor_name`: this host's name.
 pub fn processor_name() -> String {
     crate::sys::process::hostname()
 }
 
+/// `MPI_Initialized`: whether `MPI_Init` was called (sessions do not count).
 pub fn initialized() -> bool {
-    STATE.load(Ordering::Acquire) != NOT_STARTED
+    WORLD.load(Ordering::Acquire) != NOT_STARTED
 }
 
+/// `MPI_Finalized`: whether `MPI_Finalize` was called.
 pub fn finalized() -> bool {
-    STATE.load(Ordering::Acquire) == FINALIZED
+    WORLD.load(Ordering::Acquire) == FINALIZED
 }
 
 /// The running MPI instance, or an error outside `MPI_Init` … `MPI_Finalize`.
@@ -119,7 +135,7 @@ pub fn mpi() -> MpiResult<&'static Arc<Mpi>> {
         (FINALIZED, _) => fail(err::OTHER, "MPI has already been finalized"),
         _ => fail(
             err::OTHER,
-            "MPI has not been initialized (call MPI_Init first)",
+            "MPI has not been initialized (call MPI_Init or MPI_Session_init first)",
         ),
     }
 }
@@ -204,35 +220,102 @@ pub(crate) fn io_err(what: &str) -> impl Fn(std::io::Error) -> MpiError + '_ {
 
 /// `MPI_Init_thread`: returns the provided thread level.
 pub fn init(required: i32) -> MpiResult<i32> {
-    if STATE
-        .compare_exchange(NOT_STARTED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
-        return fail(err::OTHER, "MPI_Init was called twice");
-    }
-    if let Err(e) = logging::init() {
-        STATE.store(NOT_STARTED, Ordering::Release);
-        return fail(err::ARG, e);
-    }
-    let mpi = match start() {
-        Ok(m) => m,
-        Err(e) => {
-            STATE.store(NOT_STARTED, Ordering::Release);
-            return Err(e);
+    let _sessions = sessions();
+    match WORLD.load(Ordering::Acquire) {
+        RUNNING => return fail(err::OTHER, "MPI_Init was called twice"),
+        FINALIZED => {
+            return fail(
+                err::OTHER,
+                "MPI_Init after MPI_Finalize: the world model is initialized once per process \
+                 (sessions, MPI_Session_init, are the model to start again)",
+            )
         }
-    };
+        _ => {}
+    }
+    bring_up()?;
+    WORLD.store(RUNNING, Ordering::Release);
+    Ok(required.clamp(consts::THREAD_SINGLE, consts::THREAD_MULTIPLE))
+}
+
+/// `MPI_Session_init`: the runtime is up, and held by one more session.
+pub fn open_session() -> MpiResult<&'static Arc<Mpi>> {
+    let mut open = sessions();
+    let first = STATE.load(Ordering::Acquire) == NOT_STARTED;
+    bring_up()?;
+    if first && WORLD.load(Ordering::Acquire) == NOT_STARTED {
+        // Sessions alone started it: it lives on after the last session
+        // (another may begin) and is torn down as the process exits.
+        if let Err(e) = crate::sys::process::at_exit(tear_down_at_exit) {
+            log::warn!("mpistages: {e}: MPI will not be finalized at exit");
+        }
+    }
+    *open += 1;
+    mpi()
+}
+
+/// `MPI_Session_finalize`: one session fewer; the last one out after
+/// `MPI_Finalize` tears the runtime down. A session program's runtime
+/// outlives its last session (the process may begin another; MPICH's
+/// tests do) and goes as the process exits.
+pub fn close_session() -> MpiResult<()> {
+    let mut open = sessions();
+    *open = open.saturating_sub(1);
+    if *open == 0 && WORLD.load(Ordering::Acquire) == FINALIZED {
+        return tear_down(mpi()?);
+    }
+    Ok(())
+}
+
+/// A session program's end (`exit`, or a return from `main`): the
+/// runtime is torn down as `MPI_Finalize` would, after a successful exit
+/// only. A failing one (status not 0, `MPI_Abort`, a fatal error) is for
+/// mpiexec to see as such: a finalize barrier there could wait for ranks
+/// that wait for this one.
+extern "C" fn tear_down_at_exit(status: std::os::raw::c_int, _: *mut std::os::raw::c_void) {
+    let _open = sessions();
+    if status != 0 || ENDING.load(Ordering::Acquire) || WORLD.load(Ordering::Acquire) != NOT_STARTED
+    {
+        // MPI_Init came after the sessions: MPI_Finalize is the end.
+        return;
+    }
+    if let Ok(m) = mpi() {
+        if let Err(e) = tear_down(m) {
+            log::warn!(
+                "mpistages: rank {}: ending MPI at exit: {}",
+                m.rank,
+                e.detail
+            );
+        }
+    }
+}
+
+/// Starts the runtime unless it runs: joins the job, makes the tables,
+/// restores a replacement's state.
+fn bring_up() -> MpiResult<()> {
+    match STATE.load(Ordering::Acquire) {
+        RUNNING => return Ok(()),
+        FINALIZED => {
+            return fail(
+                err::OTHER,
+                "MPI was finalized in this process (MPI_Finalize, and the last session after it); \
+                 mpistages does not start it again",
+            )
+        }
+        _ => {}
+    }
+    logging::init().or_else(|e| fail(err::ARG, e))?;
+    let mpi = start()?;
     let replacement = mpi.relaunched;
     let _ = MPI.set(Arc::new(mpi));
-    if let Some(m) = MPI.get() {
-        spawn::adopt_parent(m)?;
-        comm::announce_all(m);
-        // The library's own communicator (`recovery`): the world's ranks.
-        let world = m.tables().comm(consts::COMM_WORLD)?;
-        let internal = Comm::intra(recovery::STAGES_CONTEXT, world.group.clone(), m.rank);
-        comm::announce(m, &internal);
-    }
+    STATE.store(RUNNING, Ordering::Release);
+    let m = MPI.get().expect("just set");
+    spawn::adopt_parent(m)?;
+    comm::announce_all(m);
+    // The library's own communicator (`recovery`): the world's ranks.
+    let world = m.tables().comm(consts::COMM_WORLD)?;
+    let internal = Comm::intra(recovery::STAGES_CONTEXT, world.group.clone(), m.rank);
+    comm::announce(m, &internal);
     if replacement {
-        let m = MPI.get().expect("just set");
         if let Err(e) = mpix::restore_replacement(m) {
             log::error!("mpistages: rank {}: {}", m.rank, e.detail);
             abort(
@@ -241,7 +324,7 @@ pub fn init(required: i32) -> MpiResult<i32> {
             );
         }
     }
-    Ok(required.clamp(consts::THREAD_SINGLE, consts::THREAD_MULTIPLE))
+    Ok(())
 }
 
 /// A panic anywhere in the library (a bug) ends the process at once: a
@@ -352,10 +435,27 @@ fn initial_errhandler() -> i32 {
     }
 }
 
-/// `MPI_Finalize`: a barrier so no rank closes connections others still
-/// need, then the engine stops.
+/// `MPI_Finalize`: the world model ends; the runtime too unless a session
+/// still holds it (then the last `MPI_Session_finalize` ends it).
 pub fn finalize() -> MpiResult<()> {
+    let open = sessions();
+    if WORLD.load(Ordering::Acquire) != RUNNING {
+        return fail(
+            err::OTHER,
+            "MPI_Finalize without MPI_Init (or a second time)",
+        );
+    }
     let m = mpi()?;
+    WORLD.store(FINALIZED, Ordering::Release);
+    if *open == 0 {
+        tear_down(m)?;
+    }
+    Ok(())
+}
+
+/// The runtime's end: a barrier so no rank closes connections others
+/// still need, then the engine stops.
+fn tear_down(m: &Mpi) -> MpiResult<()> {
     nbc::stop_workers();
     // The parity thread's report of the last epoch goes before this.
     m.stages().settle();
@@ -483,7 +583,11 @@ pub fn fatal(code: i32, message: &str) -> ! {
     })
 }
 
+/// The job is being ended (`end_job`): no teardown at exit.
+static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn end_job(msg: ToController) -> ! {
+    ENDING.store(true, Ordering::Release);
     let (code, text) = match &msg {
         ToController::Abort { code, message } => (*code, format!("MPI_Abort: {message}")),
         ToController::Fatal { code, message } => (*code, message.clone()),

@@ -23,6 +23,7 @@ use crate::abi::partitioned::*;
 use crate::abi::probe::*;
 use crate::abi::reduce::*;
 use crate::abi::request::*;
+use crate::abi::session::*;
 use crate::abi::topo::*;
 use crate::abi::ulfm::*;
 use crate::abi::win::*;
@@ -46,6 +47,22 @@ fortran_bindings! {
     auto MPI_Comm_set_errhandler(comm: I, errhandler: I);
     auto MPI_Comm_get_errhandler(comm: I, errhandler: O);
     auto MPI_Errhandler_free(errhandler: IO);
+
+    // sessions (MPI 4.0)
+    auto MPI_Session_init(info: I, errhandler: I, session: O);
+    auto MPI_Session_finalize(session: IO);
+    auto MPI_Session_get_num_psets(session: I, info: I, npset_names: O);
+    custom MPI_Session_get_nth_pset(session: I, info: I, n: I, pset_len: IO, pset_name: StrO);
+    auto MPI_Session_get_info(session: I, info_used: O);
+    custom MPI_Session_get_pset_info(session: I, pset_name: Str, info: O);
+    custom MPI_Group_from_session_pset(session: I, pset_name: Str, newgroup: O);
+    custom MPI_Session_create_errhandler(session_errhandler_fn: Fun, errhandler: O);
+    auto MPI_Session_set_errhandler(session: I, errhandler: I);
+    auto MPI_Session_get_errhandler(session: I, errhandler: O);
+    auto MPI_Session_call_errhandler(session: I, errorcode: I);
+    custom MPI_Comm_create_from_group(group: I, stringtag: Str, info: I, errhandler: I, newcomm: O);
+    custom MPI_Intercomm_create_from_groups(local_group: I, local_leader: I, remote_group: I,
+        remote_leader: I, stringtag: Str, info: I, errhandler: I, newintercomm: O);
 
     // files (MPI-IO)
     custom MPI_File_open(comm: I, filename: Str, amode: I, info: I, fh: O);

@@ -31,6 +31,7 @@ const HANDLE_TYPES: &[&str] = &[
     "MPI_Message",
     "MPI_File",
     "MPI_Win",
+    "MPI_Session",
 ];
 
 /// The handle type of a binding's integer argument, by its name in the
@@ -44,7 +45,8 @@ fn handle_of_arg(name: &str) -> Option<&'static str> {
         "array_of_datatypes" | "array_of_types" | "datatype" | "etype" | "filetype" | "newtype"
         | "oldtype" | "recvtype" | "recvtypes" | "sendtype" | "sendtypes" | "origin_datatype"
         | "result_datatype" | "target_datatype" => "MPI_Datatype",
-        "group" | "group1" | "group2" | "newgroup" | "failedgrp" => "MPI_Group",
+        "group" | "group1" | "group2" | "newgroup" | "failedgrp" | "local_group"
+        | "remote_group" => "MPI_Group",
         "parent" => "MPI_Comm",
         "array_of_requests" | "request" => "MPI_Request",
         "op" => "MPI_Op",
@@ -53,6 +55,7 @@ fn handle_of_arg(name: &str) -> Option<&'static str> {
         "message" => "MPI_Message",
         "fh" | "file" => "MPI_File",
         "win" => "MPI_Win",
+        "session" => "MPI_Session",
         _ => return None,
     })
 }
@@ -79,6 +82,7 @@ fn handle_of_constant(section: &str, name: &str) -> Option<&'static str> {
         "MPI_MESSAGE_NULL" | "MPI_MESSAGE_NO_PROC" => "MPI_Message",
         "MPI_FILE_NULL" => "MPI_File",
         "MPI_WIN_NULL" => "MPI_Win",
+        "MPI_SESSION_NULL" => "MPI_Session",
         _ => return None,
     })
 }
@@ -444,6 +448,8 @@ mod tests {
             "partitions",
             "partition",
             "partition_low",
+            "npset_names",
+            "pset_len",
             "partition_high",
             "array_of_partitions",
             "length",

@@ -346,15 +346,12 @@ mod tests {
                 || name.ends_with("_f2c")
                 || name.ends_with("_c");
             // MPI_Comm_spawn's Fortran forms (arrays of blank-terminated
-            // CHARACTER arguments) are not written yet, nor those of MPI
-            // 4.0's creation from groups (a CHARACTER string tag).
+            // CHARACTER arguments) are not written yet.
             if name == "MPI_Wtime"
                 || name == "MPI_Wtick"
                 || name == "MPIX_Reinit"
                 || name == "MPI_Comm_spawn"
                 || name == "MPI_Comm_spawn_multiple"
-                || name == "MPI_Comm_create_from_group"
-                || name == "MPI_Intercomm_create_from_groups"
                 || callback
             {
                 continue;

@@ -454,4 +454,26 @@ pub extern "C" fn pmpi_wtick_() -> f64 {
     PMPI_Wtick()
 }
 
+/// A Fortran string argument as a C string, or the error code.
+///
+/// # Safety
+/// `s` has `len` readable bytes.
+unsafe fn c_string(s: *const c_char, len: usize) -> Result<std::ffi::CString, c_int> {
+    use std::ffi::CString;
+    // SAFETY: forwarded.
+    let t = unsafe { str_in(s, len)? };
+    CString::new(t).map_err(|_| err::ARG)
+}
+
+/// Runs `f` with C strings of the Fortran arguments, storing its code.
+macro_rules! with_strings {
+    ($ierror:ident, [$($s:ident : $l:ident),*], $f:expr) => {{
+        // SAFETY: each string has its hidden length readable bytes.
+        let r = (|| -> Result<c_int, c_int> { Ok($f($(unsafe { c_string($s, $l)? }),*)) })();
+        // SAFETY: the caller's IERROR.
+        unsafe { set($ierror, r.unwrap_or_else(|e| e)) }
+    }};
+}
+
 mod objects;
+mod sessions;

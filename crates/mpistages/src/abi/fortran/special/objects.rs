@@ -3,7 +3,8 @@
 //! with Fortran callbacks and integer values, error handlers written in
 //! Fortran, and `MPI_PCONTROL`.
 
-use super::super::{set, str_in, str_out};
+use super::super::{set, str_out};
+use super::c_string;
 use crate::abi::attr::{self as attr_abi, CopyFn};
 use crate::abi::comm::*;
 use crate::abi::dpm::*;
@@ -17,26 +18,6 @@ use crate::api::consts::err;
 use std::ffi::CString;
 use std::os::raw::c_void;
 use std::os::raw::{c_char, c_int};
-
-/// A Fortran string argument as a C string, or the error code.
-///
-/// # Safety
-/// `s` has `len` readable bytes.
-unsafe fn c_string(s: *const c_char, len: usize) -> Result<CString, c_int> {
-    // SAFETY: forwarded.
-    let t = unsafe { str_in(s, len)? };
-    CString::new(t).map_err(|_| err::ARG)
-}
-
-/// Runs `f` with C strings of the Fortran arguments, storing its code.
-macro_rules! with_strings {
-    ($ierror:ident, [$($s:ident : $l:ident),*], $f:expr) => {{
-        // SAFETY: each string has its hidden length readable bytes.
-        let r = (|| -> Result<c_int, c_int> { Ok($f($(unsafe { c_string($s, $l)? }),*)) })();
-        // SAFETY: the caller's IERROR.
-        unsafe { set($ierror, r.unwrap_or_else(|e| e)) }
-    }};
-}
 
 twin!(mpi_info_create_env_ / pmpi_info_create_env_ (p; info: *mut c_int, ierror: *mut c_int) {
     // SAFETY: argv is not read; `info` is the caller's INTEGER.
