@@ -359,7 +359,7 @@ fn wrappers_show_their_command() {
     // variables and MPICH's -cc=.
     let (_, s, _) = run(&["-showme:version"], &[]);
     assert!(
-        s.starts_with("mpicc: mpistages ") && s.contains("Language: C"),
+        s.starts_with("mpicc: mpistages ") && s.contains("MPI 4.0") && s.contains("Language: C"),
         "{s}"
     );
     let (_, s, _) = run(&["-show", "x.c"], &[("OMPI_CC", "gcc")]);

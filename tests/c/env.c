@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     CHECK(len > 0 && (int)strlen(name) == len, "processor name");
     int v, sv;
     MPI_Get_version(&v, &sv);
-    CHECK(v == MPI_VERSION && sv == MPI_SUBVERSION, "version");
+    CHECK(v == MPI_VERSION && sv == MPI_SUBVERSION && v == 4 && sv == 0, "version %d.%d", v, sv);
     pass("env");
     MPI_Finalized(&flag);
     CHECK(!flag, "finalized too early");

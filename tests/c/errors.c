@@ -14,6 +14,14 @@
 
 static int add_one(void) { return 0; }
 
+static int self_calls;
+static MPI_Comm self_comm;
+static void on_self(MPI_Comm *c, int *code, ...) {
+    (void)code;
+    self_calls++;
+    self_comm = *c;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, n;
@@ -99,6 +107,21 @@ int main(int argc, char **argv) {
     CHECK(len > 0 && (int)strlen(s) == len && strstr(s, "rank"), "error string '%s'", s);
     CHECK_RC(MPI_Error_string(MPI_ERR_TRUNCATE, s, &len));
     CHECK(strstr(s, "truncated") != NULL, "truncate string '%s'", s);
+
+    /* An error of no object (a datatype call) goes to MPI_COMM_WORLD's
+     * handler (MPI 3.1's rule) until the program sets MPI_COMM_SELF's,
+     * then to that one (MPI 4.0's), as in MPICH. */
+    MPI_Datatype nt;
+    EXPECT(MPI_Type_contiguous(-1, MPI_INT, &nt), MPI_ERR_COUNT);
+    MPI_Errhandler mine;
+    CHECK_RC(MPI_Comm_create_errhandler(on_self, &mine));
+    CHECK_RC(MPI_Comm_set_errhandler(MPI_COMM_SELF, mine));
+    EXPECT(MPI_Type_contiguous(-1, MPI_INT, &nt), MPI_ERR_COUNT);
+    CHECK(self_calls == 1 && self_comm == MPI_COMM_SELF, "MPI_COMM_SELF's handler: %d calls", self_calls);
+    EXPECT(MPI_Send(&x, 1, MPI_INT, n, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
+    CHECK(self_calls == 1, "an error on MPI_COMM_WORLD is WORLD's");
+    CHECK_RC(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL));
+    MPI_Errhandler_free(&mine);
 
     int sum;
     CHECK_RC(MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));

@@ -367,6 +367,79 @@ static void external32(int rank, int size) {
     CHECK_RC(MPI_File_close(&fh));
 }
 
+/* A representation of the program's own: ints are stored negated (the
+ * conversion functions see the program's buffer and datatype, here
+ * MPI_INT); one with MPI_CONVERSION_FN_NULL stores them as memory does;
+ * one whose file extent is not the memory's is refused; names are
+ * registered once. */
+static int conversions;
+static int negate_ints(void *user, MPI_Datatype t, int count, void *file, MPI_Offset pos, void *extra) {
+    (void)pos;
+    (void)extra;
+    if (t != MPI_INT) return MPI_ERR_TYPE;
+    for (int i = 0; i < count; i++) ((int *)file)[i] = -((int *)user)[i];
+    conversions++;
+    return MPI_SUCCESS;
+}
+static int negate_back(void *user, MPI_Datatype t, int count, void *file, MPI_Offset pos, void *extra) {
+    (void)pos;
+    (void)extra;
+    if (t != MPI_INT) return MPI_ERR_TYPE;
+    for (int i = 0; i < count; i++) ((int *)user)[i] = -((int *)file)[i];
+    conversions++;
+    return MPI_SUCCESS;
+}
+static int same_extent(MPI_Datatype t, MPI_Aint *extent, void *extra) {
+    int size;
+    MPI_Type_size(t, &size);
+    *extent = size * *(int *)extra;
+    return MPI_SUCCESS;
+}
+static void user_datarep(int rank) {
+    static int one = 1, two = 2;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK_RC(MPI_Register_datarep("org.test.negated", negate_back, negate_ints, same_extent, &one));
+    CHECK(MPI_Register_datarep("org.test.negated", negate_back, negate_ints, same_extent, &one) == MPI_ERR_DUP_DATAREP,
+          "a name registered twice");
+    CHECK(MPI_Register_datarep("native", NULL, NULL, same_extent, &one) == MPI_ERR_DUP_DATAREP, "a predefined name");
+    CHECK_RC(MPI_Register_datarep_c("org.test.plain", MPI_CONVERSION_FN_NULL_C, MPI_CONVERSION_FN_NULL_C, same_extent, &one));
+    CHECK_RC(MPI_Register_datarep("org.test.wide", MPI_CONVERSION_FN_NULL, MPI_CONVERSION_FN_NULL, same_extent, &two));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+
+    char name[600], own[32];
+    snprintf(own, sizeof own, "datarep-%d.bin", rank);
+    path(name, own);
+    MPI_File fh;
+    CHECK_RC(MPI_File_open(MPI_COMM_SELF, name, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE,
+                           MPI_INFO_NULL, &fh));
+    int v[3] = {rank + 1, 20, -300}, back[3] = {0, 0, 0}, raw[3];
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "org.test.negated", MPI_INFO_NULL));
+    char rep[MPI_MAX_DATAREP_STRING];
+    MPI_Offset d;
+    MPI_Datatype et, ft;
+    CHECK_RC(MPI_File_get_view(fh, &d, &et, &ft, rep));
+    CHECK(strcmp(rep, "org.test.negated") == 0, "get_view: %s", rep);
+    conversions = 0;
+    CHECK_RC(MPI_File_write_at(fh, 0, v, 3, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK_RC(MPI_File_read_at(fh, 0, back, 3, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK(conversions == 2 && back[0] == rank + 1 && back[1] == 20 && back[2] == -300, "through the conversions: %d %d %d (%d)",
+          back[0], back[1], back[2], conversions);
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "native", MPI_INFO_NULL));
+    CHECK_RC(MPI_File_read_at(fh, 0, raw, 3, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK(raw[0] == -(rank + 1) && raw[1] == -20 && raw[2] == 300, "as stored: %d %d %d", raw[0], raw[1], raw[2]);
+    /* MPI_CONVERSION_FN_NULL: the bytes of memory. */
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "org.test.plain", MPI_INFO_NULL));
+    CHECK_RC(MPI_File_read_at(fh, 0, back, 3, MPI_INT, MPI_STATUS_IGNORE));
+    CHECK(back[0] == raw[0] && back[2] == raw[2], "unconverted: %d %d", back[0], back[2]);
+    /* Twice the memory's extent: refused, saying so. */
+    CHECK_RC(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "org.test.wide", MPI_INFO_NULL));
+    CHECK(MPI_File_write_at(fh, 0, v, 3, MPI_INT, MPI_STATUS_IGNORE) == MPI_ERR_UNSUPPORTED_DATAREP,
+          "a representation of other extents");
+    CHECK(MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "org.test.unknown", MPI_INFO_NULL) == MPI_ERR_UNSUPPORTED_DATAREP,
+          "an unknown representation");
+    CHECK_RC(MPI_File_close(&fh));
+}
+
 /* Non-blocking and split collective accesses, and collective buffering:
  * interleaved blocks of every rank written and read back collectively
  * with two-phase I/O forced on (small buffers, two aggregators), left
@@ -538,6 +611,7 @@ int main(int argc, char **argv) {
     sizes_and_errors(rank);
     views(rank, size);
     external32(rank, size);
+    user_datarep(rank);
     nonblocking_and_collective(rank, size);
     pass("file.c");
     MPI_Finalize();

@@ -2,7 +2,7 @@
 //! the copy and delete callbacks run when an object is duplicated or freed
 //! (`copy_all`, `delete_all`), always with the tables unlocked.
 
-use super::{get, mpi, mpi_fn, put, raise, ret};
+use super::{get, mpi, mpi_fn, put, raise, ret, NO_OBJECT};
 use crate::api::attr::{Copy, Keyval, Kind, Lang, FIRST_USER_KEY, KEYVAL_INVALID};
 use crate::api::consts::{err, COMM_WORLD};
 use crate::api::error::{fail, MpiError, MpiResult};
@@ -292,7 +292,7 @@ unsafe fn new_key(
     let r = create_keyval(kind, lang, copy, del, extra)
         // SAFETY: caller's out-pointer.
         .and_then(|k| unsafe { put(out, k) });
-    ret(name, COMM_WORLD, r)
+    ret(name, NO_OBJECT, r)
 }
 
 /// # Safety
@@ -304,7 +304,7 @@ unsafe fn free_key(name: &str, key: *mut c_int, kind: Kind) -> c_int {
         // SAFETY: as above.
         unsafe { put(key, KEYVAL_INVALID) }
     })();
-    ret(name, COMM_WORLD, r)
+    ret(name, NO_OBJECT, r)
 }
 
 /// Writes a C attribute lookup's results: the stored `void *` and the flag.
@@ -373,7 +373,7 @@ mpi_fn!(fn MPI_Attr_put / PMPI_Attr_put(c: c_int, key: c_int, value: *mut c_void
 });
 
 mpi_fn!(fn MPI_Type_set_attr / PMPI_Type_set_attr(t: c_int, key: c_int, value: *mut c_void) {
-    ret("MPI_Type_set_attr", COMM_WORLD, set(Kind::Type, t, key, value as usize))
+    ret("MPI_Type_set_attr", NO_OBJECT, set(Kind::Type, t, key, value as usize))
 });
 
 mpi_fn!(fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(c: c_int, key: c_int) {
@@ -385,13 +385,13 @@ mpi_fn!(fn MPI_Attr_delete / PMPI_Attr_delete(c: c_int, key: c_int) {
 });
 
 mpi_fn!(fn MPI_Type_delete_attr / PMPI_Type_delete_attr(t: c_int, key: c_int) {
-    ret("MPI_Type_delete_attr", COMM_WORLD, delete(Kind::Type, t, key))
+    ret("MPI_Type_delete_attr", NO_OBJECT, delete(Kind::Type, t, key))
 });
 
 mpi_fn!(fn MPI_Type_get_attr / PMPI_Type_get_attr(t: c_int, key: c_int, value: *mut c_void, flag: *mut c_int) {
     // SAFETY: the standard's `void **` and int* out-pointers.
     let r = get_value(Kind::Type, t, key).and_then(|v| unsafe { put_c_attr(v, value, flag) });
-    ret("MPI_Type_get_attr", COMM_WORLD, r)
+    ret("MPI_Type_get_attr", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Win_create_keyval / PMPI_Win_create_keyval(copy: Option<CopyFn>, del: Option<DeleteFn>, key: *mut c_int, extra: *mut c_void) {

@@ -1,8 +1,8 @@
 //! Datatype constructors, queries, and MPI_Pack / MPI_Unpack.
 
-use super::{array, get, mpi, mpi_fn, put, ret, typed};
+use super::{array, get, mpi, mpi_fn, put, ret, typed, NO_OBJECT};
 use crate::api::attr::Kind;
-use crate::api::consts::{err, COMM_WORLD, DATATYPE_NULL};
+use crate::api::consts::{err, DATATYPE_NULL};
 use crate::api::datatype::{combiner as C, Datatype};
 use crate::api::error::{fail, MpiResult};
 use crate::api::Layout;
@@ -22,7 +22,7 @@ fn build(name: &str, out: *mut c_int, f: impl FnOnce(&Mpi) -> MpiResult<Datatype
         // SAFETY: caller's out-pointer: no datatype was made.
         unsafe { out.write(DATATYPE_NULL) };
     }
-    ret(name, COMM_WORLD, r)
+    ret(name, NO_OBJECT, r)
 }
 
 fn old(m: &Mpi, h: c_int) -> MpiResult<std::sync::Arc<Datatype>> {
@@ -147,7 +147,7 @@ mpi_fn!(fn MPI_Type_dup / PMPI_Type_dup(oldtype: c_int, out: *mut c_int) {
             unsafe { out.write(DATATYPE_NULL) };
         })
     });
-    ret("MPI_Type_dup", COMM_WORLD, r)
+    ret("MPI_Type_dup", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_commit / PMPI_Type_commit(h: *mut c_int) {
@@ -160,7 +160,7 @@ mpi_fn!(fn MPI_Type_commit / PMPI_Type_commit(h: *mut c_int) {
         t.types[h as usize] = Some(std::sync::Arc::new(d));
         Ok(())
     });
-    ret("MPI_Type_commit", COMM_WORLD, r)
+    ret("MPI_Type_commit", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_free / PMPI_Type_free(h: *mut c_int) {
@@ -178,7 +178,7 @@ mpi_fn!(fn MPI_Type_free / PMPI_Type_free(h: *mut c_int) {
         // SAFETY: as above.
         unsafe { put(h, DATATYPE_NULL) }
     });
-    ret("MPI_Type_free", COMM_WORLD, r)
+    ret("MPI_Type_free", NO_OBJECT, r)
 });
 
 fn query<T>(
@@ -188,7 +188,7 @@ fn query<T>(
     out: impl FnOnce(T) -> MpiResult<()>,
 ) -> c_int {
     let r = mpi().and_then(|m| out(f(&*old(m, h)?)?));
-    ret(name, COMM_WORLD, r)
+    ret(name, NO_OBJECT, r)
 }
 
 mpi_fn!(fn MPI_Type_size / PMPI_Type_size(h: c_int, size: *mut c_int) {
@@ -221,12 +221,12 @@ mpi_fn!(fn MPI_Type_extent / PMPI_Type_extent(h: c_int, extent: *mut Aint) {
 
 mpi_fn!(fn MPI_Get_address / PMPI_Get_address(loc: *const c_void, addr: *mut Aint) {
     // SAFETY: caller's out-pointer.
-    ret("MPI_Get_address", COMM_WORLD, unsafe { put(addr, loc as Aint) })
+    ret("MPI_Get_address", NO_OBJECT, unsafe { put(addr, loc as Aint) })
 });
 
 mpi_fn!(fn MPI_Address / PMPI_Address(loc: *const c_void, addr: *mut Aint) {
     // SAFETY: caller's out-pointer.
-    ret("MPI_Address", COMM_WORLD, unsafe { put(addr, loc as Aint) })
+    ret("MPI_Address", NO_OBJECT, unsafe { put(addr, loc as Aint) })
 });
 
 mpi_fn!(fn MPI_Pack_size / PMPI_Pack_size(n: c_int, h: c_int, c: c_int, size: *mut c_int) {
@@ -298,7 +298,7 @@ mpi_fn!(fn MPI_Type_get_envelope / PMPI_Type_get_envelope(h: c_int, ni: *mut c_i
             put(combiner, c)
         }
     });
-    ret("MPI_Type_get_envelope", COMM_WORLD, r)
+    ret("MPI_Type_get_envelope", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(h: c_int, maxi: c_int, maxa: c_int, maxt: c_int, ints: *mut c_int, aints: *mut Aint, types: *mut c_int) {
@@ -333,7 +333,7 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(h: c_int, maxi: c_int,
         }
         Ok(())
     });
-    ret("MPI_Type_get_contents", COMM_WORLD, r)
+    ret("MPI_Type_get_contents", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_set_name / PMPI_Type_set_name(h: c_int, name: *const std::os::raw::c_char) {
@@ -347,7 +347,7 @@ mpi_fn!(fn MPI_Type_set_name / PMPI_Type_set_name(h: c_int, name: *const std::os
         t.types[h as usize] = Some(std::sync::Arc::new(ty));
         Ok(())
     });
-    ret("MPI_Type_set_name", COMM_WORLD, r)
+    ret("MPI_Type_set_name", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_get_name / PMPI_Type_get_name(h: c_int, name: *mut std::os::raw::c_char, len: *mut c_int) {
@@ -358,7 +358,7 @@ mpi_fn!(fn MPI_Type_get_name / PMPI_Type_get_name(h: c_int, name: *mut std::os::
         // SAFETY: the standard sizes `name` as MPI_MAX_OBJECT_NAME.
         unsafe { super::put_str(&n, name, super::comm::MAX_OBJECT_NAME, len) }
     });
-    ret("MPI_Type_get_name", COMM_WORLD, r)
+    ret("MPI_Type_get_name", NO_OBJECT, r)
 });
 
 fn order(o: c_int) -> MpiResult<bool> {
@@ -410,7 +410,7 @@ mpi_fn!(fn MPI_Type_create_hindexed_block / PMPI_Type_create_hindexed_block(n: c
 mpi_fn!(fn MPI_Type_match_size / PMPI_Type_match_size(class: c_int, size: c_int, out: *mut c_int) {
     // SAFETY: caller's out-pointer.
     let r = Datatype::match_size(class, size).and_then(|h| unsafe { put(out, h) });
-    ret("MPI_Type_match_size", COMM_WORLD, r)
+    ret("MPI_Type_match_size", NO_OBJECT, r)
 });
 
 /// The only data representation `MPI_Pack_external` knows.
@@ -437,7 +437,7 @@ mpi_fn!(fn MPI_Pack_external_size / PMPI_Pack_external_size(rep: *const std::os:
             put(size, (super::count(n)? * t.size) as Aint)
         }
     });
-    ret("MPI_Pack_external_size", COMM_WORLD, r)
+    ret("MPI_Pack_external_size", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Pack_external / PMPI_Pack_external(rep: *const std::os::raw::c_char, inbuf: *const c_void, n: c_int, h: c_int, outbuf: *mut c_void, outsize: Aint, pos: *mut Aint) {
@@ -456,7 +456,7 @@ mpi_fn!(fn MPI_Pack_external / PMPI_Pack_external(rep: *const std::os::raw::c_ch
             put(pos, p + data.len() as Aint)
         }
     });
-    ret("MPI_Pack_external", COMM_WORLD, r)
+    ret("MPI_Pack_external", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Unpack_external / PMPI_Unpack_external(rep: *const std::os::raw::c_char, inbuf: *const c_void, insize: Aint, pos: *mut Aint, outbuf: *mut c_void, n: c_int, h: c_int) {
@@ -476,5 +476,5 @@ mpi_fn!(fn MPI_Unpack_external / PMPI_Unpack_external(rep: *const std::os::raw::
             put(pos, p + need as Aint)
         }
     });
-    ret("MPI_Unpack_external", COMM_WORLD, r)
+    ret("MPI_Unpack_external", NO_OBJECT, r)
 });

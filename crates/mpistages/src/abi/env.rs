@@ -1,6 +1,6 @@
 //! Environment management (errors are `errors.rs`).
 
-use super::{mpi, mpi_fn, put, put_str, ret};
+use super::{mpi, mpi_fn, put, put_str, ret, NO_OBJECT};
 use crate::api::consts::{COMM_WORLD, MAX_PROCESSOR_NAME};
 use crate::api::{self};
 use std::os::raw::{c_char, c_int};
@@ -12,7 +12,7 @@ fn init(required: c_int, provided: *mut c_int) -> c_int {
             unsafe { provided.write(p) };
         }
     });
-    ret("MPI_Init", COMM_WORLD, r)
+    ret("MPI_Init", NO_OBJECT, r)
 }
 
 mpi_fn!(fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) {
@@ -25,12 +25,12 @@ mpi_fn!(fn MPI_Init_thread / PMPI_Init_thread(_argc: *mut c_int, _argv: *mut *mu
 
 mpi_fn!(fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
     // SAFETY: caller's out-pointer.
-    ret("MPI_Initialized", COMM_WORLD, unsafe { put(flag, api::initialized() as c_int) })
+    ret("MPI_Initialized", NO_OBJECT, unsafe { put(flag, api::initialized() as c_int) })
 });
 
 mpi_fn!(fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
     // SAFETY: caller's out-pointer.
-    ret("MPI_Finalized", COMM_WORLD, unsafe { put(flag, api::finalized() as c_int) })
+    ret("MPI_Finalized", NO_OBJECT, unsafe { put(flag, api::finalized() as c_int) })
 });
 
 mpi_fn!(fn MPI_Finalize / PMPI_Finalize() {
@@ -42,9 +42,9 @@ mpi_fn!(fn MPI_Finalize / PMPI_Finalize() {
         super::attr::delete_all(m, crate::api::attr::Kind::Comm, COMM_WORLD)
     });
     if let Err(e) = r {
-        return ret("MPI_Finalize", COMM_WORLD, Err(e));
+        return ret("MPI_Finalize", NO_OBJECT, Err(e));
     }
-    ret("MPI_Finalize", COMM_WORLD, api::finalize())
+    ret("MPI_Finalize", NO_OBJECT, api::finalize())
 });
 
 mpi_fn!(fn MPI_Abort / PMPI_Abort(comm: c_int, code: c_int) {
@@ -64,7 +64,7 @@ mpi_fn!(fn MPI_Abort / PMPI_Abort(comm: c_int, code: c_int) {
 mpi_fn!(fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
     // SAFETY: caller's pointer, checked for NULL by get/put.
     let r = mpi().and_then(|m| unsafe { put(provided, m.thread_level) });
-    ret("MPI_Query_thread", COMM_WORLD, r)
+    ret("MPI_Query_thread", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
@@ -73,7 +73,7 @@ mpi_fn!(fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
         // SAFETY: caller's out-pointer.
         unsafe { put(flag, main as c_int) }
     });
-    ret("MPI_Is_thread_main", COMM_WORLD, r)
+    ret("MPI_Is_thread_main", NO_OBJECT, r)
 });
 
 #[no_mangle]
@@ -96,16 +96,16 @@ pub extern "C" fn MPI_Wtick() -> f64 {
 mpi_fn!(fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) {
     let h = api::processor_name();
     // SAFETY: the standard sizes `name` as MPI_MAX_PROCESSOR_NAME.
-    ret("MPI_Get_processor_name", COMM_WORLD, unsafe { put_str(&h, name, MAX_PROCESSOR_NAME as usize, len) })
+    ret("MPI_Get_processor_name", NO_OBJECT, unsafe { put_str(&h, name, MAX_PROCESSOR_NAME as usize, len) })
 });
 
 mpi_fn!(fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) {
     // SAFETY: caller's out-pointers.
-    ret("MPI_Get_version", COMM_WORLD, unsafe { put(version, crate::api::consts::VERSION).and_then(|_| put(subversion, crate::api::consts::SUBVERSION)) })
+    ret("MPI_Get_version", NO_OBJECT, unsafe { put(version, crate::api::consts::VERSION).and_then(|_| put(subversion, crate::api::consts::SUBVERSION)) })
 });
 
 mpi_fn!(fn MPI_Get_library_version / PMPI_Get_library_version(s: *mut c_char, len: *mut c_int) {
     let v = format!("mpistages {} (MPI Stages fault-tolerant MPI)", env!("CARGO_PKG_VERSION"));
     // SAFETY: the standard sizes `s` as MPI_MAX_LIBRARY_VERSION_STRING (>= 64).
-    ret("MPI_Get_library_version", COMM_WORLD, unsafe { put_str(&v, s, 64, len) })
+    ret("MPI_Get_library_version", NO_OBJECT, unsafe { put_str(&v, s, 64, len) })
 });

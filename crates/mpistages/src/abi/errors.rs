@@ -2,10 +2,9 @@
 //! program adds), and error handlers (the predefined ones and those made
 //! with `MPI_Comm_create_errhandler`, called by `abi::raise`).
 
-use super::{cstr, get, mpi, mpi_fn, put, put_str, ret};
+use super::{cstr, get, mpi, mpi_fn, put, put_str, ret, NO_OBJECT};
 use crate::api::consts::{
-    err, COMM_WORLD, ERRHANDLER_NULL, ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN,
-    MAX_ERROR_STRING,
+    err, ERRHANDLER_NULL, ERRORS_ABORT, ERRORS_ARE_FATAL, ERRORS_RETURN, MAX_ERROR_STRING,
 };
 use crate::api::error::{class_name, class_text, fail, MpiResult};
 use std::os::raw::{c_char, c_int};
@@ -150,7 +149,7 @@ pub fn user_handler(h: c_int) -> Option<HandlerFn> {
 mpi_fn!(fn MPI_Error_string / PMPI_Error_string(code: c_int, s: *mut c_char, len: *mut c_int) {
     let text = text_of(code);
     // SAFETY: the standard sizes `s` as MPI_MAX_ERROR_STRING.
-    ret("MPI_Error_string", COMM_WORLD, unsafe { put_str(&text, s, MAX_ERROR_STRING as usize, len) })
+    ret("MPI_Error_string", NO_OBJECT, unsafe { put_str(&text, s, MAX_ERROR_STRING as usize, len) })
 });
 
 mpi_fn!(fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) {
@@ -159,12 +158,12 @@ mpi_fn!(fn MPI_Error_class / PMPI_Error_class(code: c_int, class: *mut c_int) {
         Some(c) => unsafe { put(class, c) },
         None => fail(err::ARG, format!("{code} is not an error code")),
     };
-    ret("MPI_Error_class", COMM_WORLD, r)
+    ret("MPI_Error_class", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Add_error_class / PMPI_Add_error_class(class: *mut c_int) {
     // SAFETY: caller's out-pointer.
-    ret("MPI_Add_error_class", COMM_WORLD, unsafe { put(class, add_code(None)) })
+    ret("MPI_Add_error_class", NO_OBJECT, unsafe { put(class, add_code(None)) })
 });
 
 mpi_fn!(fn MPI_Add_error_code / PMPI_Add_error_code(class: c_int, code: *mut c_int) {
@@ -175,7 +174,7 @@ mpi_fn!(fn MPI_Add_error_code / PMPI_Add_error_code(class: c_int, code: *mut c_i
         }
         _ => fail(err::ARG, format!("{class} is not an error class")),
     };
-    ret("MPI_Add_error_code", COMM_WORLD, r)
+    ret("MPI_Add_error_code", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Add_error_string / PMPI_Add_error_string(code: c_int, s: *const c_char) {
@@ -192,7 +191,7 @@ mpi_fn!(fn MPI_Add_error_string / PMPI_Add_error_string(code: c_int, s: *const c
         registry().strings.insert(code, text);
         Ok(())
     })();
-    ret("MPI_Add_error_string", COMM_WORLD, r)
+    ret("MPI_Add_error_string", NO_OBJECT, r)
 });
 
 pub(super) fn create_handler(f: Option<HandlerFn>, out: *mut c_int) -> MpiResult<()> {
@@ -209,12 +208,19 @@ pub(super) fn create_handler(f: Option<HandlerFn>, out: *mut c_int) -> MpiResult
 }
 
 mpi_fn!(fn MPI_Comm_create_errhandler / PMPI_Comm_create_errhandler(f: Option<HandlerFn>, out: *mut c_int) {
-    ret("MPI_Comm_create_errhandler", COMM_WORLD, create_handler(f, out))
+    ret("MPI_Comm_create_errhandler", NO_OBJECT, create_handler(f, out))
 });
 
 mpi_fn!(fn MPI_Errhandler_create / PMPI_Errhandler_create(f: Option<HandlerFn>, out: *mut c_int) {
-    ret("MPI_Errhandler_create", COMM_WORLD, create_handler(f, out))
+    ret("MPI_Errhandler_create", NO_OBJECT, create_handler(f, out))
 });
+
+/// Whether the program set `MPI_COMM_SELF`'s error handler (`abi::raise`).
+static SELF_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn self_handler_set() -> bool {
+    SELF_SET.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 fn set_handler(comm: c_int, eh: c_int) -> MpiResult<()> {
     let m = mpi()?;
@@ -223,6 +229,9 @@ fn set_handler(comm: c_int, eh: c_int) -> MpiResult<()> {
     }
     let mut t = m.tables();
     t.comm(comm)?;
+    if comm == crate::api::consts::COMM_SELF {
+        SELF_SET.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     t.comms[comm as usize].as_mut().expect("checked").errhandler = eh;
     Ok(())
 }
@@ -264,7 +273,7 @@ mpi_fn!(fn MPI_Errhandler_free / PMPI_Errhandler_free(eh: *mut c_int) {
         // SAFETY: as above.
         unsafe { put(eh, ERRHANDLER_NULL) }
     })();
-    ret("MPI_Errhandler_free", COMM_WORLD, r)
+    ret("MPI_Errhandler_free", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Comm_call_errhandler / PMPI_Comm_call_errhandler(comm: c_int, code: c_int) {

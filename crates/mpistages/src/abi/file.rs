@@ -4,12 +4,12 @@
 //! `MPI_FILE_NULL`'s.
 
 use super::errors::{create_handler, valid_handler, HandlerFn};
-use super::{cstr, get, mpi, mpi_fn, put, put_status, put_str, ret_file, typed, CStatus};
+use super::{cstr, datarep, get, mpi, mpi_fn, put, put_status, put_str, ret_file, typed, CStatus};
 use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::file::{self, At, File, ViewGiven, FILE_NULL};
 use crate::api::usermem::TypedBuf;
-use crate::api::{info, Layout, ReqId, Status};
+use crate::api::{info, Layout, Mpi, ReqId, Status};
 use std::os::raw::{c_char, c_int, c_void};
 
 /// Runs `f` on open file `fh`.
@@ -62,28 +62,62 @@ enum How {
     All,
 }
 
-/// `tb` packed as the file holds its data: big-endian under the
-/// external32 representation.
-fn file_bytes(fh: c_int, tb: &TypedBuf) -> MpiResult<Vec<u8>> {
-    let mut data = tb.pack();
-    if is_external32(fh)? {
-        tb.dtype.swap_external32(tb.count, &mut data);
-    }
-    Ok(data)
+/// How a file holds its data: as memory does, big-endian (external32), or
+/// as the program's functions convert it (`MPI_Register_datarep`).
+#[derive(Clone, Copy)]
+enum Repr {
+    Native,
+    External32,
+    User(datarep::Functions),
 }
 
-/// Whether the file's data needs converting (`from_file`).
-fn is_external32(fh: c_int) -> MpiResult<bool> {
-    with(fh, |f| Ok(f.external32()))
+/// The representation of file `fh`'s view.
+fn repr(fh: c_int) -> MpiResult<Repr> {
+    with(fh, |f| {
+        Ok(match f.datarep() {
+            "external32" => Repr::External32,
+            name => datarep::functions(name).map_or(Repr::Native, Repr::User),
+        })
+    })
 }
 
-/// Unpacks bytes read from a file into `into`, converted from external32
-/// when `external32`.
-fn from_file(into: &TypedBuf, external32: bool, mut got: Vec<u8>) {
-    if external32 {
-        into.dtype.swap_external32(into.count, &mut got);
+/// `count` elements of `datatype` at `buf`, packed as the file holds
+/// them.
+///
+/// # Safety
+/// The buffer is the caller's, valid for the call.
+unsafe fn file_bytes(
+    m: &Mpi,
+    fh: c_int,
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+) -> MpiResult<Vec<u8>> {
+    // SAFETY: forwarded.
+    let tb = unsafe { typed(m, buf, count, datatype)? };
+    match repr(fh)? {
+        Repr::Native => Ok(tb.pack()),
+        Repr::External32 => {
+            let mut data = tb.pack();
+            tb.dtype.swap_external32(tb.count, &mut data);
+            Ok(data)
+        }
+        Repr::User(f) => f.to_file(buf, datatype, &tb),
     }
-    into.unpack(&got);
+}
+
+/// Unpacks bytes read from a file into `into` (elements of `datatype`),
+/// converted from the file's representation `repr`.
+fn from_file(into: &TypedBuf, repr: Repr, datatype: c_int, mut got: Vec<u8>) -> MpiResult<()> {
+    match repr {
+        Repr::Native => into.unpack(&got),
+        Repr::External32 => {
+            into.dtype.swap_external32(into.count, &mut got);
+            into.unpack(&got);
+        }
+        Repr::User(f) => f.from_file(into.base() as *mut c_void, datatype, into, got)?,
+    }
+    Ok(())
 }
 
 /// Writes `count` elements of `datatype` from `buf` at `at`.
@@ -101,7 +135,7 @@ unsafe fn write(
 ) -> MpiResult<()> {
     let m = mpi()?;
     // SAFETY: the caller's buffer stays valid for this blocking call.
-    let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
+    let data = unsafe { file_bytes(m, fh, buf, count, datatype)? };
     let n = match how {
         How::Alone => with(fh, |f| f.write(at, &data))?,
         How::All => {
@@ -131,7 +165,7 @@ unsafe fn read(
     // SAFETY: the caller's buffer stays valid for this blocking call.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
     let len = into.bytes();
-    let external32 = is_external32(fh)?;
+    let repr = repr(fh)?;
     let got = match how {
         How::Alone => with(fh, |f| f.read(at, len))?,
         How::All => {
@@ -145,7 +179,7 @@ unsafe fn read(
         }
     };
     let n = got.len();
-    from_file(&into, external32, got);
+    from_file(&into, repr, datatype, got)?;
     // SAFETY: caller's status pointer or NULL.
     unsafe { put_status(status, &done(n)) };
     Ok(())
@@ -167,7 +201,7 @@ unsafe fn iwrite(
 ) -> MpiResult<ReqId> {
     let m = mpi()?;
     // SAFETY: the caller's buffer is read (packed) during this call.
-    let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
+    let data = unsafe { file_bytes(m, fh, buf, count, datatype)? };
     let id = match how {
         How::Alone => {
             let n = with(fh, |f| f.write(at, &data))?;
@@ -200,12 +234,12 @@ unsafe fn iread(
     let m = mpi()?;
     // SAFETY: the caller keeps the buffer until the request completes.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
-    let external32 = is_external32(fh)?;
+    let repr = repr(fh)?;
     let id = match how {
         How::Alone => {
             let got = with(fh, |f| f.prepare(false, at, into.bytes()))?.read()?;
             let n = got.len();
-            from_file(&into, external32, got);
+            from_file(&into, repr, datatype, got)?;
             file::completed_request(m, fh, n)
         }
         How::All => {
@@ -214,7 +248,7 @@ unsafe fn iread(
             let job = Box::new(move || {
                 let got = placed.read(m)?;
                 let n = got.len();
-                from_file(&into, external32, got);
+                from_file(&into, repr, datatype, got)?;
                 Ok(n)
             });
             file::start_collective(m, fh, &file, job)
@@ -342,7 +376,7 @@ access_at! {
 mpi_fn!(fn MPI_File_write_ordered / PMPI_File_write_ordered(fh: c_int, buf: *const c_void, count: c_int, datatype: c_int, status: *mut CStatus) {
     let r = mpi().and_then(|m| {
         // SAFETY: the caller's buffer stays valid for this blocking call.
-        let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
+        let data = unsafe { file_bytes(m, fh, buf, count, datatype)? };
         let n = with(fh, |f| f.write_ordered(m, &data))?;
         // SAFETY: caller's status pointer or NULL.
         unsafe { put_status(status, &done(n)) };
@@ -357,7 +391,7 @@ mpi_fn!(fn MPI_File_read_ordered / PMPI_File_read_ordered(fh: c_int, buf: *mut c
         let into = unsafe { typed(m, buf, count, datatype)? };
         let got = with(fh, |f| f.read_ordered(m, into.bytes()))?;
         let n = got.len();
-        from_file(&into, is_external32(fh)?, got);
+        from_file(&into, repr(fh)?, datatype, got)?;
         // SAFETY: caller's status pointer or NULL.
         unsafe { put_status(status, &done(n)) };
         Ok(())
@@ -463,7 +497,7 @@ unsafe fn iwrite_ordered(
 ) -> MpiResult<ReqId> {
     let m = mpi()?;
     // SAFETY: the caller's buffer is packed during this call.
-    let data = file_bytes(fh, &unsafe { typed(m, buf, count, datatype)? })?;
+    let data = unsafe { file_bytes(m, fh, buf, count, datatype)? };
     let file = file::get(fh)?;
     let f = file.clone();
     let job = Box::new(move || file::lock(&f).write_ordered(m, &data));
@@ -483,13 +517,13 @@ unsafe fn iread_ordered(
     let m = mpi()?;
     // SAFETY: the caller keeps the buffer until the end call.
     let into: TypedBuf = unsafe { typed(m, buf, count, datatype)? };
-    let external32 = is_external32(fh)?;
+    let repr = repr(fh)?;
     let file = file::get(fh)?;
     let f = file.clone();
     let job = Box::new(move || {
         let got = file::lock(&f).read_ordered(m, into.bytes())?;
         let n = got.len();
-        from_file(&into, external32, got);
+        from_file(&into, repr, datatype, got)?;
         Ok(n)
     });
     Ok(file::start_collective(m, fh, &file, job))

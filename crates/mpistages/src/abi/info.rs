@@ -1,15 +1,14 @@
 //! `MPI_Info_*`: info objects (usable before `MPI_Init`, as MPI 4.0 allows).
 
-use super::{cstr, get, mpi_fn, put, put_str, ret};
-use crate::api::consts::{err, COMM_WORLD};
+use super::{cstr, get, mpi_fn, put, put_str, ret, NO_OBJECT};
+use crate::api::consts::err;
 use crate::api::error::{fail, MpiResult};
 use crate::api::info::{self, Info, INFO_NULL, MAX_INFO_KEY};
 use std::os::raw::{c_char, c_int};
 
 fn done(name: &str, r: MpiResult<()>) -> c_int {
-    // Errors of calls without a communicator go to MPI_COMM_WORLD's handler
-    // (MPI 3.1, the version we report; 4.0 moved them to MPI_COMM_SELF's).
-    ret(name, COMM_WORLD, r)
+    // An error of no object (see `NO_OBJECT`).
+    ret(name, NO_OBJECT, r)
 }
 
 mpi_fn!(fn MPI_Info_create / PMPI_Info_create(out: *mut c_int) {

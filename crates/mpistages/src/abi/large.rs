@@ -3,8 +3,8 @@
 //! the queries here take them whole; the collectives here take counts that
 //! fit an int and say so otherwise (`MPI_ERR_COUNT`), rather than cut them.
 
-use super::{array, mpi, mpi_fn, put, ret};
-use crate::api::consts::{err, COMM_WORLD, DATATYPE_NULL};
+use super::{array, mpi, mpi_fn, put, ret, NO_OBJECT};
+use crate::api::consts::{err, DATATYPE_NULL};
 use crate::api::datatype::{combiner as C, Datatype};
 use crate::api::error::{fail, MpiResult};
 use std::os::raw::{c_int, c_void};
@@ -135,7 +135,7 @@ fn build(name: &str, out: *mut c_int, f: impl FnOnce() -> MpiResult<Datatype>) -
         // SAFETY: caller's out-pointer: no datatype was made.
         unsafe { out.write(crate::api::consts::DATATYPE_NULL) };
     }
-    ret(name, COMM_WORLD, r)
+    ret(name, NO_OBJECT, r)
 }
 
 fn old(h: c_int) -> MpiResult<std::sync::Arc<Datatype>> {
@@ -202,17 +202,17 @@ mpi_fn!(fn MPI_Type_create_indexed_block_c / PMPI_Type_create_indexed_block_c(n:
 mpi_fn!(fn MPI_Type_size_c / PMPI_Type_size_c(h: c_int, size: *mut Count) {
     // SAFETY: caller's out-pointer.
     let r = old(h).and_then(|t| unsafe { put(size, t.size as Count) });
-    ret("MPI_Type_size_c", COMM_WORLD, r)
+    ret("MPI_Type_size_c", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(h: c_int, lb: *mut Count, extent: *mut Count) {
     // SAFETY: caller's out-pointers.
     let r = old(h).and_then(|t| unsafe { put(lb, t.lb as Count).and_then(|_| put(extent, t.extent as Count)) });
-    ret("MPI_Type_get_extent_c", COMM_WORLD, r)
+    ret("MPI_Type_get_extent_c", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(h: c_int, lb: *mut Count, extent: *mut Count) {
     // SAFETY: caller's out-pointers.
     let r = old(h).and_then(|t| unsafe { put(lb, t.true_lb as Count).and_then(|_| put(extent, t.true_extent as Count)) });
-    ret("MPI_Type_get_true_extent_c", COMM_WORLD, r)
+    ret("MPI_Type_get_true_extent_c", NO_OBJECT, r)
 });

@@ -5,8 +5,7 @@
 //! the datatype constructors and queries of `large.rs`) are elsewhere.
 
 use super::large::{fit, fit_opt, len_of};
-use super::{mpi_fn, nbc, ret, CStatus};
-use crate::api::consts::COMM_WORLD;
+use super::{mpi_fn, nbc, ret, CStatus, NO_OBJECT};
 use crate::api::error::MpiResult;
 use std::os::raw::{c_char, c_int, c_void};
 
@@ -51,7 +50,7 @@ macro_rules! fail_on {
         super::win::ret_win($name, $w, Err($e))
     };
     (world, $name:expr, $e:expr) => {
-        ret($name, COMM_WORLD, Err($e))
+        ret($name, NO_OBJECT, Err($e))
     };
 }
 
@@ -256,7 +255,7 @@ mpi_fn!(fn MPI_Pack_size_c / PMPI_Pack_size_c(n: i64, h: c_int, c: c_int, size: 
 mpi_fn!(fn MPI_Buffer_detach_c / PMPI_Buffer_detach_c(buf: *mut c_void, size: *mut i64) {
     // SAFETY: MPI_Buffer_detach's contract, the size as an int.
     let r = unsafe { through_int(size, false, |s| super::p2p::PMPI_Buffer_detach(buf, s)) };
-    r.unwrap_or_else(|e| ret("MPI_Buffer_detach_c", COMM_WORLD, Err(e)))
+    r.unwrap_or_else(|e| ret("MPI_Buffer_detach_c", NO_OBJECT, Err(e)))
 });
 
 mpi_fn!(fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(w: c_int, rank: c_int, size: *mut isize, disp_unit: *mut i64, baseptr: *mut c_void) {
@@ -275,7 +274,7 @@ mpi_fn!(fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(h: c_int, ni: *mut
     if rc == crate::api::consts::err::SUCCESS {
         let out = [(ni, i), (na, a), (nl, 0), (nt, t)];
         if out.iter().any(|(p, _)| p.is_null()) {
-            return ret("MPI_Type_get_envelope_c", COMM_WORLD, crate::api::error::fail(crate::api::consts::err::ARG, "an output argument is NULL"));
+            return ret("MPI_Type_get_envelope_c", NO_OBJECT, crate::api::error::fail(crate::api::consts::err::ARG, "an output argument is NULL"));
         }
         for (p, v) in out {
             // SAFETY: the caller's out-pointers, checked above.
@@ -291,6 +290,6 @@ mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(h: c_int, maxi: i6
     match r {
         // SAFETY: MPI_Type_get_contents's contract (no large counts to give).
         Ok((i, a, t)) => unsafe { super::dtype::PMPI_Type_get_contents(h, i, a, t, ints, aints as *mut _, types) },
-        Err(e) => ret("MPI_Type_get_contents_c", COMM_WORLD, Err(e)),
+        Err(e) => ret("MPI_Type_get_contents_c", NO_OBJECT, Err(e)),
     }
 });

@@ -1,7 +1,7 @@
 //! Smaller calls: request and status queries and setters, local
 //! reductions, memory allocation.
 
-use super::{get, mpi, mpi_fn, put, put_status, ret, typed, CStatus};
+use super::{get, mpi, mpi_fn, put, put_status, ret, typed, CStatus, NO_OBJECT};
 use crate::api::consts::{err, COMM_WORLD, REQUEST_NULL};
 use crate::api::error::{fail, MpiResult};
 use crate::api::Status;
@@ -28,7 +28,7 @@ mpi_fn!(fn MPI_Request_get_status / PMPI_Request_get_status(req: c_int, flag: *m
         }
         Ok(())
     });
-    ret("MPI_Request_get_status", COMM_WORLD, r)
+    ret("MPI_Request_get_status", NO_OBJECT, r)
 });
 
 /// # Safety
@@ -45,7 +45,7 @@ unsafe fn edit(status: *mut CStatus, f: impl FnOnce(&mut CStatus)) -> MpiResult<
 mpi_fn!(fn MPI_Status_set_cancelled / PMPI_Status_set_cancelled(status: *mut CStatus, flag: c_int) {
     // SAFETY: caller's status.
     let r = unsafe { edit(status, |s| s.count_hi_and_cancelled = (s.count_hi_and_cancelled & !1) | (flag != 0) as c_int) };
-    ret("MPI_Status_set_cancelled", COMM_WORLD, r)
+    ret("MPI_Status_set_cancelled", NO_OBJECT, r)
 });
 
 fn set_elements(status: *mut CStatus, dt: c_int, n: i64) -> MpiResult<()> {
@@ -66,11 +66,11 @@ fn set_elements(status: *mut CStatus, dt: c_int, n: i64) -> MpiResult<()> {
 }
 
 mpi_fn!(fn MPI_Status_set_elements / PMPI_Status_set_elements(status: *mut CStatus, dt: c_int, n: c_int) {
-    ret("MPI_Status_set_elements", COMM_WORLD, set_elements(status, dt, n as i64))
+    ret("MPI_Status_set_elements", NO_OBJECT, set_elements(status, dt, n as i64))
 });
 
 mpi_fn!(fn MPI_Status_set_elements_x / PMPI_Status_set_elements_x(status: *mut CStatus, dt: c_int, n: c_longlong) {
-    ret("MPI_Status_set_elements_x", COMM_WORLD, set_elements(status, dt, n))
+    ret("MPI_Status_set_elements_x", NO_OBJECT, set_elements(status, dt, n))
 });
 
 mpi_fn!(fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const CStatus, dt: c_int, n: *mut c_longlong) {
@@ -83,7 +83,7 @@ mpi_fn!(fn MPI_Get_elements_x / PMPI_Get_elements_x(status: *const CStatus, dt: 
         // SAFETY: as above.
         unsafe { put(n, v as c_longlong) }
     });
-    ret("MPI_Get_elements_x", COMM_WORLD, r)
+    ret("MPI_Get_elements_x", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, n: c_int, dt: c_int, o: c_int) {
@@ -99,7 +99,7 @@ mpi_fn!(fn MPI_Reduce_local / PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: 
         dst.store();
         Ok(())
     });
-    ret("MPI_Reduce_local", COMM_WORLD, r)
+    ret("MPI_Reduce_local", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Alloc_mem / PMPI_Alloc_mem(size: c_long, info: c_int, base: *mut c_void) {
@@ -116,7 +116,7 @@ mpi_fn!(fn MPI_Alloc_mem / PMPI_Alloc_mem(size: c_long, info: c_int, base: *mut 
         // SAFETY: `base` is a `void **` by the standard's signature.
         unsafe { put(base as *mut *mut c_void, p) }
     })();
-    ret("MPI_Alloc_mem", COMM_WORLD, r)
+    ret("MPI_Alloc_mem", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) {
@@ -237,7 +237,7 @@ pub fn grequest_cancel(id: crate::api::ReqId) -> Option<c_int> {
 mpi_fn!(fn MPI_Grequest_start / PMPI_Grequest_start(query: Option<QueryFn>, free: Option<FreeFn>, cancel: Option<CancelFn>, extra: *mut c_void, req: *mut c_int) {
     // SAFETY: caller's out-pointer.
     let r = grequest_start(query, free, cancel, extra as usize, false).and_then(|h| unsafe { put(req, h) });
-    ret("MPI_Grequest_start", COMM_WORLD, r)
+    ret("MPI_Grequest_start", NO_OBJECT, r)
 });
 
 // The query function gives the status now, and the free function runs:
@@ -346,7 +346,7 @@ mpi_fn!(fn MPI_Grequest_complete / PMPI_Grequest_complete(req: c_int) {
         m.engine.complete(id, Status::empty());
         Ok(())
     });
-    ret("MPI_Grequest_complete", COMM_WORLD, r)
+    ret("MPI_Grequest_complete", NO_OBJECT, r)
 });
 
 /// The handle conversions between C and Fortran: the handles are the same

@@ -10,6 +10,7 @@
 pub mod attr;
 pub mod coll;
 pub mod comm;
+pub mod datarep;
 pub mod dpm;
 pub mod dtype;
 pub mod env;
@@ -35,7 +36,7 @@ pub mod topo;
 pub mod ulfm;
 pub mod win;
 
-use crate::api::consts::{err, COMM_WORLD, ERRORS_RETURN};
+use crate::api::consts::{err, COMM_SELF, COMM_WORLD, ERRORS_RETURN};
 use crate::api::error::{class_name, fail, MpiError, MpiResult};
 use crate::api::usermem::TypedBuf;
 use crate::api::Status;
@@ -306,32 +307,50 @@ pub fn raise(name: &str, comm: i32, e: MpiError) -> c_int {
     if let Some(class) = captured(name, &e) {
         return class;
     }
-    let (handler, m) = match api::mpi() {
+    let (handler, object, m) = match api::mpi() {
         Ok(m) => {
             let t = m.tables();
             let eh = |h: i32| {
                 t.comms
-                    .get(h as usize)
+                    .get(usize::try_from(h).ok()?)
                     .and_then(Option::as_ref)
                     .map(|c| c.errhandler)
             };
-            // COMM_WORLD stands for "no object" too: in a program of
-            // sessions alone, such errors are a session's.
-            let session = (comm == COMM_WORLD && !api::initialized())
-                .then(api::session::first_errhandler)
-                .flatten();
+            // In a program of sessions alone, MPI_COMM_WORLD is not the
+            // program's: its errors, and those of no object, are a
+            // session's.
+            let alone = (comm == NO_OBJECT || comm == COMM_WORLD) && !api::initialized();
+            let (handler, object) = match alone.then(api::session::first_errhandler).flatten() {
+                Some(h) => (Some(h), comm),
+                None if comm == NO_OBJECT => {
+                    // MPI 4.0 raises these on MPI_COMM_SELF; MPI 3.1 did on
+                    // MPI_COMM_WORLD. As MPICH does: SELF's handler once the
+                    // program set one, else WORLD's (which programs written
+                    // for 3.1 set).
+                    let on = if errors::self_handler_set() {
+                        COMM_SELF
+                    } else {
+                        COMM_WORLD
+                    };
+                    (eh(on), on)
+                }
+                None => (eh(comm).or_else(|| eh(COMM_WORLD)), comm),
+            };
             (
-                session
-                    .or_else(|| eh(comm))
-                    .or_else(|| eh(COMM_WORLD))
-                    .unwrap_or(crate::api::consts::ERRORS_ARE_FATAL),
+                handler.unwrap_or(crate::api::consts::ERRORS_ARE_FATAL),
+                object,
                 Some(&**m),
             )
         }
-        Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, None),
+        Err(_) => (crate::api::consts::ERRORS_ARE_FATAL, comm, None),
     };
-    handle(name, comm, handler, m, e)
+    handle(name, object, handler, m, e)
 }
+
+/// The communicator argument of `ret` and `raise` for an error of no
+/// object (datatypes, info objects, error codes, operations, the
+/// environment's queries): see `raise`.
+pub const NO_OBJECT: c_int = -2;
 
 /// Turns a file call's result into a return code, running the error
 /// handler of file `fh` (`MPI_FILE_NULL`'s when it is not valid).

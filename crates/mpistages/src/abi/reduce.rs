@@ -4,9 +4,9 @@
 use super::coll::{check_counts, comm, is_in_place, offsets, raw_of, root_ok, Stage};
 use super::intercoll as IC;
 use super::typed_in;
-use super::{array, mpi, mpi_fn, ret, typed};
+use super::{array, mpi, mpi_fn, ret, typed, NO_OBJECT};
 use crate::api::collective::{self as coll, Reduction};
-use crate::api::consts::{err, COMM_WORLD};
+use crate::api::consts::err;
 use crate::api::error::{fail, MpiResult};
 use crate::api::op::{self, OpDef};
 use crate::api::Mpi;
@@ -273,7 +273,7 @@ fn op_create(name: &str, func: Option<op::UserFunc>, commute: c_int, out: *mut c
         // SAFETY: caller's out-pointer.
         unsafe { super::put(out, h as c_int) }
     });
-    ret(name, COMM_WORLD, r)
+    ret(name, NO_OBJECT, r)
 }
 
 mpi_fn!(fn MPI_Op_create / PMPI_Op_create(f: Option<op::UserFn>, commute: c_int, out: *mut c_int) {
@@ -296,7 +296,7 @@ mpi_fn!(fn MPI_Op_free / PMPI_Op_free(o: *mut c_int) {
         // SAFETY: as above.
         unsafe { super::put(o, crate::api::consts::OP_NULL) }
     });
-    ret("MPI_Op_free", COMM_WORLD, r)
+    ret("MPI_Op_free", NO_OBJECT, r)
 });
 
 mpi_fn!(fn MPI_Op_commutative / PMPI_Op_commutative(o: c_int, flag: *mut c_int) {
@@ -305,5 +305,5 @@ mpi_fn!(fn MPI_Op_commutative / PMPI_Op_commutative(o: c_int, flag: *mut c_int) 
         // SAFETY: caller's out-pointer.
         unsafe { super::put(flag, c as c_int) }
     });
-    ret("MPI_Op_commutative", COMM_WORLD, r)
+    ret("MPI_Op_commutative", NO_OBJECT, r)
 });

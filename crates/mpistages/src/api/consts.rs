@@ -11,8 +11,8 @@ pub const MAX_PROCESSOR_NAME: i32 = 256;
 pub const MAX_ERROR_STRING: i32 = 512;
 pub const BSEND_OVERHEAD: i32 = 96;
 /// The standard's version this library implements (`MPI_Get_version`).
-pub const VERSION: i32 = 3;
-pub const SUBVERSION: i32 = 1;
+pub const VERSION: i32 = 4;
+pub const SUBVERSION: i32 = 0;
 
 pub const COMM_NULL: i32 = 0;
 pub const COMM_WORLD: i32 = 1;

@@ -636,13 +636,14 @@ impl File {
         self.view.file_offset(offset * self.view.etype_size as u64)
     }
 
+    /// The view's data representation.
+    pub fn datarep(&self) -> &str {
+        &self.view_given.datarep
+    }
+
     /// `MPI_File_set_view` (collective): offsets count `etype`s of the
     /// stream `filetype` makes from `disp` on; both file pointers go back
     /// to 0.
-    /// Whether the view's data representation is external32.
-    pub fn external32(&self) -> bool {
-        self.view_given.datarep == "external32"
-    }
 
     pub fn set_view(&mut self, m: &Mpi, given: ViewGiven, info: &Info) -> MpiResult<()> {
         // MPI_DISPLACEMENT_CURRENT (sequential files): the shared pointer's
@@ -753,11 +754,13 @@ fn set_view_checks(given: &ViewGiven, amode: i32, current: u64) -> MpiResult<Vie
         // representation gives them; their bytes are swapped (big-endian)
         // at the ABI boundary, where the program's datatype is known.
         "native" | "internal" | "external32" => {}
+        other if super::file_view::datarep_registered(other) => {}
         other => {
             return fail(
                 err::UNSUPPORTED_DATAREP,
                 format!(
-                    "unknown data representation '{other}' (native, internal and external32 are supported)"
+                    "unknown data representation '{other}' (native, internal, external32 and \
+                     those registered with MPI_Register_datarep are supported)"
                 ),
             )
         }

@@ -9,6 +9,34 @@ use super::consts::err;
 use super::datatype::Datatype;
 use super::error::{fail, MpiResult};
 
+/// The data representations every view may name.
+const PREDEFINED_DATAREPS: [&str; 3] = ["native", "internal", "external32"];
+
+/// Representations the program registered (`MPI_Register_datarep`).
+static REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// `MPI_Register_datarep`: views may name `name` from now on.
+pub fn register_datarep(name: &str) -> MpiResult<()> {
+    if name.is_empty() {
+        return fail(err::ARG, "the representation's name is empty");
+    }
+    let mut r = REGISTERED.lock().unwrap_or_else(|p| p.into_inner());
+    if PREDEFINED_DATAREPS.contains(&name) || r.iter().any(|n| n == name) {
+        return fail(
+            err::DUP_DATAREP,
+            format!("the data representation '{name}' is defined already"),
+        );
+    }
+    r.push(name.to_string());
+    Ok(())
+}
+
+/// Whether the program registered representation `name`.
+pub fn datarep_registered(name: &str) -> bool {
+    let r = REGISTERED.lock().unwrap_or_else(|p| p.into_inner());
+    r.iter().any(|n| n == name)
+}
+
 /// A view, checked.
 #[derive(Clone, Debug)]
 pub struct View {

@@ -346,12 +346,14 @@ mod tests {
                 || name.ends_with("_f2c")
                 || name.ends_with("_c");
             // MPI_Comm_spawn's Fortran forms (arrays of blank-terminated
-            // CHARACTER arguments) are not written yet.
+            // CHARACTER arguments) are not written yet, nor is
+            // MPI_Register_datarep's (conversion callbacks in Fortran).
             if name == "MPI_Wtime"
                 || name == "MPI_Wtick"
                 || name == "MPIX_Reinit"
                 || name == "MPI_Comm_spawn"
                 || name == "MPI_Comm_spawn_multiple"
+                || name == "MPI_Register_datarep"
                 || callback
             {
                 continue;
