@@ -644,7 +644,6 @@ impl File {
     /// `MPI_File_set_view` (collective): offsets count `etype`s of the
     /// stream `filetype` makes from `disp` on; both file pointers go back
     /// to 0.
-
     pub fn set_view(&mut self, m: &Mpi, given: ViewGiven, info: &Info) -> MpiResult<()> {
         // MPI_DISPLACEMENT_CURRENT (sequential files): the shared pointer's
         // place in the file, read by every member before the first one
