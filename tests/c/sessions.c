@@ -75,6 +75,11 @@ static int library_round(int round, int *size_out) {
     MPI_Comm lib;
     CHECK_RC(MPI_Comm_create_from_group(wg, "org.mpistages.test.sessions", MPI_INFO_NULL, MPI_ERRORS_RETURN, &lib));
     MPI_Group_free(&wg);
+    /* A process outside every group asks with the empty one. */
+    MPI_Comm none;
+    CHECK_RC(MPI_Comm_create_from_group(MPI_GROUP_EMPTY, "org.mpistages.test.none", MPI_INFO_NULL, MPI_ERRORS_RETURN,
+                                        &none));
+    CHECK(none == MPI_COMM_NULL, "a communicator of the empty group is MPI_COMM_NULL");
     int rank, size, sum = -1;
     MPI_Comm_rank(lib, &rank);
     MPI_Comm_size(lib, &size);

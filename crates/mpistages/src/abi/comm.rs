@@ -142,6 +142,10 @@ unsafe fn string_tag(s: *const c_char) -> MpiResult<c_int> {
 /// (MPI 4.0; here through the job's world), with error handler `eh`.
 fn from_group(m: &Mpi, g: c_int, tag: c_int, info: c_int, eh: c_int) -> MpiResult<i32> {
     crate::api::info::get_or_empty(info)?;
+    // A process outside every group asks with the empty one (MPI 4.0).
+    if m.tables().group(g)?.members.is_empty() {
+        return Ok(crate::api::consts::COMM_NULL);
+    }
     let h = comm::create_group(m, crate::api::consts::COMM_WORLD, g, tag)?;
     if eh != crate::api::consts::ERRHANDLER_NULL {
         // SAFETY: plain handles.

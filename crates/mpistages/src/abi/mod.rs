@@ -249,6 +249,12 @@ pub unsafe fn typed_in(
     dt: i32,
 ) -> MpiResult<TypedBuf> {
     let n = large_count(n.into())?;
+    // No data: MPI_DATATYPE_NULL names none (MPICH accepts it so too).
+    let dt = if n == 0 && dt == crate::api::consts::DATATYPE_NULL {
+        crate::api::consts::dt::BYTE
+    } else {
+        dt
+    };
     let t = tables.dtype(dt)?;
     if buf.is_null() && n > 0 && t.size > 0 && t.true_lb == 0 {
         return fail(err::BUFFER, "the buffer is NULL but the count is not 0");

@@ -12,7 +12,7 @@
 use super::{array, mpi, mpi_fn, put, ret, typed};
 use crate::api::consts::{err, COMM_WORLD};
 use crate::api::error::{fail, MpiResult};
-use crate::api::{p2p, Mpi, ReqId, SendMode};
+use crate::api::{p2p, Mpi, Op, ReqId, SendMode};
 use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
@@ -27,8 +27,28 @@ struct Partitioned {
     peer: c_int,
     tag: c_int,
     comm: c_int,
+    /// The tag the message travels under (`wire_tag`).
+    wire_tag: i32,
     /// Partitions marked ready since the last start (send side).
     ready: Vec<bool>,
+}
+
+/// Partitioned requests made so far, by side, communicator context, peer
+/// and tag: the ordinal of the next one.
+static ORDINALS: Mutex<Option<HashMap<(bool, u32, c_int, c_int), u32>>> = Mutex::new(None);
+
+/// The tag of the `ordinal`-th partitioned message with `tag` between two
+/// processes, on the collective context above every tag the collectives
+/// use (below 2^30): exact for tags below 2^20 and the first 512 pairs of
+/// one tag; beyond, a hash in a range of its own.
+fn wire_tag(tag: c_int, ordinal: u32) -> i32 {
+    let x = if (0..1 << 20).contains(&tag) && ordinal < 1 << 9 {
+        ordinal << 20 | tag as u32
+    } else {
+        let h = (tag as u32 ^ ordinal.wrapping_mul(0x9e37_79b9)).wrapping_mul(0x85eb_ca6b);
+        (1 << 29) | (h >> 3)
+    };
+    ((1 << 30) | x) as i32
 }
 
 static TABLE: Mutex<Option<HashMap<ReqId, Partitioned>>> = Mutex::new(None);
@@ -38,16 +58,55 @@ fn table() -> MutexGuard<'static, Option<HashMap<ReqId, Partitioned>>> {
 }
 
 impl Partitioned {
-    /// The whole message's send or receive.
-    fn op(&self, m: &Mpi) -> MpiResult<crate::api::Op> {
+    /// The whole message's send or receive, on the communicator's
+    /// collective context under the wire tag.
+    fn op(&self, m: &Mpi) -> MpiResult<Op> {
         // SAFETY: the program keeps the buffer valid while the request
         // exists (the standard's rule for persistent requests).
         let tb = unsafe { typed(m, self.buf as *const c_void, self.count, self.dtype)? };
-        if self.send {
-            p2p::send_op(m, tb, self.peer, self.tag, self.comm, SendMode::Standard)
+        let op = if self.send {
+            p2p::send_op(m, tb, self.peer, self.tag, self.comm, SendMode::Standard)?
         } else {
-            p2p::recv_op(m, tb, self.peer, self.tag, self.comm)
-        }
+            p2p::recv_op(m, tb, self.peer, self.tag, self.comm)?
+        };
+        let context = m.tables().comm_ref(self.comm)?.coll_context();
+        let tag = self.wire_tag;
+        Ok(match op {
+            Op::Send {
+                dest,
+                src,
+                mode,
+                layout,
+                ..
+            } => Op::Send {
+                dest,
+                src,
+                context,
+                tag,
+                mode,
+                layout,
+            },
+            Op::Recv {
+                src: Some(src),
+                layout,
+                ..
+            } => Op::Recv {
+                src: Some(src),
+                tag: Some(tag),
+                context,
+                layout,
+            },
+            other => other,
+        })
+    }
+
+    /// Starts the message as the request's part, which reports the
+    /// program's tag (not the wire's; none for MPI_PROC_NULL).
+    fn attach(&self, m: &Mpi, id: ReqId) -> MpiResult<()> {
+        let op = self.op(m)?;
+        let shown = (self.peer != crate::api::consts::PROC_NULL).then_some(self.tag);
+        m.engine.attach(id, op, shown);
+        Ok(())
     }
 }
 
@@ -79,7 +138,7 @@ fn init(
             )
         })?;
     crate::api::info::get_or_empty(info)?;
-    let p = Partitioned {
+    let mut p = Partitioned {
         send,
         buf: buf as usize,
         count: total,
@@ -87,10 +146,26 @@ fn init(
         peer,
         tag,
         comm,
+        wire_tag: 0,
         ready: vec![false; partitions as usize],
     };
+    if !send && (peer == crate::api::consts::ANY_SOURCE || tag == crate::api::consts::ANY_TAG) {
+        return fail(
+            err::ARG,
+            "a partitioned receive names its source and tag (no wildcards)",
+        );
+    }
     // Every argument is checked now, as MPI_Send_init's are.
     p.op(m)?;
+    let context = m.tables().comm_ref(comm)?.context;
+    let mut o = ORDINALS.lock().unwrap_or_else(|p| p.into_inner());
+    let next = o
+        .get_or_insert_with(HashMap::new)
+        .entry((send, context, peer, tag))
+        .or_insert(0);
+    p.wire_tag = wire_tag(tag, *next);
+    *next += 1;
+    drop(o);
     let id = p2p::create_persistent(m, crate::api::Op::External, comm);
     table().get_or_insert_with(HashMap::new).insert(id, p);
     // SAFETY: caller's out-pointer.
@@ -120,10 +195,7 @@ pub fn start(m: &Mpi, id: ReqId) -> Option<MpiResult<bool>> {
     if p.send {
         return Some(Ok(true));
     }
-    Some(p.op(m).map(|op| {
-        m.engine.attach(id, op);
-        true
-    }))
+    Some(p.attach(m, id).map(|()| true))
 }
 
 /// The request is freed: its entry goes.
@@ -159,8 +231,7 @@ fn ready(name: &str, h: c_int, parts: impl IntoIterator<Item = c_int>) -> c_int 
             *slot = true;
         }
         if p.ready.iter().all(|&r| r) {
-            let op = p.op(m)?;
-            m.engine.attach(id, op);
+            p.attach(m, id)?;
             m.engine.background();
         }
         Ok(())

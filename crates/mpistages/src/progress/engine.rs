@@ -204,7 +204,7 @@ impl Engine {
         self.with(|c| {
             let parent = c.alloc(Req::new(Op::External, false).owned_by(owner));
             c.start(parent);
-            c.start_parts(parent, ops, report);
+            c.start_parts(parent, ops, report, None);
             parent
         })
     }

@@ -153,8 +153,9 @@ impl Engine {
     /// request, which then completes with the part's status or error (a
     /// partitioned send once every partition is ready, a partitioned
     /// receive as it starts). False, with nothing started, if `parent` is
-    /// not an active external request.
-    pub fn attach(&self, parent: ReqId, op: Op) -> bool {
+    /// not an active external request. `shown_tag`: the tag the request
+    /// reports instead of the part's.
+    pub fn attach(&self, parent: ReqId, op: Op, shown_tag: Option<i32>) -> bool {
         self.with(|c| {
             let active = matches!(
                 c.req(parent),
@@ -167,7 +168,7 @@ impl Engine {
             if !active || c.joins.contains_key(&parent) {
                 return false;
             }
-            c.start_parts(parent, vec![op], 0);
+            c.start_parts(parent, vec![op], 0, shown_tag);
             true
         })
     }
@@ -177,7 +178,13 @@ impl Core {
     /// Starts `ops` as the parts of `parent`, which completes with the
     /// last of them, reporting `ops[report]`'s status or the first error
     /// (`Engine::join`, `Engine::attach`).
-    pub(super) fn start_parts(&mut self, parent: ReqId, ops: Vec<Op>, report: usize) {
+    pub(super) fn start_parts(
+        &mut self,
+        parent: ReqId,
+        ops: Vec<Op>,
+        report: usize,
+        shown_tag: Option<i32>,
+    ) {
         let parts: Vec<ReqId> = ops
             .into_iter()
             .map(|op| self.alloc(Req::new(op, false)))
@@ -188,6 +195,7 @@ impl Core {
                 left: parts.len(),
                 report: parts[report],
                 status: Status::empty(),
+                shown_tag,
             },
         );
         for &p in &parts {

@@ -89,6 +89,9 @@ impl Core {
             let err = j.status.error.take();
             j.status = status.clone();
             j.status.error = err.or(j.status.error.take());
+            if let Some(tag) = j.shown_tag {
+                j.status.tag = tag;
+            }
         } else if j.status.error.is_none() {
             j.status.error = status.error.clone();
         }

@@ -127,6 +127,9 @@ pub(super) struct Join {
     pub(super) left: usize,
     pub(super) report: ReqId,
     pub(super) status: Status,
+    /// The tag the joined request reports, if not its part's (a
+    /// partitioned message travels under a tag of its own).
+    pub(super) shown_tag: Option<i32>,
 }
 
 impl Core {
