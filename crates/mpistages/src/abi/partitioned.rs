@@ -33,9 +33,12 @@ struct Partitioned {
     ready: Vec<bool>,
 }
 
-/// Partitioned requests made so far, by side, communicator context, peer
-/// and tag: the ordinal of the next one.
-static ORDINALS: Mutex<Option<HashMap<(bool, u32, c_int, c_int), u32>>> = Mutex::new(None);
+/// Which pairs a partitioned request is one of: its side (send), its
+/// communicator's context, its peer and its tag.
+type PairKey = (bool, u32, c_int, c_int);
+
+/// Partitioned requests made so far by key: the ordinal of the next one.
+static ORDINALS: Mutex<Option<HashMap<PairKey, u32>>> = Mutex::new(None);
 
 /// The tag of the `ordinal`-th partitioned message with `tag` between two
 /// processes, on the collective context above every tag the collectives
