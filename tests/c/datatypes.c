@@ -77,6 +77,11 @@ int main(int argc, char **argv) {
     MPI_Aint tlb, text;
     MPI_Type_get_true_extent(st, &tlb, &text);
     CHECK(tlb == 0 && text == offsetof(rec, i) + 12, "true extent %ld", (long)text);
+    MPI_Count xlb, xext, xtlb, xtext;
+    CHECK_RC(MPI_Type_get_extent_x(st, &xlb, &xext));
+    CHECK_RC(MPI_Type_get_true_extent_x(st, &xtlb, &xtext));
+    CHECK(xlb == lb && xext == ext && xtlb == tlb && xtext == text, "the _x extents: %lld %lld %lld %lld", xlb, xext, xtlb,
+          xtext);
     MPI_Datatype hv;
     MPI_Type_create_hvector(2, 1, 2 * sizeof(rec), st, &hv);
     MPI_Type_commit(&hv);

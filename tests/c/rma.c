@@ -240,6 +240,7 @@ static void test_after_barrier(int rank, int size) {
     int slot = -1;
     MPI_Win win;
     CHECK_RC(MPI_Win_create(&slot, sizeof slot, sizeof slot, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    CHECK(MPI_Win_f2c(MPI_Win_c2f(win)) == win, "MPI_Win_c2f and _f2c");
     MPI_Group world, peers;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
     int zero = 0;

@@ -211,6 +211,19 @@ mpi_fn!(fn MPI_Type_get_extent_c / PMPI_Type_get_extent_c(h: c_int, lb: *mut Cou
     ret("MPI_Type_get_extent_c", NO_OBJECT, r)
 });
 
+// MPI 3.0's MPI_Count forms of the same two queries.
+mpi_fn!(fn MPI_Type_get_extent_x / PMPI_Type_get_extent_x(h: c_int, lb: *mut Count, extent: *mut Count) {
+    // SAFETY: caller's out-pointers.
+    let r = old(h).and_then(|t| unsafe { put(lb, t.lb as Count).and_then(|_| put(extent, t.extent as Count)) });
+    ret("MPI_Type_get_extent_x", NO_OBJECT, r)
+});
+
+mpi_fn!(fn MPI_Type_get_true_extent_x / PMPI_Type_get_true_extent_x(h: c_int, lb: *mut Count, extent: *mut Count) {
+    // SAFETY: caller's out-pointers.
+    let r = old(h).and_then(|t| unsafe { put(lb, t.true_lb as Count).and_then(|_| put(extent, t.true_extent as Count)) });
+    ret("MPI_Type_get_true_extent_x", NO_OBJECT, r)
+});
+
 mpi_fn!(fn MPI_Type_get_true_extent_c / PMPI_Type_get_true_extent_c(h: c_int, lb: *mut Count, extent: *mut Count) {
     // SAFETY: caller's out-pointers.
     let r = old(h).and_then(|t| unsafe { put(lb, t.true_lb as Count).and_then(|_| put(extent, t.true_extent as Count)) });

@@ -384,6 +384,8 @@ same_handle!(
     MPI_File_c2f / MPI_File_f2c,
     PMPI_File_c2f / PMPI_File_f2c,
     MPI_Session_c2f / MPI_Session_f2c,
+    PMPI_Win_c2f / PMPI_Win_f2c,
+    MPI_Win_c2f / MPI_Win_f2c,
     PMPI_Session_c2f / PMPI_Session_f2c,
 );
 

@@ -14,6 +14,10 @@ use crate::abi::env::*;
 use crate::abi::errors::*;
 use crate::abi::file::*;
 use crate::abi::info::*;
+use crate::abi::large::{
+    MPI_Type_get_extent_x, MPI_Type_get_true_extent_x, PMPI_Type_get_extent_x,
+    PMPI_Type_get_true_extent_x,
+};
 use crate::abi::misc::*;
 use crate::abi::mpix::*;
 use crate::abi::nbc::*;
@@ -494,6 +498,8 @@ fortran_bindings! {
     auto MPI_Type_free(datatype: IO);
     auto MPI_Type_size(datatype: I, size: O);
     auto MPI_Type_size_x(datatype: I, size: CntO);
+    auto MPI_Type_get_extent_x(datatype: I, lb: CntO, extent: CntO);
+    auto MPI_Type_get_true_extent_x(datatype: I, true_lb: CntO, true_extent: CntO);
     auto MPI_Type_get_extent(datatype: I, lb: AO, extent: AO);
     auto MPI_Type_get_true_extent(datatype: I, true_lb: AO, true_extent: AO);
     custom MPI_Type_extent(datatype: I, extent: O);
