@@ -202,6 +202,20 @@ int main(int argc, char **argv) {
     CHECK(comb == MPI_COMBINER_CONTIGUOUS, "second part %d", comb);
     MPI_Type_free(&ts[0]);
     MPI_Type_free(&ts[1]);
+    /* The large-count interface says what it is (mpi4py's test at MPI 4.0). */
+    MPI_Count eni, ena, enl, ent;
+    CHECK_RC(MPI_Type_get_envelope_c(big, &eni, &ena, &enl, &ent, &comb));
+    CHECK(comb == MPI_COMBINER_CONTIGUOUS && eni == 0 && ena == 0 && enl == 1 && ent == 1, "envelope_c %d %lld %lld %lld %lld",
+          comb, eni, ena, enl, ent);
+    MPI_Count larges[1];
+    CHECK_RC(MPI_Type_get_contents_c(big, 0, 0, 1, 1, is, as, larges, ts));
+    CHECK(larges[0] == many && ts[0] == MPI_SHORT, "contents_c: %lld of %d", (long long)larges[0], ts[0]);
+    /* A type of int counts: the same through both. */
+    MPI_Datatype small;
+    CHECK_RC(MPI_Type_vector(3, 2, 4, MPI_INT, &small));
+    CHECK_RC(MPI_Type_get_envelope_c(small, &eni, &ena, &enl, &ent, &comb));
+    CHECK(comb == MPI_COMBINER_VECTOR && eni == 3 && ena == 0 && enl == 0 && ent == 1, "vector envelope_c");
+    MPI_Type_free(&small);
     MPI_Type_free(&big);
 
     int v = rank == 0 ? 5 : 0;

@@ -313,7 +313,9 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(h: c_int, maxi: c_int,
                 combiner: C::CONTIGUOUS,
                 ints: vec![t.size as c_int],
                 aints: vec![],
+                larges: vec![],
                 types: vec![(crate::api::consts::dt::BYTE, old(m, crate::api::consts::dt::BYTE)?)],
+                as_large: None,
             },
         };
         if (maxi as usize) < e.ints.len() || (maxa as usize) < e.aints.len() || (maxt as usize) < e.types.len() {
@@ -325,16 +327,24 @@ mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(h: c_int, maxi: c_int,
             for (o, &v) in super::array_mut(aints, e.aints.len())?.iter_mut().zip(&e.aints) {
                 *o = v as Aint;
             }
-            let out = super::array_mut(types, e.types.len())?;
-            // Derived types come back as new handles the program frees.
-            for (o, (h, ty)) in out.iter_mut().zip(&e.types) {
-                *o = if ty.predefined { *h } else { m.tables().add_dtype((**ty).clone()) };
-            }
+            types_out(m, &e.types, super::array_mut(types, e.types.len())?);
         }
         Ok(())
     });
     ret("MPI_Type_get_contents", NO_OBJECT, r)
 });
+
+/// An envelope's datatypes as handles: derived ones come back as new
+/// handles the program frees.
+pub(super) fn types_out(m: &Mpi, types: &[(c_int, std::sync::Arc<Datatype>)], out: &mut [c_int]) {
+    for (o, (h, ty)) in out.iter_mut().zip(types) {
+        *o = if ty.predefined {
+            *h
+        } else {
+            m.tables().add_dtype((**ty).clone())
+        };
+    }
+}
 
 mpi_fn!(fn MPI_Type_set_name / PMPI_Type_set_name(h: c_int, name: *const std::os::raw::c_char) {
     let r = mpi().and_then(|m| {

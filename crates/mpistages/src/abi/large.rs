@@ -166,7 +166,8 @@ mpi_fn!(fn MPI_Type_contiguous_c / PMPI_Type_contiguous_c(n: Count, oldtype: c_i
         let rt = Datatype::contiguous(r, &o)?.made_by(C::CONTIGUOUS, ints(&[r]), vec![], vec![(oldtype, o.clone())]);
         let d = vec![0, q * block * o.extent as i64];
         let parts = vec![(DATATYPE_NULL, Arc::new(qt)), (DATATYPE_NULL, Arc::new(rt))];
-        Ok(t.made_by(C::STRUCT, vec![2, 1, 1], d, parts))
+        // The large-count interface says what it is (MPI 4.0).
+        Ok(t.made_by(C::STRUCT, vec![2, 1, 1], d, parts).made_large_by(C::CONTIGUOUS, vec![n], vec![(oldtype, o)]))
     })
 });
 

@@ -264,28 +264,75 @@ mpi_fn!(fn MPI_Win_shared_query_c / PMPI_Win_shared_query_c(w: c_int, rank: c_in
     r.unwrap_or_else(|e| super::win::ret_win("MPI_Win_shared_query_c", w, Err(e)))
 });
 
+/// The envelope the large-count interface reports for `h`, where it is
+/// not the int interface's (see `Envelope::as_large`).
+fn large_envelope(h: c_int) -> MpiResult<Option<std::sync::Arc<crate::api::datatype::Envelope>>> {
+    let m = super::mpi()?;
+    let t = m.tables().any_dtype(h)?;
+    Ok(t.envelope.as_ref().and_then(|e| e.as_large.clone()))
+}
+
 mpi_fn!(fn MPI_Type_get_envelope_c / PMPI_Type_get_envelope_c(h: c_int, ni: *mut i64, na: *mut i64, nl: *mut i64, nt: *mut i64, combiner: *mut c_int) {
-    // Every type describes itself through ints and addresses (a large
-    // count as what MPI 3.1 builds for it, see MPI_Type_contiguous_c):
-    // no large counts.
-    let (mut i, mut a, mut t) = (0, 0, 0);
-    // SAFETY: MPI_Type_get_envelope's contract, with three locals.
-    let rc = unsafe { super::dtype::PMPI_Type_get_envelope(h, &mut i, &mut a, &mut t, combiner) };
+    let large = match large_envelope(h) {
+        Ok(l) => l,
+        Err(e) => return ret("MPI_Type_get_envelope_c", NO_OBJECT, Err(e)),
+    };
+    // Other types describe themselves through ints and addresses alone.
+    let mut c = 0;
+    let (rc, i, a, l, t) = match &large {
+        Some(e) => {
+            c = e.combiner;
+            (crate::api::consts::err::SUCCESS, e.ints.len(), e.aints.len(), e.larges.len(), e.types.len())
+        }
+        None => {
+            let (mut i, mut a, mut t) = (0, 0, 0);
+            // SAFETY: MPI_Type_get_envelope's contract, with locals.
+            let rc = unsafe { super::dtype::PMPI_Type_get_envelope(h, &mut i, &mut a, &mut t, &mut c) };
+            (rc, i as usize, a as usize, 0, t as usize)
+        }
+    };
     if rc == crate::api::consts::err::SUCCESS {
-        let out = [(ni, i), (na, a), (nl, 0), (nt, t)];
-        if out.iter().any(|(p, _)| p.is_null()) {
+        let out = [(ni, i), (na, a), (nl, l), (nt, t)];
+        if combiner.is_null() || out.iter().any(|(p, _)| p.is_null()) {
             return ret("MPI_Type_get_envelope_c", NO_OBJECT, crate::api::error::fail(crate::api::consts::err::ARG, "an output argument is NULL"));
         }
-        for (p, v) in out {
-            // SAFETY: the caller's out-pointers, checked above.
-            unsafe { p.write(i64::from(v)) };
+        // SAFETY: the caller's out-pointers, checked above.
+        unsafe {
+            for (p, v) in out {
+                p.write(v as i64);
+            }
+            combiner.write(c);
         }
     }
     rc
 });
 
-mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(h: c_int, maxi: i64, maxa: i64, _maxl: i64, maxt: i64,
-        ints: *mut c_int, aints: *mut isize, _larges: *mut i64, types: *mut c_int) {
+mpi_fn!(fn MPI_Type_get_contents_c / PMPI_Type_get_contents_c(h: c_int, maxi: i64, maxa: i64, maxl: i64, maxt: i64,
+        ints: *mut c_int, aints: *mut isize, larges: *mut i64, types: *mut c_int) {
+    let large = match large_envelope(h) {
+        Ok(l) => l,
+        Err(e) => return ret("MPI_Type_get_contents_c", NO_OBJECT, Err(e)),
+    };
+    if let Some(e) = large {
+        let r = (|| {
+            let m = super::mpi()?;
+            let fits = |max: i64, n: usize| usize::try_from(max).is_ok_and(|max| max >= n);
+            if !fits(maxi, e.ints.len()) || !fits(maxa, e.aints.len()) || !fits(maxl, e.larges.len()) || !fits(maxt, e.types.len()) {
+                return crate::api::error::fail(crate::api::consts::err::ARG, "the arrays are smaller than MPI_Type_get_envelope_c said");
+            }
+            // SAFETY: caller's arrays of at least the envelope's sizes.
+            unsafe {
+                super::array_mut(ints, e.ints.len())?.copy_from_slice(&e.ints);
+                for (o, &v) in super::array_mut(aints, e.aints.len())?.iter_mut().zip(&e.aints) {
+                    *o = v as isize;
+                }
+                super::array_mut(larges, e.larges.len())?.copy_from_slice(&e.larges);
+                super::dtype::types_out(m, &e.types, super::array_mut(types, e.types.len())?);
+            }
+            Ok(())
+        })();
+        return ret("MPI_Type_get_contents_c", NO_OBJECT, r);
+    }
     let r = fit(maxi).and_then(|i| Ok((i, fit(maxa)?, fit(maxt)?)));
     match r {
         // SAFETY: MPI_Type_get_contents's contract (no large counts to give).

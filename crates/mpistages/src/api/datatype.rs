@@ -102,7 +102,13 @@ pub struct Envelope {
     pub combiner: i32,
     pub ints: Vec<i32>,
     pub aints: Vec<i64>,
+    /// Counts the int interface cannot hold (`MPI_Type_get_contents_c`).
+    pub larges: Vec<i64>,
     pub types: Vec<(i32, Arc<Datatype>)>,
+    /// What the large-count interface reports instead, where the int one
+    /// describes the type otherwise (a contiguous type of more than
+    /// INT_MAX elements is a struct of a vector and a rest to MPI 3.1).
+    pub as_large: Option<Arc<Envelope>>,
 }
 
 /// `MPI_DISTRIBUTE_*`, `MPI_TYPECLASS_*` (MPICH's values).
@@ -693,8 +699,32 @@ impl Datatype {
             combiner,
             ints,
             aints,
+            larges: Vec::new(),
             types,
+            as_large: None,
         }));
+        self
+    }
+
+    /// This type, described to the large-count interface as made by
+    /// `combiner` from `larges` (counts) and `types`.
+    pub fn made_large_by(
+        mut self,
+        combiner: i32,
+        larges: Vec<i64>,
+        types: Vec<(i32, Arc<Datatype>)>,
+    ) -> Datatype {
+        let large = Arc::new(Envelope {
+            combiner,
+            ints: Vec::new(),
+            aints: Vec::new(),
+            larges,
+            types,
+            as_large: None,
+        });
+        if let Some(e) = self.envelope.as_mut() {
+            Arc::make_mut(e).as_large = Some(large);
+        }
         self
     }
 
