@@ -77,6 +77,28 @@ int main(int argc, char **argv) {
     MPI_Aint tlb, text;
     MPI_Type_get_true_extent(st, &tlb, &text);
     CHECK(tlb == 0 && text == offsetof(rec, i) + 12, "true extent %ld", (long)text);
+    /* Fortran 90's parameterized types: predefined, their envelope says
+     * how they were asked for, the same handle for the same question. */
+    MPI_Datatype f1, f2, f3;
+    CHECK_RC(MPI_Type_create_f90_integer(9, &f1));
+    CHECK_RC(MPI_Type_create_f90_integer(9, &f2));
+    int fsz, fni, fna, fnt, fcomb, fints[2];
+    MPI_Type_size(f1, &fsz);
+    CHECK(f1 == f2 && fsz == 4, "f90 integer of range 9: %d bytes", fsz);
+    CHECK_RC(MPI_Type_get_envelope(f1, &fni, &fna, &fnt, &fcomb));
+    CHECK(fcomb == MPI_COMBINER_F90_INTEGER && fni == 1 && fna == 0 && fnt == 0, "f90 integer envelope %d", fcomb);
+    CHECK_RC(MPI_Type_get_contents(f1, 1, 0, 0, fints, NULL, NULL));
+    CHECK(fints[0] == 9, "f90 integer contents %d", fints[0]);
+    CHECK_RC(MPI_Type_create_f90_real(15, 300, &f3));
+    MPI_Type_size(f3, &fsz);
+    CHECK(fsz == 8, "f90 real (15, 300): %d bytes", fsz);
+    CHECK_RC(MPI_Type_create_f90_complex(6, MPI_UNDEFINED, &f3));
+    MPI_Type_size(f3, &fsz);
+    CHECK(fsz == 8, "f90 complex of precision 6: %d bytes", fsz);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK(MPI_Type_create_f90_real(30, 4000, &f3) == MPI_ERR_ARG, "no real of precision 30");
+    CHECK(MPI_Type_free(&f1) == MPI_ERR_TYPE, "an f90 type is not freed");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Count xlb, xext, xtlb, xtext;
     CHECK_RC(MPI_Type_get_extent_x(st, &xlb, &xext));
     CHECK_RC(MPI_Type_get_true_extent_x(st, &xtlb, &xtext));

@@ -105,6 +105,11 @@ static int library_round(int round, int *size_out) {
     CHECK_RC(MPI_Session_call_errhandler(s, MPI_ERR_OTHER));
     CHECK(handler_calls == 2 && handler_code == MPI_ERR_OTHER, "call_errhandler: %d calls, code %d", handler_calls, handler_code);
     MPI_Errhandler_free(&eh);
+    /* Not a session: an error of no object (MPI_COMM_SELF's handler once
+     * set, as mpi4py does). */
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    CHECK(MPI_Group_from_session_pset(MPI_SESSION_NULL, "mpi://WORLD", &g) == MPI_ERR_SESSION, "MPI_SESSION_NULL");
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
 
     MPI_Comm_free(&lib);
     CHECK_RC(MPI_Session_finalize(&s));

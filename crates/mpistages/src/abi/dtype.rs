@@ -304,7 +304,8 @@ mpi_fn!(fn MPI_Type_get_envelope / PMPI_Type_get_envelope(h: c_int, ni: *mut c_i
 mpi_fn!(fn MPI_Type_get_contents / PMPI_Type_get_contents(h: c_int, maxi: c_int, maxa: c_int, maxt: c_int, ints: *mut c_int, aints: *mut Aint, types: *mut c_int) {
     let r = mpi().and_then(|m| {
         let t = old(m, h)?;
-        if t.predefined {
+        // The Fortran 90 types are predefined and have contents.
+        if t.predefined && t.envelope.is_none() {
             return fail(err::TYPE, "a predefined datatype has no contents");
         }
         let e = match &t.envelope {
@@ -345,6 +346,79 @@ pub(super) fn types_out(m: &Mpi, types: &[(c_int, std::sync::Arc<Datatype>)], ou
         };
     }
 }
+
+/// The parameterized Fortran 90 types (`MPI_Type_create_f90_*`) made so
+/// far, by combiner and arguments: each is made once and is predefined
+/// (it cannot be freed), its envelope saying how it was asked for.
+static F90: std::sync::Mutex<Vec<((c_int, c_int, c_int), c_int)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The handle of the Fortran 90 type `combiner` with precision `p` and
+/// range `r` (MPI_UNDEFINED: not asked) of the predefined type `base`.
+fn f90(m: &Mpi, combiner: c_int, p: c_int, r: c_int, base: Option<c_int>) -> MpiResult<c_int> {
+    let undefined = crate::api::consts::UNDEFINED;
+    let Some(base) = base else {
+        let asked = match (p, r) {
+            (p, r) if p != undefined && r != undefined => format!("precision {p} and range {r}"),
+            (p, _) if p != undefined => format!("precision {p}"),
+            (_, r) => format!("range {r}"),
+        };
+        return fail(err::ARG, format!("no Fortran type of {asked} here"));
+    };
+    let key = (combiner, p, r);
+    let mut made = F90.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, h)) = made.iter().find(|(k, _)| *k == key) {
+        return Ok(h);
+    }
+    let ints = if combiner == C::F90_INTEGER {
+        vec![r]
+    } else {
+        vec![p, r]
+    };
+    let mut t = (*old(m, base)?)
+        .clone()
+        .made_by(combiner, ints, vec![], vec![]);
+    t.predefined = true;
+    let h = m.tables().add_dtype(t);
+    made.push((key, h));
+    Ok(h)
+}
+
+/// The smallest of `kinds` (precision, range, handle) that holds `p` and `r`.
+fn smallest(kinds: &[(c_int, c_int, c_int)], p: c_int, r: c_int) -> Option<c_int> {
+    let undefined = crate::api::consts::UNDEFINED;
+    let fits = |want: c_int, have: c_int| want == undefined || want <= have;
+    kinds
+        .iter()
+        .find(|&&(kp, kr, _)| fits(p, kp) && fits(r, kr))
+        .map(|&(_, _, h)| h)
+}
+
+mpi_fn!(fn MPI_Type_create_f90_integer / PMPI_Type_create_f90_integer(r: c_int, out: *mut c_int) {
+    use crate::api::consts::dt;
+    // Decimal digits each integer kind holds.
+    let kinds = [(0, 2, dt::INTEGER1), (0, 4, dt::INTEGER2), (0, 9, dt::INTEGER4), (0, 18, dt::INTEGER8)];
+    let undefined = crate::api::consts::UNDEFINED;
+    let res = mpi().and_then(|m| f90(m, C::F90_INTEGER, undefined, r, smallest(&kinds, undefined, r)));
+    // SAFETY: caller's out-pointer.
+    ret("MPI_Type_create_f90_integer", NO_OBJECT, res.and_then(|h| unsafe { put(out, h) }))
+});
+
+mpi_fn!(fn MPI_Type_create_f90_real / PMPI_Type_create_f90_real(p: c_int, r: c_int, out: *mut c_int) {
+    use crate::api::consts::dt;
+    let kinds = [(6, 37, dt::REAL4), (15, 307, dt::REAL8)];
+    let res = mpi().and_then(|m| f90(m, C::F90_REAL, p, r, smallest(&kinds, p, r)));
+    // SAFETY: caller's out-pointer.
+    ret("MPI_Type_create_f90_real", NO_OBJECT, res.and_then(|h| unsafe { put(out, h) }))
+});
+
+mpi_fn!(fn MPI_Type_create_f90_complex / PMPI_Type_create_f90_complex(p: c_int, r: c_int, out: *mut c_int) {
+    use crate::api::consts::dt;
+    let kinds = [(6, 37, dt::COMPLEX8), (15, 307, dt::COMPLEX16)];
+    let res = mpi().and_then(|m| f90(m, C::F90_COMPLEX, p, r, smallest(&kinds, p, r)));
+    // SAFETY: caller's out-pointer.
+    ret("MPI_Type_create_f90_complex", NO_OBJECT, res.and_then(|h| unsafe { put(out, h) }))
+});
 
 mpi_fn!(fn MPI_Type_set_name / PMPI_Type_set_name(h: c_int, name: *const std::os::raw::c_char) {
     let r = mpi().and_then(|m| {

@@ -3,19 +3,22 @@
 //! (`MPI_Session_init`'s argument, or `MPI_Session_set_errhandler`'s).
 
 use super::errors::{create_handler, text_of, valid_handler, HandlerFn};
-use super::{cstr, get, mpi, mpi_fn, put, put_str, raise_on};
-use crate::api::consts::{err, ERRORS_ARE_FATAL};
+use super::{cstr, get, mpi, mpi_fn, put, put_str, raise_on, NO_OBJECT};
+use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::session::{self, MAX_PSET_NAME_LEN, SESSION_NULL};
 use crate::api::{group::Group, info};
 use std::os::raw::{c_char, c_int};
 
 /// A session call's result as a return code, raised on session `s`'s
-/// error handler.
+/// error handler, or as an error of no object when `s` is not a session
+/// (a program that set `MPI_ERRORS_RETURN` on `MPI_COMM_SELF` or
+/// `MPI_COMM_WORLD` gets the code back).
 fn ret(name: &str, s: c_int, r: MpiResult<()>) -> c_int {
-    match r {
-        Ok(()) => err::SUCCESS,
-        Err(e) => raise_on(name, s, session::errhandler(s), e),
+    match (r, session::errhandler(s)) {
+        (Ok(()), _) => err::SUCCESS,
+        (Err(e), Some(eh)) => raise_on(name, s, eh, e),
+        (Err(e), None) => super::raise(name, NO_OBJECT, e),
     }
 }
 
@@ -47,10 +50,8 @@ mpi_fn!(fn MPI_Session_init / PMPI_Session_init(info: c_int, eh: c_int, out: *mu
     match r {
         Ok(()) => err::SUCCESS,
         // The standard raises a failed init on the handler it was given.
-        Err(e) => {
-            let eh = if valid_handler(eh) { eh } else { ERRORS_ARE_FATAL };
-            raise_on("MPI_Session_init", SESSION_NULL, eh, e)
-        }
+        Err(e) if valid_handler(eh) => raise_on("MPI_Session_init", SESSION_NULL, eh, e),
+        Err(e) => super::raise("MPI_Session_init", NO_OBJECT, e),
     }
 });
 
@@ -63,9 +64,10 @@ mpi_fn!(fn MPI_Session_finalize / PMPI_Session_finalize(s: *mut c_int) {
     // The handler is looked up before the session is gone.
     let eh = session::errhandler(h);
     // SAFETY: as above.
-    match session::finalize(h).and_then(|()| unsafe { put(s, SESSION_NULL) }) {
-        Ok(()) => err::SUCCESS,
-        Err(e) => raise_on("MPI_Session_finalize", h, eh, e),
+    match (session::finalize(h).and_then(|()| unsafe { put(s, SESSION_NULL) }), eh) {
+        (Ok(()), _) => err::SUCCESS,
+        (Err(e), Some(eh)) => raise_on("MPI_Session_finalize", h, eh, e),
+        (Err(e), None) => super::raise("MPI_Session_finalize", NO_OBJECT, e),
     }
 });
 
@@ -145,8 +147,11 @@ mpi_fn!(fn MPI_Session_set_errhandler / PMPI_Session_set_errhandler(s: c_int, eh
 });
 
 mpi_fn!(fn MPI_Session_get_errhandler / PMPI_Session_get_errhandler(s: c_int, eh: *mut c_int) {
-    // SAFETY: caller's out-pointer.
-    let r = session::valid(s).and_then(|()| unsafe { put(eh, session::errhandler(s)) });
+    let r = match session::errhandler(s) {
+        // SAFETY: caller's out-pointer.
+        Some(h) => unsafe { put(eh, h) },
+        None => session::valid(s),
+    };
     ret("MPI_Session_get_errhandler", s, r)
 });
 

@@ -11,7 +11,7 @@
 //! the program does at its start (their handles come out the same, in the
 //! same order), and a survivor's stay open through a rollback.
 
-use super::consts::{err, ERRORS_ARE_FATAL};
+use super::consts::err;
 use super::error::{fail, MpiResult};
 use super::info::Info;
 use super::Mpi;
@@ -94,10 +94,9 @@ pub fn finalize(h: i32) -> MpiResult<()> {
     super::close_session()
 }
 
-/// A session's error handler; `MPI_ERRORS_ARE_FATAL` for a handle that
-/// names none (the standard's handler for errors of no object).
-pub fn errhandler(h: i32) -> i32 {
-    check(&table(), h).map_or(ERRORS_ARE_FATAL, |s| s.errhandler)
+/// A session's error handler (`None`: `h` is not an open session).
+pub fn errhandler(h: i32) -> Option<i32> {
+    check(&table(), h).ok().map(|s| s.errhandler)
 }
 
 /// The error handler of errors of no object (those of the resilience
@@ -187,6 +186,6 @@ mod tests {
     fn a_handle_not_open_is_a_session_error() {
         assert_eq!(valid(SESSION_NULL).unwrap_err().class, err::SESSION);
         assert_eq!(valid(12345).unwrap_err().class, err::SESSION);
-        assert_eq!(errhandler(-3), ERRORS_ARE_FATAL);
+        assert_eq!(errhandler(-3), None);
     }
 }

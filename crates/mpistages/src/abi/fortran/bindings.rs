@@ -499,6 +499,9 @@ fortran_bindings! {
     auto MPI_Type_size(datatype: I, size: O);
     auto MPI_Type_size_x(datatype: I, size: CntO);
     auto MPI_Type_get_extent_x(datatype: I, lb: CntO, extent: CntO);
+    auto MPI_Type_create_f90_integer(r: I, newtype: O);
+    auto MPI_Type_create_f90_real(p: I, r: I, newtype: O);
+    auto MPI_Type_create_f90_complex(p: I, r: I, newtype: O);
     auto MPI_Type_get_true_extent_x(datatype: I, true_lb: CntO, true_extent: CntO);
     auto MPI_Type_get_extent(datatype: I, lb: AO, extent: AO);
     auto MPI_Type_get_true_extent(datatype: I, true_lb: AO, true_extent: AO);

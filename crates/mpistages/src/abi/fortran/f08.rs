@@ -449,6 +449,8 @@ mod tests {
             "partition",
             "partition_low",
             "npset_names",
+            "p",
+            "r",
             "pset_len",
             "partition_high",
             "array_of_partitions",
