@@ -347,12 +347,12 @@ pub(super) fn types_out(m: &Mpi, types: &[(c_int, std::sync::Arc<Datatype>)], ou
     }
 }
 
-/// The parameterized Fortran 90 types (`MPI_Type_create_f90_*`) made so
-/// far, by combiner and arguments: each is made once and is predefined
-/// (it cannot be freed), its envelope saying how it was asked for.
 /// (combiner, precision, range): the question an f90 type answers.
 type F90Key = (c_int, c_int, c_int);
 
+/// The parameterized Fortran 90 types (`MPI_Type_create_f90_*`) made so
+/// far, by combiner and arguments: each is made once and is predefined
+/// (it cannot be freed), its envelope saying how it was asked for.
 static F90: std::sync::Mutex<Vec<(F90Key, c_int)>> = std::sync::Mutex::new(Vec::new());
 
 /// The handle of the Fortran 90 type `combiner` with precision `p` and
