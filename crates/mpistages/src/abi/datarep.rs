@@ -8,7 +8,7 @@
 //! memory's sizes.
 
 use super::{cstr, mpi_fn, ret, NO_OBJECT};
-use crate::api::consts::{dt, err};
+use crate::api::consts::err;
 use crate::api::datatype::{Basic, Datatype};
 use crate::api::error::{fail, MpiResult};
 use crate::api::file_view;
@@ -92,34 +92,6 @@ mpi_fn!(fn MPI_Register_datarep_c / PMPI_Register_datarep_c(name: *const c_char,
     ret("MPI_Register_datarep_c", NO_OBJECT, r)
 });
 
-/// A predefined datatype of each basic kind, for the extent function
-/// (which is given basic datatypes).
-fn basic_handle(b: Basic) -> c_int {
-    use Basic::*;
-    match b {
-        I8 => dt::SIGNED_CHAR,
-        U8 => dt::UNSIGNED_CHAR,
-        I16 => dt::SHORT,
-        U16 => dt::UNSIGNED_SHORT,
-        I32 => dt::INT,
-        U32 => dt::UNSIGNED,
-        I64 => dt::LONG_LONG,
-        U64 => dt::UNSIGNED_LONG_LONG,
-        F32 => dt::FLOAT,
-        F64 => dt::DOUBLE,
-        LongDouble => dt::LONG_DOUBLE,
-        CF32 => dt::C_FLOAT_COMPLEX,
-        CF64 => dt::C_DOUBLE_COMPLEX,
-        CLongDouble => dt::C_LONG_DOUBLE_COMPLEX,
-        Bool => dt::C_BOOL,
-        Logical4 => dt::LOGICAL,
-        Logical1 => dt::LOGICAL1,
-        Byte => dt::BYTE,
-        Packed => dt::PACKED,
-        Character => dt::CHARACTER,
-    }
-}
-
 impl Functions {
     /// Fails unless every basic type of `t` has its memory size in the file.
     fn check_extents(&self, t: &Datatype) -> MpiResult<()> {
@@ -132,13 +104,8 @@ impl Functions {
             let mut extent: isize = -1;
             // SAFETY: the program's extent function, of the standard's
             // signature, gets a handle, a local and its own state.
-            let rc = unsafe {
-                (self.extent)(
-                    basic_handle(r.basic),
-                    &mut extent,
-                    self.extra as *mut c_void,
-                )
-            };
+            let rc =
+                unsafe { (self.extent)(r.basic.handle(), &mut extent, self.extra as *mut c_void) };
             if rc != err::SUCCESS {
                 return fail(
                     err::CONVERSION,

@@ -36,6 +36,33 @@ pub enum Basic {
 }
 
 impl Basic {
+    /// The handle of a predefined datatype of this kind.
+    pub fn handle(self) -> i32 {
+        use Basic::*;
+        match self {
+            I8 => dt::SIGNED_CHAR,
+            U8 => dt::UNSIGNED_CHAR,
+            I16 => dt::SHORT,
+            U16 => dt::UNSIGNED_SHORT,
+            I32 => dt::INT,
+            U32 => dt::UNSIGNED,
+            I64 => dt::LONG_LONG,
+            U64 => dt::UNSIGNED_LONG_LONG,
+            F32 => dt::FLOAT,
+            F64 => dt::DOUBLE,
+            LongDouble => dt::LONG_DOUBLE,
+            CF32 => dt::C_FLOAT_COMPLEX,
+            CF64 => dt::C_DOUBLE_COMPLEX,
+            CLongDouble => dt::C_LONG_DOUBLE_COMPLEX,
+            Bool => dt::C_BOOL,
+            Logical4 => dt::LOGICAL4,
+            Logical1 => dt::LOGICAL1,
+            Byte => dt::BYTE,
+            Packed => dt::PACKED,
+            Character => dt::CHARACTER,
+        }
+    }
+
     pub fn size(self) -> usize {
         use Basic::*;
         match self {
@@ -802,30 +829,7 @@ impl Datatype {
     /// The predefined type of a basic type's elements (accumulates
     /// combine elements of one).
     pub fn of_basic(b: Basic) -> Option<Datatype> {
-        use Basic::*;
-        let h = match b {
-            I8 => dt::SIGNED_CHAR,
-            U8 => dt::UNSIGNED_CHAR,
-            I16 => dt::SHORT,
-            U16 => dt::UNSIGNED_SHORT,
-            I32 => dt::INT,
-            U32 => dt::UNSIGNED,
-            I64 => dt::LONG_LONG,
-            U64 => dt::UNSIGNED_LONG_LONG,
-            F32 => dt::FLOAT,
-            F64 => dt::DOUBLE,
-            LongDouble => dt::LONG_DOUBLE,
-            CF32 => dt::C_FLOAT_COMPLEX,
-            CF64 => dt::C_DOUBLE_COMPLEX,
-            CLongDouble => dt::C_LONG_DOUBLE_COMPLEX,
-            Bool => dt::C_BOOL,
-            Logical4 => dt::LOGICAL4,
-            Logical1 => dt::LOGICAL1,
-            Byte => dt::BYTE,
-            Packed => dt::PACKED,
-            Character => dt::CHARACTER,
-        };
-        Datatype::predefined(h)
+        Datatype::predefined(b.handle())
     }
 
     /// The single basic type every element is made of, if there is one.
