@@ -110,7 +110,7 @@ print(f"rank {r}: total {total} got {got['from']} version {MPI.Get_version()} {l
     assert!(r.ok(), "{}\n{}", r.stdout, r.stderr);
     for rank in 0..3 {
         let line = format!(
-            "rank {rank}: total 6 got {} version (3, 1) mpistages",
+            "rank {rank}: total 6 got {} version (4, 0) mpistages",
             (rank + 2) % 3
         );
         assert!(r.stdout.contains(&line), "{line}\n{}", r.stdout);
