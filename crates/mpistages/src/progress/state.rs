@@ -225,6 +225,12 @@ impl Core {
         done
     }
 
+    /// Reads every connection once without epoll (`Transport::read_all`).
+    pub(super) fn read_all(&mut self) {
+        self.read_in_place(|t, events, place| t.read_all(events, place));
+        self.process_events();
+    }
+
     /// About to sleep in epoll: false if the transport holds bytes that
     /// epoll would not report (shared memory).
     pub(super) fn prepare_sleep(&mut self) -> bool {

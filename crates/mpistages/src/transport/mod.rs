@@ -266,6 +266,12 @@ pub trait Transport: Send {
     fn poll_reads(&mut self, _out: &mut Vec<Event>, _place: &mut dyn Placement) -> bool {
         false
     }
+    /// Reads every connection once without epoll, whatever it costs (a
+    /// test or probe while another thread sleeps in epoll: what has come
+    /// must be seen now, not when that thread wakes).
+    fn read_all(&mut self, out: &mut Vec<Event>, place: &mut dyn Placement) {
+        self.poll_memory(out, place);
+    }
     /// Reads connections through memory (shared memory), which cost no
     /// system call to look at; called whenever the engine handles events.
     /// Small messages that `place` takes are copied straight there.

@@ -451,6 +451,29 @@ impl Transport for Tcp {
         true
     }
 
+    fn read_all(&mut self, out: &mut Vec<Event>, place: &mut dyn Placement) {
+        self.poll_memory(out, place);
+        let socks: Vec<usize> = self
+            .live
+            .iter()
+            .copied()
+            .filter(|&p| {
+                self.peers[p]
+                    .conns()
+                    .any(|c| matches!(c, Conn::Tcp(_) | Conn::Udp(_)))
+            })
+            .collect();
+        for &peer in &socks {
+            // Reading one peer can lose only that one.
+            if self.live.contains(&peer) {
+                self.on_readable(peer, out);
+            }
+        }
+        if !socks.is_empty() {
+            self.arm_udp_timer();
+        }
+    }
+
     fn poll_memory(&mut self, out: &mut Vec<Event>, place: &mut dyn Placement) {
         let mut touched = false;
         let mut i = 0;
