@@ -5,15 +5,17 @@
 //! in memory. A representation whose file extent of a basic type differs
 //! from its size in memory is refused when data of that type is read or
 //! written (`MPI_ERR_UNSUPPORTED_DATAREP`): views here map files in the
-//! memory's sizes.
+//! memory's sizes. Also how a file's bytes are made from and into the
+//! program's (`file_bytes`, `from_file`), for every representation.
 
-use super::{cstr, mpi_fn, ret, NO_OBJECT};
+use super::file::with;
+use super::{cstr, mpi_fn, ret, typed, NO_OBJECT};
 use crate::api::consts::err;
 use crate::api::datatype::{Basic, Datatype};
 use crate::api::error::{fail, MpiResult};
 use crate::api::file_view;
 use crate::api::usermem::TypedBuf;
-use crate::api::Layout;
+use crate::api::{Layout, Mpi};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Mutex;
 
@@ -204,4 +206,67 @@ impl Functions {
         let whole = (got.len() / size).min(into.count);
         self.convert(f, buf, datatype, whole, got.as_mut_ptr() as *mut c_void)
     }
+}
+
+/// How a file holds its data: as memory does, big-endian (external32), or
+/// as the program's functions convert it (`MPI_Register_datarep`).
+#[derive(Clone, Copy)]
+pub(super) enum Repr {
+    Native,
+    External32,
+    User(Functions),
+}
+
+/// The representation of file `fh`'s view.
+pub(super) fn repr(fh: c_int) -> MpiResult<Repr> {
+    with(fh, |f| {
+        Ok(match f.datarep() {
+            "external32" => Repr::External32,
+            name => functions(name).map_or(Repr::Native, Repr::User),
+        })
+    })
+}
+
+/// `count` elements of `datatype` at `buf`, packed as the file holds
+/// them.
+///
+/// # Safety
+/// The buffer is the caller's, valid for the call.
+pub(super) unsafe fn file_bytes(
+    m: &Mpi,
+    fh: c_int,
+    buf: *const c_void,
+    count: c_int,
+    datatype: c_int,
+) -> MpiResult<Vec<u8>> {
+    // SAFETY: forwarded.
+    let tb = unsafe { typed(m, buf, count, datatype)? };
+    match repr(fh)? {
+        Repr::Native => Ok(tb.pack()),
+        Repr::External32 => {
+            let mut data = tb.pack();
+            tb.dtype.swap_external32(tb.count, &mut data);
+            Ok(data)
+        }
+        Repr::User(f) => f.to_file(buf, datatype, &tb),
+    }
+}
+
+/// Unpacks bytes read from a file into `into` (elements of `datatype`),
+/// converted from the file's representation `repr`.
+pub(super) fn from_file(
+    into: &TypedBuf,
+    repr: Repr,
+    datatype: c_int,
+    mut got: Vec<u8>,
+) -> MpiResult<()> {
+    match repr {
+        Repr::Native => into.unpack(&got),
+        Repr::External32 => {
+            into.dtype.swap_external32(into.count, &mut got);
+            into.unpack(&got);
+        }
+        Repr::User(f) => f.from_file(into.base() as *mut c_void, datatype, into, got)?,
+    }
+    Ok(())
 }

@@ -3,17 +3,18 @@
 //! unless the program set another), those of open and delete to
 //! `MPI_FILE_NULL`'s.
 
+use super::datarep::{file_bytes, from_file, repr};
 use super::errors::{create_handler, valid_handler, HandlerFn};
-use super::{cstr, datarep, get, mpi, mpi_fn, put, put_status, put_str, ret_file, typed, CStatus};
+use super::{cstr, get, mpi, mpi_fn, put, put_status, put_str, ret_file, typed, CStatus};
 use crate::api::consts::err;
 use crate::api::error::{fail, MpiError, MpiResult};
 use crate::api::file::{self, At, File, ViewGiven, FILE_NULL};
 use crate::api::usermem::TypedBuf;
-use crate::api::{info, Layout, Mpi, ReqId, Status};
+use crate::api::{info, ReqId, Status};
 use std::os::raw::{c_char, c_int, c_void};
 
 /// Runs `f` on open file `fh`.
-fn with<T>(fh: c_int, f: impl FnOnce(&mut File) -> MpiResult<T>) -> MpiResult<T> {
+pub(super) fn with<T>(fh: c_int, f: impl FnOnce(&mut File) -> MpiResult<T>) -> MpiResult<T> {
     let file = file::get(fh)?;
     let mut g = file::lock(&file);
     f(&mut g)
@@ -60,64 +61,6 @@ mpi_fn!(fn MPI_File_delete / PMPI_File_delete(name: *const c_char, _info: c_int)
 enum How {
     Alone,
     All,
-}
-
-/// How a file holds its data: as memory does, big-endian (external32), or
-/// as the program's functions convert it (`MPI_Register_datarep`).
-#[derive(Clone, Copy)]
-enum Repr {
-    Native,
-    External32,
-    User(datarep::Functions),
-}
-
-/// The representation of file `fh`'s view.
-fn repr(fh: c_int) -> MpiResult<Repr> {
-    with(fh, |f| {
-        Ok(match f.datarep() {
-            "external32" => Repr::External32,
-            name => datarep::functions(name).map_or(Repr::Native, Repr::User),
-        })
-    })
-}
-
-/// `count` elements of `datatype` at `buf`, packed as the file holds
-/// them.
-///
-/// # Safety
-/// The buffer is the caller's, valid for the call.
-unsafe fn file_bytes(
-    m: &Mpi,
-    fh: c_int,
-    buf: *const c_void,
-    count: c_int,
-    datatype: c_int,
-) -> MpiResult<Vec<u8>> {
-    // SAFETY: forwarded.
-    let tb = unsafe { typed(m, buf, count, datatype)? };
-    match repr(fh)? {
-        Repr::Native => Ok(tb.pack()),
-        Repr::External32 => {
-            let mut data = tb.pack();
-            tb.dtype.swap_external32(tb.count, &mut data);
-            Ok(data)
-        }
-        Repr::User(f) => f.to_file(buf, datatype, &tb),
-    }
-}
-
-/// Unpacks bytes read from a file into `into` (elements of `datatype`),
-/// converted from the file's representation `repr`.
-fn from_file(into: &TypedBuf, repr: Repr, datatype: c_int, mut got: Vec<u8>) -> MpiResult<()> {
-    match repr {
-        Repr::Native => into.unpack(&got),
-        Repr::External32 => {
-            into.dtype.swap_external32(into.count, &mut got);
-            into.unpack(&got);
-        }
-        Repr::User(f) => f.from_file(into.base() as *mut c_void, datatype, into, got)?,
-    }
-    Ok(())
 }
 
 /// Writes `count` elements of `datatype` from `buf` at `at`.
