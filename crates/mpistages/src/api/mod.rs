@@ -99,7 +99,7 @@ const RUNNING: u8 = 1;
 const FINALIZED: u8 = 2;
 /// The runtime (connections, engine, tables): started by the first of
 /// `MPI_Init` and `MPI_Session_init`, torn down once, when neither model
-/// holds it any longer (see `release`).
+/// holds it any longer (`tear_down`).
 static STATE: AtomicU8 = AtomicU8::new(NOT_STARTED);
 /// The world model (`MPI_Init` … `MPI_Finalize`), which `MPI_Initialized`
 /// and `MPI_Finalized` report.
@@ -273,9 +273,10 @@ pub fn close_session() -> MpiResult<()> {
 /// that wait for this one.
 extern "C" fn tear_down_at_exit(status: std::os::raw::c_int, _: *mut std::os::raw::c_void) {
     let _open = sessions();
+    // After MPI_Init (which came after the sessions), MPI_Finalize is the
+    // end, not the exit.
     if status != 0 || ENDING.load(Ordering::Acquire) || WORLD.load(Ordering::Acquire) != NOT_STARTED
     {
-        // MPI_Init came after the sessions: MPI_Finalize is the end.
         return;
     }
     if let Ok(m) = mpi() {

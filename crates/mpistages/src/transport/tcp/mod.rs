@@ -56,6 +56,11 @@ const MAX_IOV: usize = 64;
 /// A spinning waiter reads the sockets itself, without asking epoll, when a
 /// process has at most this many connections (see `poll_reads`).
 const POLL_READS_MAX_PEERS: usize = 2;
+
+/// Whether bytes from `p` come through a socket (each look a system call).
+fn through_socket(p: &Peer) -> bool {
+    p.conns().any(|c| matches!(c, Conn::Tcp(_) | Conn::Udp(_)))
+}
 /// DATA of at least this many bytes goes by reference between ranks of
 /// one host whose memory the peer can read (one copy instead of two).
 const BY_REFERENCE_MIN: usize = 32 << 10;
@@ -424,11 +429,10 @@ impl Transport for Tcp {
         // Shared memory costs a few loads to look at: always. Sockets cost
         // a system call each: only a few (else epoll, every few rounds).
         self.poll_memory(out, place);
-        let socket = |p: &Peer| p.conns().any(|c| matches!(c, Conn::Tcp(_) | Conn::Udp(_)));
         let n_socks = self
             .live
             .iter()
-            .filter(|&&p| socket(&self.peers[p]))
+            .filter(|&&p| through_socket(&self.peers[p]))
             .count();
         if n_socks > POLL_READS_MAX_PEERS {
             return false;
@@ -436,7 +440,7 @@ impl Transport for Tcp {
         let mut socks = [0; POLL_READS_MAX_PEERS];
         let mut n = 0;
         for &p in &self.live {
-            if socket(&self.peers[p]) {
+            if through_socket(&self.peers[p]) {
                 socks[n] = p;
                 n += 1;
             }
@@ -457,11 +461,7 @@ impl Transport for Tcp {
             .live
             .iter()
             .copied()
-            .filter(|&p| {
-                self.peers[p]
-                    .conns()
-                    .any(|c| matches!(c, Conn::Tcp(_) | Conn::Udp(_)))
-            })
+            .filter(|&p| through_socket(&self.peers[p]))
             .collect();
         for &peer in &socks {
             // Reading one peer can lose only that one.
