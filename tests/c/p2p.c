@@ -133,6 +133,40 @@ int main(int argc, char **argv) {
         MPI_Wait(&rq, MPI_STATUS_IGNORE);
     }
 
+    /* A handle freed and made again names the new object at once, though
+     * the quick paths remember the last communicator and datatype each
+     * thread used: a communicator whose ranks run the other way, a
+     * contiguous type twice as long, under the handles just freed. */
+    for (int round = 0; round < 2; round++) {
+        MPI_Comm c;
+        MPI_Datatype t;
+        int key = round == 0 ? rank : size - 1 - rank;
+        CHECK_RC(MPI_Comm_split(MPI_COMM_WORLD, 0, key, &c));
+        CHECK_RC(MPI_Type_contiguous(2 + 2 * round, MPI_INT, &t));
+        CHECK_RC(MPI_Type_commit(&t));
+        int crank, csize;
+        MPI_Comm_rank(c, &crank);
+        MPI_Comm_size(c, &csize);
+        int to = (crank + 1) % csize, from = (crank + csize - 1) % csize;
+        int out[4] = {rank, rank + 1, rank + 2, rank + 3}, in[4] = {-1, -1, -1, -1};
+        for (int rep = 0; rep < 3; rep++) {
+            MPI_Request rq;
+            CHECK_RC(MPI_Irecv(in, 1, t, from, 8, c, &rq));
+            CHECK_RC(MPI_Send(out, 1, t, to, 8, c));
+            CHECK_RC(MPI_Wait(&rq, &st));
+            /* The world rank of `from` in this round's order. */
+            int wfrom = round == 0 ? from : size - 1 - from;
+            int want = 2 + 2 * round;
+            for (int i = 0; i < 4; i++)
+                CHECK(in[i] == (i < want ? wfrom + i : -1), "round %d in[%d]=%d (from world %d)", round, i, in[i], wfrom);
+            int n;
+            MPI_Get_count(&st, MPI_INT, &n);
+            CHECK(n == want && st.MPI_SOURCE == from, "round %d count %d source %d", round, n, st.MPI_SOURCE);
+        }
+        CHECK_RC(MPI_Type_free(&t));
+        CHECK_RC(MPI_Comm_free(&c));
+    }
+
     pass("p2p");
     MPI_Finalize();
     return 0;

@@ -75,7 +75,7 @@ unsafe fn send_quick(
     tag: c_int,
     comm: c_int,
 ) -> Option<(p2p::QuickSend, RawBuf)> {
-    let q = p2p::quick_send(&m.tables(), n, dt, dest, tag, comm)?;
+    let q = p2p::quick_send(m, n, dt, dest, tag, comm)?;
     if q.len > 0 && buf.is_null() {
         return None;
     }
@@ -135,9 +135,8 @@ unsafe fn recv_op(
     tag: c_int,
     comm: c_int,
 ) -> MpiResult<Op> {
-    let t = m.tables();
     let n = n.into();
-    if let Some(q) = p2p::quick_recv(&t, n, dt, src, tag, comm) {
+    if let Some(q) = p2p::quick_recv(m, n, dt, src, tag, comm) {
         if q.len == 0 || !buf.is_null() {
             // SAFETY: forwarded: writable until the request completes.
             let run = unsafe { run_in(buf, q.off, q.len) };
@@ -149,6 +148,7 @@ unsafe fn recv_op(
             });
         }
     }
+    let t = m.tables();
     if src == crate::api::consts::PROC_NULL && dt == crate::api::consts::DATATYPE_NULL {
         t.comm_ref(comm)?;
         return Ok(p2p::null_recv_op());

@@ -23,6 +23,7 @@ pub mod nbc;
 pub mod op;
 pub mod p2p;
 pub mod protect;
+pub mod quick;
 pub mod recovery;
 pub mod redundancy;
 pub mod reinit;
@@ -141,8 +142,8 @@ pub fn mpi() -> MpiResult<&'static Arc<Mpi>> {
 }
 
 impl Mpi {
-    pub fn tables(&self) -> MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn tables(&self) -> quick::TablesGuard<'_> {
+        quick::TablesGuard(self.tables.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -410,7 +411,10 @@ fn start() -> MpiResult<Mpi> {
         engine,
         rank,
         size,
-        tables: Mutex::new(initial_tables(rank, &world)),
+        tables: {
+            quick::new_tables();
+            Mutex::new(initial_tables(rank, &world))
+        },
         world,
         client,
         srun,

@@ -40,17 +40,20 @@ pub struct QuickSend {
 /// The quick form of a standard send, or `None` for anything unusual (an
 /// argument in error, `MPI_PROC_NULL`, a datatype with gaps): the ordinary
 /// path then runs, and reports the errors.
-pub fn quick_send(
-    t: &super::Tables,
+pub fn quick_send(m: &Mpi, n: i64, dt: i32, dest: i32, tag: i32, comm: i32) -> Option<QuickSend> {
+    super::quick::with_comm_and_type(m, comm, dt, |c, dtype| {
+        quick_send_in(c, dtype, n, dest, tag)
+    })
+}
+
+fn quick_send_in(
+    c: &super::Comm,
+    dtype: &super::datatype::Datatype,
     n: i64,
-    dt: i32,
     dest: i32,
     tag: i32,
-    comm: i32,
 ) -> Option<QuickSend> {
     let count = usize::try_from(n).ok()?;
-    let dtype = t.dtype_ref(dt)?;
-    let c = t.comm_ref(comm).ok()?;
     check_tag_send(tag).ok()?;
     if dest < 0 || dest as usize >= c.peers().size() {
         return None;
@@ -79,17 +82,18 @@ pub struct QuickRecv {
 /// The quick form of a receive, or `None` for anything unusual (an
 /// argument in error, `MPI_PROC_NULL`, a datatype with gaps): the ordinary
 /// path then runs, and reports the errors.
-pub fn quick_recv(
-    t: &super::Tables,
+pub fn quick_recv(m: &Mpi, n: i64, dt: i32, src: i32, tag: i32, comm: i32) -> Option<QuickRecv> {
+    super::quick::with_comm_and_type(m, comm, dt, |c, dtype| quick_recv_in(c, dtype, n, src, tag))
+}
+
+fn quick_recv_in(
+    c: &super::Comm,
+    dtype: &super::datatype::Datatype,
     n: i64,
-    dt: i32,
     src: i32,
     tag: i32,
-    comm: i32,
 ) -> Option<QuickRecv> {
     let count = usize::try_from(n).ok()?;
-    let dtype = t.dtype_ref(dt)?;
-    let c = t.comm_ref(comm).ok()?;
     let (off, len) = dtype.contiguous_span(count)?;
     Some(QuickRecv {
         src: source_sel(c, src).ok()??,

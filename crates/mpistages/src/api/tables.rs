@@ -215,8 +215,11 @@ impl Tables {
     }
     /// A committed datatype, borrowed (the fast paths; no error text).
     pub fn dtype_ref(&self, h: i32) -> Option<&Datatype> {
-        let t = slot(&self.types, h)?;
-        t.committed.then_some(&**t)
+        self.committed_dtype(h).map(|t| &**t)
+    }
+    /// A committed datatype, shared (`quick` keeps it).
+    pub fn committed_dtype(&self, h: i32) -> Option<&Arc<Datatype>> {
+        slot(&self.types, h).filter(|t| t.committed)
     }
     /// A datatype, committed or not (for constructors and queries).
     pub fn any_dtype(&self, h: i32) -> MpiResult<Arc<Datatype>> {

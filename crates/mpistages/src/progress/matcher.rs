@@ -167,7 +167,12 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
     /// A receive is posted: returns the earliest matching unexpected message
     /// (with its source and tag), or queues the receive.
     pub fn post(&mut self, ctx: u32, src: Src, tag: TagSel, req: R) -> Option<(u32, i32, M)> {
-        let c = self.contexts.entry(ctx).or_default();
+        // Looked up first, made only when missing: `entry` would make
+        // room for an insertion on every call.
+        let c = match self.contexts.get_mut(&ctx) {
+            Some(c) => c,
+            None => self.contexts.entry(ctx).or_default(),
+        };
         self.next_seq += 1;
         let entry = Posted {
             seq: self.next_seq,
@@ -182,7 +187,10 @@ impl<R: PartialEq + Copy, M> Matcher<R, M> {
                 c.posted_any.push_back(entry);
             }
             Src::Rank(s) => {
-                let q = c.sources.entry(s).or_default();
+                let q = match c.sources.get_mut(&s) {
+                    Some(q) => q,
+                    None => c.sources.entry(s).or_default(),
+                };
                 if let Some(i) = q.unexpected.iter().position(|u| tag_matches(tag, u.tag)) {
                     let u = take_at(&mut q.unexpected, i)?;
                     return Some((s, u.tag, u.msg));
@@ -372,6 +380,13 @@ mod tests {
             let i = self.first_posted(ctx, s, t)?;
             ok(self.posted[i].3).then(|| self.posted.remove(i).3)
         }
+        fn cancel(&mut self, ctx: u32, req: u32) -> bool {
+            let hit = self
+                .posted
+                .iter()
+                .position(|&(c, _, _, r)| c == ctx && r == req);
+            hit.map(|i| self.posted.remove(i)).is_some()
+        }
         fn arrive(&mut self, ctx: u32, s: u32, t: i32, msg: u32) -> Option<(u32, u32)> {
             let hit = self.first_posted(ctx, s, t);
             match hit {
@@ -390,6 +405,8 @@ mod tests {
         Arrive(u32, u32, i32),
         /// Matching in place, declined for odd request numbers.
         Take(u32, u32, i32),
+        /// Cancels the receive posted by the operation this many back.
+        Cancel(u32, u32),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -402,6 +419,7 @@ mod tests {
                 .prop_map(|(c, s, t)| Op::Post(c, s, t)),
             (0u32..2, 0u32..3, 0i32..3).prop_map(|(c, s, t)| Op::Arrive(c, s, t)),
             (0u32..2, 0u32..3, 0i32..3).prop_map(|(c, s, t)| Op::Take(c, s, t)),
+            (0u32..2, 1u32..6).prop_map(|(c, back)| Op::Cancel(c, back)),
         ]
     }
 
@@ -424,8 +442,18 @@ mod tests {
                         let even = |r: u32| r.is_multiple_of(2);
                         prop_assert_eq!(m.take_posted(c, s, t, even), n.take(c, s, t, even));
                     }
+                    Op::Cancel(c, back) => {
+                        let req = id.saturating_sub(back);
+                        prop_assert_eq!(m.cancel(c, req), n.cancel(c, req));
+                    }
                 }
             }
+            prop_assert_eq!(m.unexpected_count(), n.unexp.len());
+            let mut left = m.clear();
+            left.sort_unstable();
+            let mut want: Vec<u32> = n.posted.iter().map(|p| p.3).collect();
+            want.sort_unstable();
+            prop_assert_eq!(left, want);
         }
     }
 }

@@ -122,17 +122,21 @@ impl Core {
     /// Activates an inactive request.
     pub(super) fn start(&mut self, id: ReqId) {
         let me = self.me;
+        if self.halted() {
+            return self.fail(id, ReqError::Halted);
+        }
+        // (Nothing to look at on the common path, once per message: no
+        // failure known.)
+        if !self.failure_free() {
+            if let Some(e) = self.req(id).and_then(|r| self.refused(&r.op)) {
+                return self.fail(id, e);
+            }
+            self.note_started(id);
+        }
         let eager_limit = self
             .transport
             .as_ref()
             .map_or(usize::MAX, |t| t.eager_limit());
-        if self.halted() {
-            return self.fail(id, ReqError::Halted);
-        }
-        if let Some(e) = self.req(id).and_then(|r| self.refused(&r.op)) {
-            return self.fail(id, e);
-        }
-        self.note_started(id);
         let Some(r) = self.req_mut(id) else { return };
         let len = match &r.op {
             Op::Send { layout, .. } | Op::Recv { layout, .. } => layout.packed_len(),
@@ -163,6 +167,9 @@ impl Core {
                 r.state = State::Active(Phase::RecvPosted);
                 if let Some((s, t, msg)) = self.matcher.post(ctx, src, tag, id) {
                     self.deliver(id, s, t, msg);
+                } else if self.failure_free() {
+                    // Posted: nothing more to do (a receive queues no event).
+                    return;
                 } else if let Some(e) = self.refused_unmatched(ctx, src) {
                     // What a dead peer sent before it ended was matched above.
                     if self.matcher.cancel(ctx, id) {
@@ -608,6 +615,9 @@ impl Core {
 
     /// Handles what the transport reported until nothing is left.
     pub(super) fn process_events(&mut self) {
+        if self.events.is_empty() && self.outbox.is_empty() {
+            return;
+        }
         // Swap between two vectors so neither is reallocated per message:
         // handling an event may queue new ones into `self.events`.
         let mut batch = std::mem::take(&mut self.spare_events);
