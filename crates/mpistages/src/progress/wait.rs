@@ -204,6 +204,10 @@ impl Engine {
                     if core.poll_reads() {
                         core.user_polls += 1;
                         let idle = core.changes == before;
+                        if !idle {
+                            // Things move: the budget counts from here.
+                            spin_from = None;
+                        }
                         self.after(&core, before, false);
                         if idle && self.spin_yield {
                             // Ranks outnumber cores and nothing came: the
@@ -230,6 +234,15 @@ impl Engine {
                 core.polling = false;
                 let before = core.changes;
                 core.handle(&evs, &self.bell);
+                if core.changes != before {
+                    // Something came (after a sleep too): poll again for a
+                    // budget from now before the next sleep. A stream of
+                    // large messages completes one every ~100 us; a sender
+                    // whose budget ran from the start of its `MPI_Waitall`
+                    // slept through each and was woken for each.
+                    spin_from = None;
+                    spinning = true;
+                }
                 // Another waiting thread may now take over polling.
                 if core.waiters > 0 {
                     self.cond.notify_all();
