@@ -21,7 +21,7 @@
 //! 80 s with 1 ms budgets against 33 s at the base).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct SpinBudget {
     base: Duration,
@@ -56,6 +56,73 @@ impl SpinBudget {
     pub fn record(&self, waited: Duration, slept: bool) {
         let next = next_budget(self.grown(), self.base, self.cap, waited, slept);
         self.now.store(next.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The stretches of one wait between the things that came, as its clock
+/// reads see them: a wait polls for its budget from the start of each
+/// (a sender streaming large messages, whose completions come every
+/// ~100 us, slept through each when the budget ran from the start of its
+/// `MPI_Waitall`, and was woken for each), and what it records is its
+/// longest (the stretch that polling must cover; the whole wait, when
+/// nothing came before it ended).
+pub struct Stretches {
+    /// When the current stretch began (the first clock read, or the
+    /// first after something came); none before the clock was read.
+    from: Option<Instant>,
+    longest: Duration,
+    /// Something came since the last clock read.
+    moved: bool,
+}
+
+impl Stretches {
+    pub fn new() -> Stretches {
+        Stretches {
+            from: None,
+            longest: Duration::ZERO,
+            moved: false,
+        }
+    }
+
+    /// Something came: the stretch ends at the next clock read (no clock
+    /// read here: this runs per message).
+    pub fn moved(&mut self) {
+        self.moved = true;
+    }
+
+    /// The clock read `now`: true if a stretch begins here (the budget
+    /// then counts from now).
+    pub fn tick(&mut self, now: Instant) -> bool {
+        let Some(from) = self.from else {
+            self.from = Some(now);
+            self.moved = false;
+            return true;
+        };
+        self.longest = self.longest.max(now.saturating_duration_since(from));
+        if std::mem::take(&mut self.moved) {
+            self.from = Some(now);
+            return true;
+        }
+        false
+    }
+
+    /// What the wait ending now needed (`needed_at`); the clock is read
+    /// only if it was before (most waits end sooner).
+    pub fn needed(&self) -> Option<Duration> {
+        self.from.and_then(|_| self.needed_at(Instant::now()))
+    }
+
+    /// What the wait ending `now` needed: its longest stretch, the last
+    /// included; `None` if the clock was never read (a short wait).
+    pub fn needed_at(&self, now: Instant) -> Option<Duration> {
+        let from = self.from?;
+        Some(self.longest.max(now.saturating_duration_since(from)))
+    }
+}
+
+impl Default for Stretches {
+    fn default() -> Self {
+        Stretches::new()
     }
 }
 
@@ -117,6 +184,40 @@ mod tests {
     use super::*;
 
     const US: Duration = Duration::from_micros(1);
+
+    #[test]
+    fn a_wait_records_its_longest_stretch_without_progress() {
+        let t0 = Instant::now();
+        let at = |us: u32| t0 + US * us;
+        // Nothing came: the whole wait.
+        let mut s = Stretches::new();
+        assert_eq!(s.needed_at(at(5)), None, "no clock read: not recorded");
+        assert!(s.tick(at(0)), "the first read begins a stretch");
+        assert!(!s.tick(at(40)));
+        assert_eq!(s.needed_at(at(100)), Some(100 * US));
+        // Completions every 30 us of a 100 us wait, seen at clock reads
+        // every 10 us: stretches of 30, 30, 30 and 10.
+        let mut s = Stretches::new();
+        let mut began = Vec::new();
+        for us in (0..=90).step_by(10) {
+            if us > 0 && us % 30 == 0 {
+                s.moved();
+            }
+            if s.tick(at(us)) {
+                began.push(us);
+            }
+        }
+        assert_eq!(began, [0, 30, 60, 90], "the budget counts from each");
+        assert_eq!(s.needed_at(at(100)), Some(30 * US));
+        // A long stretch first, short ones after: the long one counts.
+        let mut s = Stretches::new();
+        s.tick(at(0));
+        s.moved();
+        s.tick(at(80));
+        s.moved();
+        s.tick(at(90));
+        assert_eq!(s.needed_at(at(95)), Some(80 * US));
+    }
 
     #[test]
     fn a_wait_that_slept_briefly_grows_the_budget_up_to_the_cap() {

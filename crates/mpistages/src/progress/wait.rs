@@ -6,6 +6,7 @@
 //! while user threads poll.
 
 use super::engine::{Engine, EPOLL_EVERY, HANDOFF_DELAY, TOKEN_WAKE};
+use super::spin::Stretches;
 use super::state::Core;
 use parking_lot::MutexGuard;
 use std::time::{Duration, Instant};
@@ -166,8 +167,10 @@ impl Engine {
     pub(super) fn wait_until<T>(&self, mut f: impl FnMut(&mut Core) -> Option<T>) -> T {
         let mut core = self.lock();
         let mut evs = Vec::new();
-        // When the clock was first read, and when to stop polling.
-        let mut spin_from: Option<(Instant, Instant)> = None;
+        // The stretches between things that came, and when to stop polling
+        // (a budget from the start of the current stretch).
+        let mut stretches = Stretches::new();
+        let mut deadline: Option<Instant> = None;
         let mut spins: u32 = 0;
         let mut spinning = true;
         let mut slept = false;
@@ -178,8 +181,8 @@ impl Engine {
             if let Some(v) = v {
                 self.hand_off(&mut core);
                 drop(core);
-                if let Some((began, _)) = spin_from {
-                    self.spin.record(began.elapsed(), slept);
+                if let Some(needed) = stretches.needed() {
+                    self.spin.record(needed, slept);
                 }
                 return v;
             }
@@ -194,9 +197,10 @@ impl Engine {
                 let clock_every = if self.spin_yield { 1 } else { CLOCK_EVERY };
                 if spins > 0 && spins.is_multiple_of(clock_every) {
                     let now = Instant::now();
-                    let (_, deadline) =
-                        *spin_from.get_or_insert_with(|| (now, now + self.spin.budget()));
-                    spinning = now < deadline;
+                    if stretches.tick(now) || deadline.is_none() {
+                        deadline = Some(now + self.spin.budget());
+                    }
+                    spinning = deadline.is_some_and(|d| now < d);
                 }
                 spins = spins.wrapping_add(1);
                 if spinning && !spins.is_multiple_of(EPOLL_EVERY) {
@@ -205,8 +209,7 @@ impl Engine {
                         core.user_polls += 1;
                         let idle = core.changes == before;
                         if !idle {
-                            // Things move: the budget counts from here.
-                            spin_from = None;
+                            stretches.moved();
                         }
                         self.after(&core, before, false);
                         if idle && self.spin_yield {
@@ -236,11 +239,8 @@ impl Engine {
                 core.handle(&evs, &self.bell);
                 if core.changes != before {
                     // Something came (after a sleep too): poll again for a
-                    // budget from now before the next sleep. A stream of
-                    // large messages completes one every ~100 us; a sender
-                    // whose budget ran from the start of its `MPI_Waitall`
-                    // slept through each and was woken for each.
-                    spin_from = None;
+                    // budget before the next sleep (`Stretches`).
+                    stretches.moved();
                     spinning = true;
                 }
                 // Another waiting thread may now take over polling.
