@@ -197,7 +197,8 @@ impl Engine {
                 let clock_every = if self.spin_yield { 1 } else { CLOCK_EVERY };
                 if spins > 0 && spins.is_multiple_of(clock_every) {
                     let now = Instant::now();
-                    if stretches.tick(now) || deadline.is_none() {
+                    // The first read begins a stretch: a deadline is set.
+                    if stretches.tick(now) {
                         deadline = Some(now + self.spin.budget());
                     }
                     spinning = deadline.is_some_and(|d| now < d);
